@@ -1,0 +1,5 @@
+"""``python -m pokeralphctl``."""
+
+from pokeralphctl.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,56 @@
+"""Where the daemon's socket is, computed the same way by the daemon and every client.
+
+Order: ``$POKERALPH_SOCKET``, then an explicit path, then ``pokeralph/pokeralphd.sock``
+under the user runtime dir: ``$XDG_RUNTIME_DIR`` when it is a private directory we own
+(what platformdirs' ``user_runtime_dir`` also accepts), else ``/run/user/{uid}`` under the
+same check, else ``~/Library/Caches/TemporaryItems`` on macOS, else a private
+``pokeralph-{uid}`` folder in the temp dir. Standard library only: this runs on every
+client start.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import tempfile
+from pathlib import Path
+
+SOCKET_ENV = "POKERALPH_SOCKET"
+APP = "pokeralph"
+SOCKET_NAME = "pokeralphd.sock"
+
+
+def _private_dir(path: Path) -> bool:
+    try:
+        info = path.lstat()
+    except OSError:
+        return False
+    return (
+        stat.S_ISDIR(info.st_mode)
+        and info.st_uid == os.getuid()
+        and stat.S_IMODE(info.st_mode) & 0o077 == 0
+    )
+
+
+def runtime_dir() -> Path:
+    """The user's runtime dir (not created here), following the order in the module doc."""
+    env = os.environ.get("XDG_RUNTIME_DIR", "").strip()
+    if env and os.path.isabs(env) and _private_dir(Path(env)):
+        return Path(env)
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "TemporaryItems"
+    run_user = Path(f"/run/user/{os.getuid()}")
+    if _private_dir(run_user):
+        return run_user
+    return Path(tempfile.gettempdir()) / f"{APP}-runtime-{os.getuid()}"
+
+
+def socket_path(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """The socket to use: ``$POKERALPH_SOCKET``, else ``explicit``, else the default."""
+    env = os.environ.get(SOCKET_ENV, "").strip()
+    if env:
+        return Path(env)
+    if explicit:
+        return Path(explicit)
+    return runtime_dir() / APP / SOCKET_NAME

@@ -1,0 +1,1 @@
+"""The pure domain model: entities, statuses, transitions, ids. No I/O, no asyncio."""

@@ -1,0 +1,287 @@
+"""The entities of the data-model seed, with every field, default and constraint.
+
+pydantic validates what people edit and what lives on disk; JSON uses the seed's
+camelCase names. Fields marked "ours" extend the seed (agent backend, feedback commands,
+cost and usage); every seed field keeps its seed meaning.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    StrictBool,
+    StrictInt,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from pokeralphd.domain.ids import validate_task_id
+from pokeralphd.domain.statuses import (
+    BattleStatus,
+    ExecutionMode,
+    IterationResult,
+    ProgressStatus,
+    TaskStatus,
+)
+from pokeralphd.domain.timeutil import iso, utcnow
+
+SEMVER_RE = re.compile(
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$"
+)
+LOOP_NAME_RE = r"^[a-z0-9][a-z0-9_-]{0,39}$"
+COMMIT_RE = r"^[0-9a-f]{7,64}$"
+
+
+def _aware(moment: datetime) -> datetime:
+    if moment.tzinfo is None:
+        raise ValueError("timestamp must include a timezone (use Z for UTC)")
+    return moment
+
+
+Timestamp = Annotated[
+    datetime, AfterValidator(_aware), PlainSerializer(iso, return_type=str, when_used="json")
+]
+NonEmptyStr = Annotated[str, StringConstraints(min_length=1)]
+Title = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+TaskId = Annotated[str, AfterValidator(validate_task_id)]
+LoopName = Annotated[str, StringConstraints(pattern=LOOP_NAME_RE)]
+
+
+class Model(BaseModel):
+    """Base: camelCase JSON, unknown keys rejected (a typo in a hand-edited file is named)."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        validate_assignment=True,
+    )
+
+    def dump(self) -> dict[str, Any]:
+        """JSON-ready dict with camelCase keys."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+# --------------------------------------------------------------------------- config
+
+
+AgentBackendName = Literal["claude", "codex", "command", "demo"]
+
+
+class AgentConfig(Model):
+    """Which agent backend runs iterations, and how (ours)."""
+
+    backend: AgentBackendName = "claude"
+    command: str | None = Field(default=None, description="Executable; default per backend")
+    model: str | None = None
+    extra_args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    prompt_via: Literal["stdin", "argument"] = "stdin"
+
+
+class Config(Model):
+    """``.pokeralph/config.json``: what controls battle execution (seed ``Config``)."""
+
+    max_iterations_per_task: StrictInt = Field(default=10, gt=0, le=100)
+    mode: ExecutionMode = ExecutionMode.HITL
+    feedback_loops: list[LoopName] = Field(
+        default_factory=lambda: ["test", "lint", "typecheck"], min_length=1
+    )
+    timeout_minutes: float = Field(default=30, gt=0, le=60)
+    polling_interval_ms: StrictInt = Field(default=2000, ge=500, le=10000)
+    auto_commit: StrictBool = True
+    # ours
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    feedback_commands: dict[LoopName, NonEmptyStr] = Field(default_factory=dict)
+    feedback_timeout_minutes: float = Field(default=10, gt=0, le=60)
+    idle_timeout_minutes: float = Field(default=10, gt=0, le=60)
+    commit_runtime_files: StrictBool = False
+    output_coalesce_ms: StrictInt = Field(default=20, ge=0, le=1000)
+
+    @field_validator("feedback_loops")
+    @classmethod
+    def _unique_loops(cls, loops: list[str]) -> list[str]:
+        if len(set(loops)) != len(loops):
+            raise ValueError("feedback loop names must be unique")
+        return loops
+
+
+# --------------------------------------------------------------------------- PRD and tasks
+
+
+class FeedbackResult(Model):
+    passed: bool
+    output: str = ""
+    duration: int | None = Field(default=None, ge=0, description="milliseconds")
+    command: str | None = None  # ours
+    exit_code: int | None = None  # ours
+
+
+class CriterionEvidence(Model):
+    """One acceptance criterion as the agent's completion block reports it."""
+
+    criterion: str
+    met: bool
+    evidence: str = ""
+
+
+class CompletionSignal(Model):
+    """How an iteration said it was done: the sigil, or the structured block (ours)."""
+
+    kind: Literal["sigil", "block"]
+    summary: str | None = None
+    acceptance_criteria_met: list[CriterionEvidence] = Field(default_factory=list)
+    files_changed: list[str] = Field(default_factory=list)
+    tests_added: list[str] = Field(default_factory=list)
+    confidence: float | None = None
+    notes: str | None = None
+
+
+class Usage(Model):
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    cache_creation_input_tokens: int = Field(default=0, ge=0)
+    cache_read_input_tokens: int = Field(default=0, ge=0)
+
+    def plus(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_creation_input_tokens=self.cache_creation_input_tokens
+            + other.cache_creation_input_tokens,
+            cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
+        )
+
+
+class Iteration(Model):
+    """A single agent run within a battle (seed ``Iteration``)."""
+
+    number: StrictInt = Field(ge=1)
+    started_at: Timestamp
+    ended_at: Timestamp | None = None
+    output: str = ""
+    result: IterationResult
+    files_changed: list[str] = Field(default_factory=list)
+    commit_hash: Annotated[str, StringConstraints(pattern=COMMIT_RE)] | None = None
+    error: str | None = None
+    # ours
+    duration_ms: int | None = Field(default=None, ge=0)
+    feedback_results: dict[str, FeedbackResult] = Field(default_factory=dict)
+    completion: CompletionSignal | None = None
+    session_id: str | None = None
+    cost_usd: float | None = Field(default=None, ge=0)
+    usage: Usage | None = None
+    exit_code: int | None = None
+    approval_note: str | None = None
+
+    @model_validator(mode="after")
+    def _failure_has_error(self) -> Iteration:
+        if self.result == IterationResult.FAILURE and not self.error:
+            raise ValueError("error is required when result is 'failure'")
+        for path in self.files_changed:
+            if path.startswith("/") or ".." in path.split("/"):
+                raise ValueError(f"filesChanged must hold relative paths, got {path!r}")
+        return self
+
+
+class Task(Model):
+    """A unit of work run as a battle (seed ``Task``)."""
+
+    id: TaskId
+    title: Title
+    description: NonEmptyStr
+    status: TaskStatus = TaskStatus.PENDING
+    priority: StrictInt = Field(default=1, ge=1)
+    acceptance_criteria: list[NonEmptyStr] = Field(min_length=1)
+    iterations: list[Iteration] = Field(default_factory=list)
+    created_at: Timestamp = Field(default_factory=utcnow)
+    updated_at: Timestamp = Field(default_factory=utcnow)
+
+
+class PRDMetadata(Model):
+    version: str | None = None
+    generated_by: str | None = None
+    original_idea: str | None = None
+
+    @field_validator("version")
+    @classmethod
+    def _semver(cls, value: str | None) -> str | None:
+        if value is not None and not SEMVER_RE.fullmatch(value):
+            raise ValueError(f"metadata.version must be semver (like 1.0.0), got {value!r}")
+        return value
+
+
+class PRD(Model):
+    """``.pokeralph/prd.json``: the project and its tasks (seed ``PRD``)."""
+
+    name: Title
+    description: NonEmptyStr
+    tasks: list[Task] = Field(default_factory=list)
+    metadata: PRDMetadata | None = None
+    created_at: Timestamp = Field(default_factory=utcnow)
+    updated_at: Timestamp | None = None
+
+    @field_validator("tasks")
+    @classmethod
+    def _unique_ids(cls, tasks: list[Task]) -> list[Task]:
+        seen: set[str] = set()
+        for task in tasks:
+            if task.id in seen:
+                raise ValueError(f"duplicate task id {task.id!r}")
+            seen.add(task.id)
+        return tasks
+
+    def task(self, task_id: str) -> Task | None:
+        return next((t for t in self.tasks if t.id == task_id), None)
+
+
+# --------------------------------------------------------------------------- battles
+
+
+class Battle(Model):
+    """``battles/{taskId}/history.json``: one task's battle record (seed ``Battle``)."""
+
+    task_id: TaskId
+    status: BattleStatus
+    iterations: list[Iteration] = Field(default_factory=list)
+    started_at: Timestamp
+    completed_at: Timestamp | None = None
+    duration_ms: int | None = Field(default=None, ge=0)
+    error: str | None = None
+    # ours
+    mode: ExecutionMode = ExecutionMode.HITL
+    max_iterations: int | None = Field(default=None, gt=0)
+    cost_usd: float = Field(default=0, ge=0)
+    usage: Usage = Field(default_factory=Usage)
+    attempt: int = Field(default=1, ge=1)
+    paused_reason: str | None = None
+
+    @model_validator(mode="after")
+    def _failed_has_error(self) -> Battle:
+        if self.status == BattleStatus.FAILED and not self.error:
+            raise ValueError("error is required when status is 'failed'")
+        return self
+
+
+class Progress(Model):
+    """``battles/{taskId}/progress.json``: live progress, written by the daemon alone."""
+
+    task_id: TaskId
+    current_iteration: int = Field(default=0, ge=0)
+    status: ProgressStatus = ProgressStatus.IDLE
+    last_update: Timestamp = Field(default_factory=utcnow)
+    logs: list[str] = Field(default_factory=list)
+    last_output: str = ""
+    completion_detected: bool = False
+    error: str | None = None
+    feedback_results: dict[str, FeedbackResult] = Field(default_factory=dict)

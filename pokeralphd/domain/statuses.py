@@ -1,0 +1,148 @@
+"""Task, battle and progress statuses, their allowed transitions, and the mapping between them.
+
+The diagrams come from the data-model seed (``000_…``): an illegal transition raises
+:class:`IllegalTransition` instead of silently overwriting a status.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class TaskStatus(StrEnum):
+    PENDING = "pending"
+    PLANNING = "planning"
+    IN_PROGRESS = "in_progress"
+    PAUSED = "paused"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class BattleStatus(StrEnum):
+    PENDING = "pending"
+    QUEUED = "queued"
+    RUNNING = "running"
+    PAUSED = "paused"
+    AWAITING_APPROVAL = "awaiting_approval"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class ProgressStatus(StrEnum):
+    IDLE = "idle"
+    IN_PROGRESS = "in_progress"
+    AWAITING_APPROVAL = "awaiting_approval"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class IterationResult(StrEnum):
+    SUCCESS = "success"
+    FAILURE = "failure"
+    TIMEOUT = "timeout"
+    CANCELLED = "cancelled"
+
+
+class ExecutionMode(StrEnum):
+    HITL = "hitl"
+    YOLO = "yolo"
+
+
+class IllegalTransition(ValueError):
+    """Raised when a status change is not an edge of its state machine."""
+
+    def __init__(self, kind: str, old: str, new: str) -> None:
+        self.kind = kind
+        self.old = old
+        self.new = new
+        super().__init__(f"illegal {kind} status transition: {old} -> {new}")
+
+
+T = TaskStatus
+TASK_TRANSITIONS: dict[TaskStatus, frozenset[TaskStatus]] = {
+    T.PENDING: frozenset({T.PLANNING, T.IN_PROGRESS}),
+    T.PLANNING: frozenset({T.PENDING}),
+    # Paused -> Completed/Failed is not in the seed diagram; a paused battle can only
+    # resume or be cancelled, so neither is allowed here either.
+    T.IN_PROGRESS: frozenset({T.PAUSED, T.COMPLETED, T.FAILED}),
+    T.PAUSED: frozenset({T.IN_PROGRESS, T.PENDING}),
+    T.COMPLETED: frozenset(),
+    T.FAILED: frozenset({T.PENDING}),
+}
+
+B = BattleStatus
+BATTLE_TRANSITIONS: dict[BattleStatus, frozenset[BattleStatus]] = {
+    # ``queued`` is ours: a battle waiting for a daemon-wide slot. It is "pending" with a
+    # reason, so it may only move on to running or be cancelled.
+    B.PENDING: frozenset({B.RUNNING, B.QUEUED, B.CANCELLED}),
+    B.QUEUED: frozenset({B.RUNNING, B.CANCELLED}),
+    B.RUNNING: frozenset({B.PAUSED, B.AWAITING_APPROVAL, B.COMPLETED, B.FAILED, B.CANCELLED}),
+    B.PAUSED: frozenset({B.RUNNING, B.QUEUED, B.CANCELLED}),
+    B.AWAITING_APPROVAL: frozenset({B.RUNNING, B.CANCELLED, B.PAUSED}),
+    B.COMPLETED: frozenset(),
+    B.FAILED: frozenset(),
+    B.CANCELLED: frozenset(),
+}
+
+P = ProgressStatus
+PROGRESS_TRANSITIONS: dict[ProgressStatus, frozenset[ProgressStatus]] = {
+    P.IDLE: frozenset({P.IN_PROGRESS}),
+    P.IN_PROGRESS: frozenset({P.AWAITING_APPROVAL, P.COMPLETED, P.FAILED, P.IDLE}),
+    P.AWAITING_APPROVAL: frozenset({P.IN_PROGRESS, P.IDLE}),
+    P.COMPLETED: frozenset(),
+    P.FAILED: frozenset({P.IDLE}),
+}
+
+# The seed's proposed mapping ("Status Overlap Issue"); ``queued`` is pending.
+BATTLE_TO_TASK_STATUS: dict[BattleStatus, TaskStatus] = {
+    B.PENDING: T.PENDING,
+    B.QUEUED: T.PENDING,
+    B.RUNNING: T.IN_PROGRESS,
+    B.PAUSED: T.PAUSED,
+    B.AWAITING_APPROVAL: T.IN_PROGRESS,
+    B.COMPLETED: T.COMPLETED,
+    B.FAILED: T.FAILED,
+    B.CANCELLED: T.PAUSED,
+}
+
+TERMINAL_BATTLE_STATUSES = frozenset({B.COMPLETED, B.FAILED, B.CANCELLED})
+
+
+def check_task_transition(old: TaskStatus, new: TaskStatus) -> TaskStatus:
+    """Return ``new`` if ``old -> new`` is allowed (or a no-op), else raise."""
+    if old != new and new not in TASK_TRANSITIONS[old]:
+        raise IllegalTransition("task", old, new)
+    return new
+
+
+def check_battle_transition(old: BattleStatus, new: BattleStatus) -> BattleStatus:
+    """Return ``new`` if ``old -> new`` is allowed (or a no-op), else raise."""
+    if old != new and new not in BATTLE_TRANSITIONS[old]:
+        raise IllegalTransition("battle", old, new)
+    return new
+
+
+def check_progress_transition(old: ProgressStatus, new: ProgressStatus) -> ProgressStatus:
+    """Return ``new`` if ``old -> new`` is allowed (or a no-op), else raise."""
+    if old != new and new not in PROGRESS_TRANSITIONS[old]:
+        raise IllegalTransition("progress", old, new)
+    return new
+
+
+def task_path_for_battle(task: TaskStatus, battle: BattleStatus) -> list[TaskStatus]:
+    """The legal sequence of task statuses from ``task`` to what ``battle`` implies.
+
+    A battle started again after a failure first moves the task back to pending
+    (``Failed -> Pending: Retry task``); a cancelled battle maps to paused per the seed.
+    An impossible path (say, anything out of ``completed``) raises :class:`IllegalTransition`.
+    """
+    target = BATTLE_TO_TASK_STATUS[battle]
+    if task == target:
+        return []
+    if target in TASK_TRANSITIONS[task]:
+        return [target]
+    for middle in sorted(TASK_TRANSITIONS[task]):
+        if target in TASK_TRANSITIONS[middle]:
+            return [middle, target]
+    raise IllegalTransition("task", task, target)

@@ -1,0 +1,22 @@
+"""Timestamps: timezone-aware UTC, written as ISO 8601 with milliseconds and ``Z``."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+
+def utcnow() -> datetime:
+    """Now, to the millisecond (what the files keep, so a round trip is exact)."""
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
+def iso(moment: datetime) -> str:
+    """``2026-11-23T03:04:05.123Z``; naive datetimes are taken as UTC."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def now_iso() -> str:
+    return iso(utcnow())

@@ -1,0 +1,123 @@
+"""The daemon's exceptions; each carries a stable JSON-RPC error code and a ``data`` dict.
+
+::
+
+    PokeralphError                 any error a client may see, with .code and .data
+    ├── InvalidParams              a param is missing, of the wrong type, or out of range
+    ├── RepoNotFound               no registered repository matches a path or name
+    ├── TaskNotFound               no task with that id
+    ├── VersionConflict            expectedVersion is stale
+    ├── TransitionError            a status change the state machine forbids
+    ├── CorruptFile                a document on disk does not parse or validate
+    ├── NotAGitRepo                repo.register on a folder without git
+    ├── RepoLocked                 the repository belongs to another daemon
+    ├── BattleActive / NoBattle    battle state does not fit the request
+    ├── StorageError               a write failed (ENOSPC, EACCES); nothing changed
+    ├── AgentError                 an agent backend could not start or run
+    ├── NotFound / InvalidState    generic lookups and state mismatches
+    └── ShuttingDown               the daemon is stopping
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pokeralphd.protocol.codes import ErrorCode
+
+
+class PokeralphError(Exception):
+    """Base of every error that becomes a JSON-RPC error response."""
+
+    code: ErrorCode = ErrorCode.INTERNAL_ERROR
+
+    def __init__(self, message: str, **data: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.data = {k: v for k, v in data.items() if v is not None}
+
+
+class InvalidParams(PokeralphError):
+    """Raised when a method's params fail validation; ``data.field`` names the field."""
+
+    code = ErrorCode.INVALID_PARAMS
+
+
+class RepoNotFound(PokeralphError):
+    code = ErrorCode.REPO_NOT_FOUND
+
+
+class TaskNotFound(PokeralphError):
+    code = ErrorCode.TASK_NOT_FOUND
+
+    def __init__(self, task_id: str, repo: str | None = None) -> None:
+        super().__init__(f"no task {task_id!r} in the PRD", taskId=task_id, repo=repo)
+
+
+class VersionConflict(PokeralphError):
+    """Raised when an update names an expected version that is no longer current."""
+
+    code = ErrorCode.VERSION_CONFLICT
+
+    def __init__(self, file: Path | str, expected: int, actual: int) -> None:
+        super().__init__(
+            f"{Path(file).name} is at version {actual}, not {expected}: reload and retry",
+            file=str(file),
+            expected=expected,
+            actual=actual,
+        )
+
+
+class TransitionError(PokeralphError):
+    code = ErrorCode.ILLEGAL_TRANSITION
+
+
+class CorruptFile(PokeralphError):
+    """Raised when a document on disk cannot be used; the file is never overwritten."""
+
+    code = ErrorCode.CORRUPT_FILE
+
+    def __init__(self, file: Path | str, reason: str, field: str | None = None) -> None:
+        where = f" (field {field})" if field else ""
+        super().__init__(
+            f"{file}{where}: {reason}; fix or remove the file by hand",
+            file=str(file),
+            field=field,
+            reason=reason,
+        )
+
+
+class NotAGitRepo(PokeralphError):
+    code = ErrorCode.NOT_A_GIT_REPO
+
+
+class RepoLocked(PokeralphError):
+    code = ErrorCode.REPO_LOCKED
+
+
+class BattleActive(PokeralphError):
+    code = ErrorCode.BATTLE_ACTIVE
+
+
+class NoBattle(PokeralphError):
+    code = ErrorCode.NO_BATTLE
+
+
+class StorageError(PokeralphError):
+    code = ErrorCode.STORAGE_ERROR
+
+
+class AgentError(PokeralphError):
+    code = ErrorCode.AGENT_ERROR
+
+
+class NotFound(PokeralphError):
+    code = ErrorCode.NOT_FOUND
+
+
+class InvalidState(PokeralphError):
+    code = ErrorCode.INVALID_STATE
+
+
+class ShuttingDown(PokeralphError):
+    code = ErrorCode.SHUTTING_DOWN

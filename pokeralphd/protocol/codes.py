@@ -1,0 +1,68 @@
+"""Error codes: JSON-RPC's reserved ones and pokeralph's stable application codes.
+
+Application codes live in the implementation-defined range -32000..-32099 and never
+change meaning once published; ``shared/openrpc.json`` lists them for clients.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ErrorCode(IntEnum):
+    # JSON-RPC 2.0 reserved codes
+    PARSE_ERROR = -32700
+    INVALID_REQUEST = -32600
+    METHOD_NOT_FOUND = -32601
+    INVALID_PARAMS = -32602
+    INTERNAL_ERROR = -32603
+    # pokeralph application codes
+    REPO_NOT_FOUND = -32001
+    TASK_NOT_FOUND = -32002
+    VERSION_CONFLICT = -32003
+    ILLEGAL_TRANSITION = -32004
+    CORRUPT_FILE = -32005
+    NOT_A_GIT_REPO = -32006
+    REPO_LOCKED = -32007
+    BATTLE_ACTIVE = -32008
+    NO_BATTLE = -32009
+    STORAGE_ERROR = -32010
+    MESSAGE_TOO_LARGE = -32011
+    SUBSCRIBER_OVERFLOW = -32012
+    EVENTS_LOST = -32013
+    AGENT_ERROR = -32014
+    NOT_FOUND = -32015
+    INVALID_STATE = -32016
+    SHUTTING_DOWN = -32017
+    PLANNING_ERROR = -32018
+    DELIVERY_NOT_FOUND = -32019
+    INVALID_ANSWER = -32020
+
+
+ERROR_DESCRIPTIONS: dict[ErrorCode, str] = {
+    ErrorCode.PARSE_ERROR: "Invalid JSON was received.",
+    ErrorCode.INVALID_REQUEST: "The JSON sent is not a valid Request object.",
+    ErrorCode.METHOD_NOT_FOUND: "The method does not exist.",
+    ErrorCode.INVALID_PARAMS: "Invalid method parameters; data.field names the field.",
+    ErrorCode.INTERNAL_ERROR: "Internal daemon error; see the daemon log.",
+    ErrorCode.REPO_NOT_FOUND: "No registered repository matches; data.repo says what was asked.",
+    ErrorCode.TASK_NOT_FOUND: "No task with that id in the repository's PRD.",
+    ErrorCode.VERSION_CONFLICT: "expectedVersion does not match; data has expected and actual.",
+    ErrorCode.ILLEGAL_TRANSITION: "The status change is not allowed by the state machine.",
+    ErrorCode.CORRUPT_FILE: "A .pokeralph file is invalid; data names the file and field.",
+    ErrorCode.NOT_A_GIT_REPO: "The path is not a git repository (pass gitInit to create one).",
+    ErrorCode.REPO_LOCKED: "The repository is held by another daemon; data.pid names it.",
+    ErrorCode.BATTLE_ACTIVE: "A battle is already active in this repository.",
+    ErrorCode.NO_BATTLE: "No battle matches the request.",
+    ErrorCode.STORAGE_ERROR: "A write failed (disk full, permissions); nothing changed.",
+    ErrorCode.MESSAGE_TOO_LARGE: "The message exceeds the size limit; the connection is closed.",
+    ErrorCode.SUBSCRIBER_OVERFLOW: "The subscriber fell too far behind; the connection is closed.",
+    ErrorCode.EVENTS_LOST: "Events asked for with since were already dropped from history.",
+    ErrorCode.AGENT_ERROR: "The agent could not be started or reported an error.",
+    ErrorCode.NOT_FOUND: "The requested item does not exist.",
+    ErrorCode.INVALID_STATE: "The request does not fit the current state.",
+    ErrorCode.SHUTTING_DOWN: "The daemon is shutting down.",
+    ErrorCode.PLANNING_ERROR: "The planning session failed or produced an invalid PRD.",
+    ErrorCode.DELIVERY_NOT_FOUND: "No inbox delivery with that id.",
+    ErrorCode.INVALID_ANSWER: "The answer does not fit the delivery's feedback schema.",
+}

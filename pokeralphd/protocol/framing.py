@@ -1,0 +1,126 @@
+"""Message framing: newline-delimited JSON, or LSP-style ``Content-Length`` headers.
+
+The framing is chosen per connection from its first bytes: a connection that starts
+with a ``Content-Length:`` (or ``Content-Type:``) header speaks LSP framing, anything
+else one JSON message per line. Replies use the connection's framing.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+DEFAULT_MAX_MESSAGE = 1 << 20  # 1 MiB
+MAX_HEADER_BLOCK = 8 * 1024
+_HEADER_PREFIXES = (b"content-length", b"content-type")
+
+Mode = Literal["line", "lsp"]
+
+
+class FrameTooLarge(Exception):
+    """Raised when a message (or an unterminated line) exceeds the size limit."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(f"message of {size} bytes or more exceeds the limit of {limit} bytes")
+
+
+class FrameError(Exception):
+    """Raised when LSP headers are malformed; the stream cannot be resynchronised."""
+
+
+class FrameDecoder:
+    """Incremental decoder: ``feed(bytes)`` returns every complete message body so far."""
+
+    def __init__(self, max_message: int = DEFAULT_MAX_MESSAGE) -> None:
+        self.max_message = max_message
+        self.mode: Mode | None = None
+        self._buf = bytearray()
+        self._need: int | None = None  # LSP: body length once headers are read
+        self._scan_from = 0
+
+    def feed(self, data: bytes) -> list[bytes]:
+        self._buf += data
+        if self.mode is None and not self._detect():
+            return []
+        if self.mode == "line":
+            return self._lines()
+        return self._lsp()
+
+    def _detect(self) -> bool:
+        head = bytes(self._buf[:16]).lstrip(b"\r\n").lower()
+        if not head:
+            return False
+        for prefix in _HEADER_PREFIXES:
+            if head.startswith(prefix):
+                self.mode = "lsp"
+                return True
+            if prefix.startswith(head):
+                return False  # could still become a header: wait for more bytes
+        self.mode = "line"
+        return True
+
+    def _lines(self) -> list[bytes]:
+        out: list[bytes] = []
+        buf = self._buf
+        start = 0
+        while True:
+            newline = buf.find(b"\n", max(start, self._scan_from))
+            if newline < 0:
+                break
+            if newline - start > self.max_message:
+                raise FrameTooLarge(newline - start, self.max_message)
+            line = bytes(buf[start:newline]).strip()
+            if line:
+                out.append(line)
+            start = newline + 1
+            self._scan_from = start
+        if start:
+            del buf[:start]
+        self._scan_from = len(buf)
+        if len(buf) > self.max_message:
+            raise FrameTooLarge(len(buf), self.max_message)
+        return out
+
+    def _lsp(self) -> list[bytes]:
+        out: list[bytes] = []
+        buf = self._buf
+        while True:
+            if self._need is None:
+                end = buf.find(b"\r\n\r\n")
+                if end < 0:
+                    if len(buf) > MAX_HEADER_BLOCK:
+                        raise FrameError("LSP header block too long or not terminated")
+                    break
+                self._need = self._content_length(bytes(buf[:end]))
+                del buf[: end + 4]
+            if len(buf) < self._need:
+                break
+            out.append(bytes(buf[: self._need]))
+            del buf[: self._need]
+            self._need = None
+        return out
+
+    def _content_length(self, block: bytes) -> int:
+        length: int | None = None
+        for raw in block.lstrip(b"\r\n").split(b"\r\n"):
+            name, sep, value = raw.partition(b":")
+            if not sep:
+                raise FrameError(f"malformed LSP header line {raw[:60]!r}")
+            if name.strip().lower() == b"content-length":
+                try:
+                    length = int(value.strip())
+                except ValueError as exc:
+                    raise FrameError(f"bad Content-Length {value.strip()[:20]!r}") from exc
+        if length is None or length < 0:
+            raise FrameError("LSP message without a valid Content-Length header")
+        if length > self.max_message:
+            raise FrameTooLarge(length, self.max_message)
+        return length
+
+
+def encode_frame(body: bytes, mode: Mode | None) -> bytes:
+    """Frame one message body for a connection in ``mode`` (line when unknown)."""
+    if mode == "lsp":
+        return b"Content-Length: %d\r\n\r\n" % len(body) + body
+    return body + b"\n"

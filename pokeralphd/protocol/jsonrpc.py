@@ -1,0 +1,102 @@
+"""JSON-RPC 2.0 envelopes: parsing requests, building responses, batches, spec errors.
+
+Follows the specification to the letter: a parse error or an invalid request whose id
+cannot be read answers with ``id: null``; notifications (no ``id`` member) never get a
+reply, not even an error; an empty batch is one invalid-request error; a batch of only
+notifications gets no reply at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from pokeralphd.protocol.codes import ERROR_DESCRIPTIONS, ErrorCode
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder()
+
+Id = str | int | float | None
+NO_ID: Any = object()  # marker: the request is a notification
+
+
+@dataclass(slots=True)
+class Request:
+    method: str
+    params: list[Any] | dict[str, Any] | None
+    id: Any  # NO_ID for notifications
+
+    @property
+    def is_notification(self) -> bool:
+        return self.id is NO_ID
+
+
+@dataclass(slots=True)
+class InvalidMessage:
+    """A message that is not a valid Request; ``id`` is what could be read of it."""
+
+    id: Id
+    reason: str
+
+
+def decode(body: bytes) -> Any:
+    """Parse JSON; raises ``msgspec.DecodeError`` on invalid JSON or UTF-8."""
+    return _decoder.decode(body)
+
+
+def parse_request(obj: Any) -> Request | InvalidMessage:
+    if not isinstance(obj, dict):
+        return InvalidMessage(None, "a request must be a JSON object")
+    raw_id = obj.get("id", NO_ID)
+    if raw_id is not NO_ID and (
+        isinstance(raw_id, bool) or not isinstance(raw_id, str | int | float | type(None))
+    ):
+        return InvalidMessage(None, "id must be a string, a number or null")
+    readable_id = None if raw_id is NO_ID else raw_id
+    if obj.get("jsonrpc") != "2.0":
+        return InvalidMessage(readable_id, 'jsonrpc must be exactly "2.0"')
+    method = obj.get("method")
+    if not isinstance(method, str):
+        return InvalidMessage(readable_id, "method must be a string")
+    params = obj.get("params")
+    if "params" in obj and not isinstance(params, list | dict):
+        return InvalidMessage(readable_id, "params must be an array or an object")
+    extra = set(obj) - {"jsonrpc", "method", "params", "id"}
+    if extra:
+        return InvalidMessage(readable_id, f"unexpected member(s): {', '.join(sorted(extra))}")
+    return Request(method, params, raw_id)
+
+
+def error_object(code: int, message: str, data: Any = None) -> dict[str, Any]:
+    err: dict[str, Any] = {"code": int(code), "message": message}
+    if data is not None:
+        err["data"] = data
+    return err
+
+
+def error_response(request_id: Id, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": error_object(code, message, data)}
+
+
+def result_response(request_id: Id, result: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def notification(method: str, params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": method, "params": params}
+
+
+def encode(message: Any) -> bytes:
+    return _encoder.encode(message)
+
+
+def spec_message(code: ErrorCode) -> str:
+    return {
+        ErrorCode.PARSE_ERROR: "Parse error",
+        ErrorCode.INVALID_REQUEST: "Invalid Request",
+        ErrorCode.METHOD_NOT_FOUND: "Method not found",
+        ErrorCode.INVALID_PARAMS: "Invalid params",
+        ErrorCode.INTERNAL_ERROR: "Internal error",
+    }.get(code, ERROR_DESCRIPTIONS.get(code, "Error"))

@@ -1,0 +1,1 @@
+"""Everything on disk: the ``.pokeralph/`` folder (FileManager), the user registry, locks."""

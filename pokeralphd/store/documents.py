@@ -1,0 +1,145 @@
+"""Versioned JSON documents: schema version, write counter, migrations, precise errors.
+
+Every document on disk is a JSON object carrying ``schemaVersion`` (the shape of the
+file, bumped when it changes, with a migration from each older shape) and ``version``
+(bumped by every write, so that an update can name the version it read and fail
+cleanly with :class:`VersionConflict` if someone wrote in between).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from pokeralphd.errors import CorruptFile, VersionConflict
+from pokeralphd.store.atomic import atomic_write
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+M = TypeVar("M", bound=BaseModel)
+Migration = Callable[[dict[str, Any]], dict[str, Any]]
+
+META_KEYS = ("schemaVersion", "version")
+
+
+def field_path(loc: tuple[int | str, ...]) -> str:
+    """``("tasks", 0, "id")`` -> ``tasks[0].id``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def first_error(exc: ValidationError, prefix: str = "") -> tuple[str, str]:
+    """The first validation error of ``exc`` as ``(field, message)``."""
+    err = exc.errors()[0]
+    name = field_path(tuple(err["loc"]))
+    if prefix:
+        name = f"{prefix}.{name}" if name else prefix
+    return name, err["msg"]
+
+
+@dataclass(frozen=True)
+class DocumentKind(Generic[M]):
+    """How one kind of document is stored: its model, current schema and migrations.
+
+    ``migrations[n]`` turns a schema-``n`` document into a schema-``n+1`` one.
+    """
+
+    name: str
+    model: type[M]
+    schema_version: int = 1
+    migrations: dict[int, Migration] = field(default_factory=dict)
+
+
+@dataclass
+class Loaded(Generic[M]):
+    value: M
+    version: int
+
+
+def read_json(path: Path) -> Any:
+    """Parse a JSON file; a parse failure is :class:`CorruptFile` naming line and column."""
+    try:
+        raw = path.read_bytes()
+    except PermissionError as exc:
+        raise CorruptFile(path, "permission denied reading the file") from exc
+    try:
+        return json.loads(raw)
+    except UnicodeDecodeError as exc:
+        raise CorruptFile(path, f"not UTF-8 text ({exc.reason})") from exc
+    except json.JSONDecodeError as exc:
+        raise CorruptFile(path, f"invalid JSON at line {exc.lineno} column {exc.colno}") from exc
+
+
+def decode_document(kind: DocumentKind[M], path: Path, raw: Any) -> Loaded[M]:
+    """Validate a parsed document, migrating older schema versions first."""
+    if not isinstance(raw, dict):
+        raise CorruptFile(path, f"expected a JSON object, found {type(raw).__name__}")
+    schema = raw.get("schemaVersion", 1)
+    version = raw.get("version", 0)
+    if not isinstance(schema, int) or isinstance(schema, bool) or schema < 1:
+        raise CorruptFile(path, "schemaVersion must be a positive integer", "schemaVersion")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+        raise CorruptFile(path, "version must be a non-negative integer", "version")
+    if schema > kind.schema_version:
+        raise CorruptFile(
+            path,
+            f"schemaVersion {schema} is newer than this pokeralphd understands "
+            f"({kind.schema_version}); upgrade pokeralph",
+            "schemaVersion",
+        )
+    body = {k: v for k, v in raw.items() if k not in META_KEYS}
+    while schema < kind.schema_version:
+        body = kind.migrations[schema](body)
+        schema += 1
+    try:
+        value = kind.model.model_validate(body)
+    except ValidationError as exc:
+        name, message = first_error(exc)
+        raise CorruptFile(path, message, name) from exc
+    return Loaded(value, version)
+
+
+def encode_document(kind: DocumentKind[M], value: M, version: int) -> bytes:
+    body = value.model_dump(mode="json", by_alias=True)
+    doc = {"schemaVersion": kind.schema_version, "version": version, **body}
+    return (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode()
+
+
+def load(kind: DocumentKind[M], path: Path) -> Loaded[M] | None:
+    """The document at ``path``, or ``None`` if there is no file."""
+    if not path.exists():
+        return None
+    return decode_document(kind, path, read_json(path))
+
+
+def current_version(kind: DocumentKind[M], path: Path) -> int:
+    """The version on disk (0: no file). A file that does not decode raises CorruptFile,
+    so a hand-broken document is never silently replaced."""
+    if not path.exists():
+        return 0
+    return decode_document(kind, path, read_json(path)).version
+
+
+def save(kind: DocumentKind[M], path: Path, value: M, expected_version: int | None = None) -> int:
+    """Write ``value`` as the next version; return that version.
+
+    With ``expected_version``, the write happens only if the file is still at that
+    version (0 meaning "no file yet"), else :class:`VersionConflict`. Callers serialise
+    writes to one file (the daemon is its only writer), so check-then-write is safe.
+    """
+    on_disk = current_version(kind, path)
+    if expected_version is not None and expected_version != on_disk:
+        raise VersionConflict(path, expected_version, on_disk)
+    version = on_disk + 1
+    atomic_write(path, encode_document(kind, value, version))
+    return version

@@ -1,0 +1,153 @@
+"""FileManager: the ``.pokeralph/`` folder of one repository, laid out as the seed says.
+
+::
+
+    .pokeralph/
+    ├── config.json                 repository config layer (only the keys it sets)
+    ├── prd.json                    PRD with its tasks
+    ├── battles/{taskId}/
+    │   ├── progress.json           live progress (the daemon is its only writer)
+    │   ├── history.json            the battle and its iterations
+    │   └── logs/iteration-{n}.log  what the agent printed
+    └── daemon.lock                 held by the daemon that owns this repository
+
+All methods are synchronous and do plain file I/O; the repository runtime serialises
+writes and runs them off the event loop. Task ids are validated before any path is built.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from pokeralphd.domain.ids import validate_task_id
+from pokeralphd.domain.models import PRD, Battle, Progress
+from pokeralphd.store import documents
+from pokeralphd.store.atomic import append_bytes, atomic_write
+from pokeralphd.store.documents import DocumentKind, Loaded
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+FOLDER = ".pokeralph"
+PRD_KIND = DocumentKind("prd", PRD)
+PROGRESS_KIND = DocumentKind("progress", Progress)
+HISTORY_KIND = DocumentKind("history", Battle)
+GITIGNORE = """# Written by pokeralphd: runtime files stay out of git.
+# config.json and prd.json may be committed.
+daemon.lock
+battles/
+inbox/
+planning/
+.*.tmp
+"""
+
+
+class FileManager:
+    """Reads and writes one repository's ``.pokeralph/`` folder."""
+
+    def __init__(self, repo_root: Path) -> None:
+        self.root = repo_root
+        self.dir = repo_root / FOLDER
+
+    # -- layout
+    @property
+    def config_path(self) -> Path:
+        return self.dir / "config.json"
+
+    @property
+    def prd_path(self) -> Path:
+        return self.dir / "prd.json"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.dir / "daemon.lock"
+
+    def battle_dir(self, task_id: str) -> Path:
+        return self.dir / "battles" / validate_task_id(task_id)
+
+    def progress_path(self, task_id: str) -> Path:
+        return self.battle_dir(task_id) / "progress.json"
+
+    def history_path(self, task_id: str) -> Path:
+        return self.battle_dir(task_id) / "history.json"
+
+    def log_path(self, task_id: str, iteration: int) -> Path:
+        if not isinstance(iteration, int) or iteration < 1:
+            raise ValueError(f"iteration must be a positive integer, got {iteration!r}")
+        return self.battle_dir(task_id) / "logs" / f"iteration-{iteration}.log"
+
+    # -- initialisation
+    def exists(self) -> bool:
+        return self.dir.is_dir()
+
+    def init(self) -> None:
+        """Create the folder, an empty config layer and a .gitignore; keep what exists."""
+        (self.dir / "battles").mkdir(parents=True, exist_ok=True)
+        if not self.config_path.exists():
+            atomic_write(self.config_path, b'{\n  "schemaVersion": 1,\n  "version": 1\n}\n')
+        ignore = self.dir / ".gitignore"
+        if not ignore.exists():
+            atomic_write(ignore, GITIGNORE.encode(), mode=0o644)
+
+    # -- PRD
+    def load_prd(self) -> Loaded[PRD] | None:
+        return documents.load(PRD_KIND, self.prd_path)
+
+    def save_prd(self, prd: PRD, expected_version: int | None = None) -> int:
+        return documents.save(PRD_KIND, self.prd_path, prd, expected_version)
+
+    # -- battles
+    def create_battle_folder(self, task_id: str) -> Path:
+        folder = self.battle_dir(task_id)
+        (folder / "logs").mkdir(parents=True, exist_ok=True)
+        return folder
+
+    def load_progress(self, task_id: str) -> Loaded[Progress] | None:
+        return documents.load(PROGRESS_KIND, self.progress_path(task_id))
+
+    def save_progress(self, progress: Progress, expected_version: int | None = None) -> int:
+        return documents.save(
+            PROGRESS_KIND, self.progress_path(progress.task_id), progress, expected_version
+        )
+
+    def load_history(self, task_id: str) -> Loaded[Battle] | None:
+        return documents.load(HISTORY_KIND, self.history_path(task_id))
+
+    def save_history(self, battle: Battle, expected_version: int | None = None) -> int:
+        return documents.save(
+            HISTORY_KIND, self.history_path(battle.task_id), battle, expected_version
+        )
+
+    def battle_task_ids(self) -> list[str]:
+        folder = self.dir / "battles"
+        if not folder.is_dir():
+            return []
+        out = []
+        for entry in sorted(folder.iterdir()):
+            try:
+                out.append(validate_task_id(entry.name))
+            except ValueError:
+                continue
+        return out
+
+    # -- logs
+    def append_log(self, task_id: str, iteration: int, data: bytes) -> None:
+        append_bytes(self.log_path(task_id, iteration), data)
+
+    def log_size(self, task_id: str, iteration: int) -> int:
+        try:
+            return self.log_path(task_id, iteration).stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def read_log(
+        self, task_id: str, iteration: int, offset: int = 0, limit: int = 256 * 1024
+    ) -> tuple[bytes, int]:
+        """``limit`` bytes from ``offset`` (negative: from the end) and the file's size."""
+        path = self.log_path(task_id, iteration)
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            start = max(0, size + offset) if offset < 0 else min(offset, size)
+            handle.seek(start)
+            return handle.read(limit), size
