@@ -1,0 +1,1 @@
+"""The socket side: listener, peer check, connections, dispatch, method handlers, event bus."""

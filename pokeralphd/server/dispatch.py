@@ -1,0 +1,166 @@
+"""The method table and the dispatcher that turns message bodies into replies.
+
+A handler is ``async def handler(ctx, params) -> result``; params arrive decoded into the
+method's msgspec struct (by name or by position). Errors become JSON-RPC error objects:
+:class:`PokeralphError` keeps its code and data, a decode problem names the field, and
+anything unexpected is logged and reported as -32603 without killing the connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from pokeralphd.domain.ids import InvalidId
+from pokeralphd.domain.statuses import IllegalTransition
+from pokeralphd.errors import InvalidParams, PokeralphError
+from pokeralphd.protocol import jsonrpc
+from pokeralphd.protocol.codes import ErrorCode
+
+if TYPE_CHECKING:
+    from pokeralphd.daemon import Daemon
+    from pokeralphd.protocol.params import Params
+    from pokeralphd.server.connection import ClientConnection
+
+log = logging.getLogger(__name__)
+Handler = Callable[["CallContext", Any], Awaitable[Any]]
+
+
+@dataclass
+class CallContext:
+    daemon: Daemon
+    conn: ClientConnection | None
+    after_reply: list[Callable[[], None]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    handler: Handler
+    params: type[Params]
+    summary: str
+    concurrent: bool = False  # may wait a long time: run beside the connection's reader
+    result: Any = Any
+
+
+class MethodTable:
+    def __init__(self) -> None:
+        self.methods: dict[str, Method] = {}
+
+    def add(
+        self,
+        name: str,
+        params: type[Params],
+        summary: str,
+        *,
+        concurrent: bool = False,
+        result: Any = Any,
+    ) -> Callable[[Handler], Handler]:
+        def decorate(handler: Handler) -> Handler:
+            if name in self.methods:
+                raise ValueError(f"method {name} registered twice")
+            self.methods[name] = Method(name, handler, params, summary, concurrent, result)
+            return handler
+
+        return decorate
+
+
+_FIELD_AT = re.compile(r"at `\$\.?([^`]*)`")
+_MISSING = re.compile(r"missing required field `([^`]+)`")
+_UNKNOWN = re.compile(r"unknown field `([^`]+)`")
+
+
+def _field_from(message: str) -> str | None:
+    for pattern in (_MISSING, _UNKNOWN):
+        match = pattern.search(message)
+        if match:
+            base = _FIELD_AT.search(message)
+            prefix = base.group(1) + "." if base and base.group(1) else ""
+            return prefix + match.group(1)
+    match = _FIELD_AT.search(message)
+    return match.group(1) if match else None
+
+
+def decode_params(method: Method, raw: list[Any] | dict[str, Any] | None) -> Params:
+    """Params by name or by position into the method's struct, or :class:`PokeralphError`."""
+    fields = method.params.__struct_encode_fields__
+    if raw is None:
+        raw = {}
+    if isinstance(raw, list):
+        if len(raw) > len(fields):
+            raise InvalidParams(
+                f"{method.name} takes at most {len(fields)} positional params, got {len(raw)}",
+                expected=list(fields),
+            )
+        raw = dict(zip(fields, raw, strict=False))
+    try:
+        return msgspec.convert(raw, method.params)
+    except msgspec.ValidationError as exc:
+        raise InvalidParams(f"{method.name}: {exc}", field=_field_from(str(exc))) from exc
+
+
+class Dispatcher:
+    def __init__(self, table: MethodTable, daemon: Daemon) -> None:
+        self.table = table
+        self.daemon = daemon
+
+    async def call(self, request: jsonrpc.Request, ctx: CallContext) -> dict[str, Any] | None:
+        """Run one request; the response dict, or None for a notification."""
+        method = self.table.methods.get(request.method)
+        rid = None if request.is_notification else request.id
+        if method is None:
+            if request.is_notification:
+                return None
+            return jsonrpc.error_response(
+                rid,
+                ErrorCode.METHOD_NOT_FOUND,
+                "Method not found",
+                {"method": request.method, "hint": "call rpc.discover for the list of methods"},
+            )
+        try:
+            params = decode_params(method, request.params)
+            result = await method.handler(ctx, params)
+        except PokeralphError as exc:
+            if request.is_notification:
+                return None
+            return jsonrpc.error_response(rid, exc.code, exc.message, exc.data or None)
+        except InvalidId as exc:
+            if request.is_notification:
+                return None
+            return jsonrpc.error_response(
+                rid,
+                ErrorCode.INVALID_PARAMS,
+                str(exc),
+                {"field": exc.kind + "Id", "value": str(exc.value)},
+            )
+        except IllegalTransition as exc:
+            if request.is_notification:
+                return None
+            return jsonrpc.error_response(
+                rid,
+                ErrorCode.ILLEGAL_TRANSITION,
+                str(exc),
+                {"from": exc.old, "to": exc.new, "kind": exc.kind},
+            )
+        except Exception:
+            log.exception("internal error in %s", request.method)
+            if request.is_notification:
+                return None
+            return jsonrpc.error_response(
+                rid,
+                ErrorCode.INTERNAL_ERROR,
+                "Internal error",
+                {"method": request.method, "hint": "see the daemon log"},
+            )
+        if request.is_notification:
+            return None
+        return jsonrpc.result_response(rid, result)
+
+    def is_concurrent(self, request: jsonrpc.Request) -> bool:
+        method = self.table.methods.get(request.method)
+        return method is not None and method.concurrent

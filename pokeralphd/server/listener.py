@@ -1,0 +1,155 @@
+"""The listening socket: our own (private folder, stale-socket cleanup, single owner) or
+one handed over by systemd socket activation; and the peer-credential check.
+
+Start-up with our own socket follows pueue: take an exclusive lock beside the socket
+(so two daemons starting at once cannot both win), try to connect to an existing socket
+(someone answers: refuse), otherwise remove the stale file and bind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import socket
+import stat
+import struct
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+SD_LISTEN_FDS_START = 3
+
+
+class ListenerError(Exception):
+    """Raised when the daemon cannot take its socket; the message says what to do."""
+
+
+@dataclass
+class BoundSocket:
+    sock: socket.socket
+    path: Path | None
+    activated: bool  # passed in by the service manager: never unlink it
+    lock_fd: int | None = None
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        if not self.activated and self.path is not None:
+            with contextlib.suppress(OSError):
+                # Only remove the socket if it is still ours (not replaced by a successor).
+                if self.path.exists():
+                    self.path.unlink()
+        if self.lock_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.lock_fd)
+            self.lock_fd = None
+
+
+def activated_socket() -> socket.socket | None:
+    """The socket systemd passed (``LISTEN_FDS``/``LISTEN_PID``), if it is meant for us."""
+    pid = os.environ.get("LISTEN_PID")
+    fds = os.environ.get("LISTEN_FDS")
+    if not pid or not fds:
+        return None
+    try:
+        if int(pid) != os.getpid() or int(fds) < 1:
+            return None
+    except ValueError:
+        return None
+    names = os.environ.get("LISTEN_FDNAMES", "").split(":")
+    # Prefer an fd named for us; otherwise the first one.
+    index = next((i for i, n in enumerate(names) if n in ("pokeralphd", "pokeralphd.socket")), 0)
+    fd = SD_LISTEN_FDS_START + index
+    for var in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"):
+        os.environ.pop(var, None)  # children must not think the fds are theirs
+    sock = socket.socket(fileno=fd)
+    if sock.family != socket.AF_UNIX or sock.type != socket.SOCK_STREAM:
+        raise ListenerError(f"the activated fd {fd} is not a Unix stream socket")
+    os.set_inheritable(fd, False)
+    return sock
+
+
+def _ensure_private_dir(folder: Path) -> None:
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = folder.lstat()
+    if not stat.S_ISDIR(info.st_mode):
+        raise ListenerError(f"{folder} exists and is not a directory")
+    if info.st_uid != os.getuid():
+        raise ListenerError(
+            f"{folder} belongs to uid {info.st_uid}, not to you; choose another --socket"
+        )
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        os.chmod(folder, 0o700)
+
+
+def _someone_listens(path: Path) -> bool:
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(2)
+    try:
+        probe.connect(str(path))
+    except (ConnectionRefusedError, FileNotFoundError):
+        return False
+    except OSError as exc:
+        return exc.errno not in (errno.ECONNREFUSED, errno.ENOENT, errno.ENOTSOCK)
+    else:
+        return True
+    finally:
+        probe.close()
+
+
+def bind_socket(path: Path, backlog: int = 128) -> BoundSocket:
+    """Bind ``path`` as our socket (mode 0600 in a 0700 folder), or raise ListenerError."""
+    if len(os.fsencode(path)) >= 104:
+        raise ListenerError(f"socket path is too long for AF_UNIX ({len(str(path))} bytes): {path}")
+    _ensure_private_dir(path.parent)
+    lock_path = path.with_name(path.name + ".lock")
+    lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(lock_fd)
+        raise ListenerError(
+            f"another pokeralphd is already running on {path}; "
+            "stop it with `pokeralphctl daemon stop` or choose another --socket"
+        ) from exc
+    try:
+        if path.exists() or path.is_symlink():
+            if _someone_listens(path):
+                raise ListenerError(
+                    f"another pokeralphd is already running on {path}; "
+                    "stop it with `pokeralphctl daemon stop` or choose another --socket"
+                )
+            path.unlink()  # stale socket from a dead daemon
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old_umask = os.umask(0o177)
+        try:
+            sock.bind(str(path))
+        finally:
+            os.umask(old_umask)
+        os.chmod(path, 0o600)
+        sock.listen(backlog)
+        os.ftruncate(lock_fd, 0)
+        os.write(lock_fd, f"{os.getpid()}\n".encode())
+    except BaseException:
+        os.close(lock_fd)
+        raise
+    return BoundSocket(sock, path, activated=False, lock_fd=lock_fd)
+
+
+def peer_credentials(sock: socket.socket) -> tuple[int | None, int | None]:
+    """``(pid, uid)`` of the process at the other end of a Unix socket (None if unknown)."""
+    if hasattr(socket, "SO_PEERCRED"):
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        pid, uid, _gid = struct.unpack("3i", raw)
+        return pid, uid
+    if sys.platform == "darwin":  # pragma: no cover - exercised on macOS only
+        sol_local, local_peercred = 0, 0x001
+        raw = sock.getsockopt(sol_local, local_peercred, struct.calcsize("IIh16I"))
+        _version, uid = struct.unpack_from("II", raw)
+        return None, uid
+    return None, None  # pragma: no cover

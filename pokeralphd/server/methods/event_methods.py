@@ -1,0 +1,62 @@
+"""``events.subscribe`` / ``events.unsubscribe``: the event stream of a connection."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pokeralphd.errors import InvalidState, NotFound
+from pokeralphd.protocol.params import SubscribeParams, UnsubscribeParams
+
+if TYPE_CHECKING:
+    from pokeralphd.server.dispatch import CallContext, MethodTable
+
+
+def register(table: MethodTable) -> None:
+    @table.add(
+        "events.subscribe",
+        SubscribeParams,
+        "Receive `event` notifications, filtered by repo, types and task; `since` replays "
+        "from history and reports how many events were already dropped.",
+    )
+    async def subscribe(ctx: CallContext, params: SubscribeParams) -> dict[str, Any]:
+        conn = ctx.conn
+        if conn is None:
+            raise InvalidState("events.subscribe needs a connection")
+        repo = ctx.daemon.resolve(params.repo, usable=False).name if params.repo else None
+        bus = ctx.daemon.bus
+        sub = bus.subscribe(conn.deliver, repo, params.types, params.task_id)
+        conn.subscriptions.add(sub.id)
+        result: dict[str, Any] = {"subscription": sub.id, "seq": bus.seq}
+        if params.since is not None:
+            events, lost = bus.replay(sub, params.since)
+            result["replayed"] = len(events)
+            result["lost"] = lost
+            if lost:
+                result["oldestSeq"] = bus.history[0].seq if bus.history else bus.seq + 1
+
+            def replay() -> None:
+                for event in events:
+                    if not conn.deliver(event):
+                        break
+
+            ctx.after_reply.append(replay)
+        return result
+
+    @table.add(
+        "events.unsubscribe",
+        UnsubscribeParams,
+        "Stop one subscription (or all of this connection's when none is named).",
+    )
+    async def unsubscribe(ctx: CallContext, params: UnsubscribeParams) -> dict[str, Any]:
+        conn = ctx.conn
+        if conn is None:
+            raise InvalidState("events.unsubscribe needs a connection")
+        ids = (
+            [params.subscription] if params.subscription is not None else sorted(conn.subscriptions)
+        )
+        for sub_id in ids:
+            if sub_id not in conn.subscriptions:
+                raise NotFound(f"no subscription {sub_id} on this connection", subscription=sub_id)
+            conn.subscriptions.discard(sub_id)
+            ctx.daemon.bus.unsubscribe(sub_id)
+        return {"unsubscribed": ids}

@@ -1,0 +1,61 @@
+"""``prd.get`` / ``prd.update``: the repository's PRD."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pokeralphd.domain.models import PRD, PRDMetadata
+from pokeralphd.errors import InvalidParams
+from pokeralphd.protocol.params import PrdUpdateParams, RepoParams
+from pokeralphd.validation import validated
+
+if TYPE_CHECKING:
+    from pokeralphd.server.dispatch import CallContext, MethodTable
+
+
+def register(table: MethodTable) -> None:
+    @table.add("prd.get", RepoParams, "The PRD with its tasks (null if none yet) and its version.")
+    async def get(ctx: CallContext, params: RepoParams) -> dict[str, Any]:
+        prd, version = await ctx.daemon.resolve(params.repo).prd()
+        return {"prd": prd.dump() if prd else None, "version": version}
+
+    @table.add(
+        "prd.update",
+        PrdUpdateParams,
+        "Replace the PRD (prd) or set name/description/metadata; expectedVersion guards.",
+    )
+    async def update(ctx: CallContext, params: PrdUpdateParams) -> dict[str, Any]:
+        runtime = ctx.daemon.resolve(params.repo)
+        if params.prd is not None:
+            if params.name or params.description or params.metadata:
+                raise InvalidParams("pass either prd or name/description/metadata", field="prd")
+            prd, version = await runtime.replace_prd(params.prd, params.expected_version)
+            return {"prd": prd.dump(), "version": version}
+        if params.name is None and params.description is None and params.metadata is None:
+            raise InvalidParams(
+                "nothing to update: pass prd, name, description or metadata", field="prd"
+            )
+        metadata = (
+            validated(PRDMetadata, params.metadata, "metadata", "metadata")
+            if params.metadata is not None
+            else None
+        )
+
+        def change(old: PRD) -> PRD:
+            if params.name is not None:
+                old.name = params.name
+            if params.description is not None:
+                old.description = params.description
+            if metadata is not None:
+                old.metadata = metadata
+            return old
+
+        try:
+            prd, version = await runtime.update_prd(
+                change, params.expected_version, "prd_updated", lambda p: {"prd": p.dump()}
+            )
+        except ValueError as exc:  # validate_assignment on name/description
+            raise InvalidParams(
+                f"invalid PRD: {exc}", field="name" if params.name is not None else "description"
+            ) from exc
+        return {"prd": prd.dump(), "version": version}

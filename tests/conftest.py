@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import DaemonProcess, make_git_repo, short_tmpdir
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def home() -> Iterator[Path]:
+    path = short_tmpdir()
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def daemon(home: Path) -> Iterator[DaemonProcess]:
+    proc = DaemonProcess(home).start()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def repo(home: Path) -> Path:
+    return make_git_repo(home / "repo")

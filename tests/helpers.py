@@ -1,0 +1,184 @@
+"""Test helpers: a real pokeralphd in a subprocess on a short temp socket, real git repos.
+
+``DaemonProcess`` starts ``python -m pokeralphd`` with its own XDG dirs, waits until it
+answers ``daemon.ping`` (polling with a deadline, never a fixed sleep), and talks to it
+through the standard-library client, exactly as any other client would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from pokeralphctl.client import Connection, DaemonNotRunning
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+FAKES = Path(__file__).resolve().parent / "fakes"
+
+
+def short_tmpdir(prefix: str = "prx") -> Path:
+    """A temp dir with a short path (AF_UNIX paths are limited to ~104 bytes)."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+    """Poll ``predicate`` until it returns something truthy, or fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.1)
+
+
+def make_git_repo(path: Path, files: dict[str, str] | None = None) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
+    subprocess.run(["git", "-C", str(path), "config", "user.email", "t@example.com"], check=True)
+    subprocess.run(["git", "-C", str(path), "config", "user.name", "Test"], check=True)
+    for name, content in (files or {"README.md": "# sample\n"}).items():
+        target = path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content)
+    subprocess.run(["git", "-C", str(path), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(path), "commit", "-q", "-m", "initial"], check=True)
+    return path
+
+
+class DaemonProcess:
+    def __init__(self, home: Path, extra_args: list[str] | None = None) -> None:
+        self.home = home
+        self.socket = home / "run" / "d.sock"
+        self.extra_args = extra_args or []
+        self.env = dict(os.environ)
+        self.env.update(
+            {
+                "XDG_STATE_HOME": str(home / "state"),
+                "XDG_CONFIG_HOME": str(home / "config"),
+                "XDG_RUNTIME_DIR": str(home / "xdg-run"),
+                "POKERALPH_SOCKET": str(self.socket),
+                "PYTHONUNBUFFERED": "1",
+                "POKERALPH_NO_AUTOSTART": "1",
+            }
+        )
+        self.env.pop("NOTIFY_SOCKET", None)
+        self.env.pop("LISTEN_FDS", None)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = home / "daemon.log"
+
+    def start(self, wait: bool = True) -> DaemonProcess:
+        self.log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pokeralphd", *self.extra_args],
+            env=self.env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        if wait:
+            wait_until(self._answers, 20, "the daemon to answer daemon.ping")
+        return self
+
+    def _answers(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"daemon exited with {self.proc.returncode}:\n{self.logs()}")
+        try:
+            return self.call("daemon.ping") == "pong"
+        except (DaemonNotRunning, OSError):
+            return False
+
+    def logs(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def connect(self, timeout: float | None = 30) -> Connection:
+        return Connection(str(self.socket), timeout=timeout)
+
+    def call(self, method: str, params: dict[str, Any] | list[Any] | None = None) -> Any:
+        with self.connect() as conn:
+            return conn.call(method, params)  # type: ignore[arg-type]
+
+    def raw(self) -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(30)
+        sock.connect(str(self.socket))
+        return sock
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait()
+        self.log.close()
+
+    def ctl(
+        self, *args: str, input: str | None = None, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``pokeralphctl ARGS`` against this daemon."""
+        return subprocess.run(
+            [sys.executable, "-m", "pokeralphctl", *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            input=input,
+            timeout=timeout,
+        )
+
+
+_leftover: dict[int, bytes] = {}
+
+
+def read_messages(sock: socket.socket, count: int, timeout: float = 10) -> list[Any]:
+    """Read ``count`` newline-delimited JSON messages from a raw socket (keeping the rest)."""
+    sock.settimeout(timeout)
+    buf = _leftover.pop(id(sock), b"")
+    out: list[Any] = []
+    while len(out) < count:
+        while b"\n" not in buf:
+            chunk = sock.recv(1 << 16)
+            if not chunk:
+                raise AssertionError(f"connection closed after {len(out)} messages: {buf[:200]!r}")
+            buf += chunk
+        line, buf = buf.split(b"\n", 1)
+        if line.strip():
+            out.append(json.loads(line))
+    if buf:
+        _leftover[id(sock)] = buf
+    return out
+
+
+def events_of(
+    conn: Connection, until: Callable[[dict[str, Any]], bool], timeout: float = 30
+) -> Iterator[dict[str, Any]]:
+    """Yield event params from a subscribed connection until ``until(params)`` is true."""
+    conn.settimeout(timeout)
+    for message in conn.messages():
+        if message.get("method") == "event":
+            params = message["params"]
+            yield params
+            if until(params):
+                return
