@@ -48,6 +48,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=int,
         help="bytes queued for a slow subscriber (default 8 MiB)",
     )
+    parser.add_argument("--debug-methods", action="store_true", help="enable debug.* (benchmarks)")
     parser.add_argument("--version", action="version", version=f"pokeralphd {__version__}")
     return parser.parse_args(argv)
 
@@ -58,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     overrides = {}
     if args.max_message is not None:
         overrides["maxMessage"] = args.max_message
+    if args.debug_methods:
+        overrides["debugMethods"] = True
     if args.event_history is not None:
         overrides["eventHistory"] = args.event_history
     if args.max_subscriber_backlog is not None:

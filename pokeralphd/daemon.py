@@ -17,7 +17,11 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from pokeralphd import __version__
+from pokeralphd.battle.engine import BattleEngine
 from pokeralphd.errors import InvalidParams, NotAGitRepo, PokeralphError, RepoNotFound
+from pokeralphd.inbox.battle_hooks import InboxApprovals, offer_retry
+from pokeralphd.inbox.service import InboxService
+from pokeralphd.planning.service import PlanService
 from pokeralphd.runtime import RepoRuntime
 from pokeralphd.server.connection import ClientConnection
 from pokeralphd.server.dispatch import Dispatcher
@@ -40,7 +44,7 @@ class Daemon:
         self.paths = paths
         self.settings = settings or DaemonSettings()
         self.bus = EventBus(self.settings.event_history)
-        self.table = build_table()
+        self.table = build_table(debug=self.settings.debug_methods)
         self.dispatcher = Dispatcher(self.table, self)
         self.registry_store = RegistryStore(paths.state_dir)
         self.registry = Registry()
@@ -51,7 +55,14 @@ class Daemon:
         self.shutdown_requested = anyio.Event()
         self.registry_lock = anyio.Lock()
         self.bound: BoundSocket | None = None
-        self.extensions: list[Any] = []  # battle engine, inbox, planning: attach per runtime
+        self.battles = BattleEngine(self.settings.max_concurrent_battles)
+        self.inbox = InboxService()
+        self.battles.approval_hooks.append(InboxApprovals())
+        self.battles.failure_hooks.append(offer_retry)
+        # Extensions attach to each runtime and run beside the server (the inbox before
+        # battles, which use it).
+        self.planning = PlanService()
+        self.extensions: list[Any] = [self.inbox, self.battles, self.planning]
 
     # -- repositories
     def attach(self, entry: RepoEntry) -> RepoRuntime:
@@ -211,8 +222,6 @@ class Daemon:
         )
         try:
             self.load_registry()
-            for ext in self.extensions:
-                await ext.start(self)
             listener = await anyio.abc.SocketListener.from_socket(self.bound.sock)
             log.info(
                 "pokeralphd %s listening on %s (%d repositories)",
@@ -222,6 +231,8 @@ class Daemon:
             )
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._signals)
+                for ext in self.extensions:
+                    await tg.start(ext.run, self)
                 accepting = anyio.CancelScope()
                 tg.start_soon(self._accept, listener, accepting, tg)
                 if on_ready is not None:

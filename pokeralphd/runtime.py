@@ -40,7 +40,9 @@ class RepoRuntime:
         self.lock = RepoLock(self.files.lock_path)
         self.write_lock = anyio.Lock()
         self.failure: PokeralphError | None = None  # why it is unusable (locked, missing)
-        self.battles: Any = None  # the BattleOrchestrator, attached by the daemon
+        self.battles: Any = None  # the BattleOrchestrator, attached by the battle engine
+        self.inbox: Any = None  # the RepoInbox, attached by the inbox service
+        self.planning: Any = None  # the RepoPlanner, attached by the plan service
 
     # -- plumbing
     def publish(self, type_: str, payload: dict[str, Any], task_id: str | None = None) -> None:

@@ -174,11 +174,17 @@ def read_messages(sock: socket.socket, count: int, timeout: float = 10) -> list[
 def events_of(
     conn: Connection, until: Callable[[dict[str, Any]], bool], timeout: float = 30
 ) -> Iterator[dict[str, Any]]:
-    """Yield event params from a subscribed connection until ``until(params)`` is true."""
+    """Yield event params from a subscribed connection until ``until(params)`` is true.
+
+    Every event is checked against its documented schema on the way (shared/schemas).
+    """
+    from pokeralphd.protocol.events import check_event
+
     conn.settimeout(timeout)
     for message in conn.messages():
         if message.get("method") == "event":
             params = message["params"]
+            check_event(params)
             yield params
             if until(params):
                 return

@@ -106,7 +106,7 @@ class Config(Model):
     feedback_timeout_minutes: float = Field(default=10, gt=0, le=60)
     idle_timeout_minutes: float = Field(default=10, gt=0, le=60)
     commit_runtime_files: StrictBool = False
-    output_coalesce_ms: StrictInt = Field(default=20, ge=0, le=1000)
+    output_coalesce_ms: StrictInt = Field(default=10, ge=0, le=1000)
 
     @field_validator("feedback_loops")
     @classmethod
@@ -125,6 +125,7 @@ class FeedbackResult(Model):
     duration: int | None = Field(default=None, ge=0, description="milliseconds")
     command: str | None = None  # ours
     exit_code: int | None = None  # ours
+    skipped: bool = False  # ours: no command for this loop in this repository
 
 
 class CriterionEvidence(Model):
@@ -183,6 +184,7 @@ class Iteration(Model):
     usage: Usage | None = None
     exit_code: int | None = None
     approval_note: str | None = None
+    timings_ms: dict[str, float] = Field(default_factory=dict)  # where the time went
 
     @model_validator(mode="after")
     def _failure_has_error(self) -> Iteration:
@@ -285,3 +287,6 @@ class Progress(Model):
     completion_detected: bool = False
     error: str | None = None
     feedback_results: dict[str, FeedbackResult] = Field(default_factory=dict)
+    # ours: the running agent, so a restarted daemon can end what its predecessor left
+    agent_pid: int | None = None
+    agent_started: float | None = None  # process create_time, to tell pid reuse apart

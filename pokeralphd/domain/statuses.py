@@ -73,10 +73,10 @@ TASK_TRANSITIONS: dict[TaskStatus, frozenset[TaskStatus]] = {
 
 B = BattleStatus
 BATTLE_TRANSITIONS: dict[BattleStatus, frozenset[BattleStatus]] = {
-    # ``queued`` is ours: a battle waiting for a daemon-wide slot. It is "pending" with a
-    # reason, so it may only move on to running or be cancelled.
-    B.PENDING: frozenset({B.RUNNING, B.QUEUED, B.CANCELLED}),
-    B.QUEUED: frozenset({B.RUNNING, B.CANCELLED}),
+    # ``queued`` is ours: a battle waiting for a daemon-wide slot. A battle that has not
+    # run yet may also be paused (asked to, or found so after a daemon restart).
+    B.PENDING: frozenset({B.RUNNING, B.QUEUED, B.PAUSED, B.CANCELLED}),
+    B.QUEUED: frozenset({B.RUNNING, B.PAUSED, B.CANCELLED}),
     B.RUNNING: frozenset({B.PAUSED, B.AWAITING_APPROVAL, B.COMPLETED, B.FAILED, B.CANCELLED}),
     B.PAUSED: frozenset({B.RUNNING, B.QUEUED, B.CANCELLED}),
     B.AWAITING_APPROVAL: frozenset({B.RUNNING, B.CANCELLED, B.PAUSED}),

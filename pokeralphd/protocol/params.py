@@ -136,3 +136,69 @@ class BattleLogParams(Params):
     tail: int | None = None
     limit: int = 256 * 1024
     repo: str | None = None
+
+
+# -- inbox
+class InboxListParams(Params):
+    status: str | None = None
+    repo: str | None = None
+
+
+class DeliveryRef(Params):
+    id: str
+    repo: str | None = None
+
+
+class InboxCreateParams(Params):
+    title: str
+    body: str = ""
+    mode: Literal["passive", "interactive", "blocking"] = "interactive"
+    schema: dict[str, Any] | None = None
+    timeout_seconds: float | None = None
+    task_id: str | None = None
+    repo: str | None = None
+
+
+class InboxAnswerParams(Params):
+    id: str
+    values: dict[str, Any]
+    note: str | None = None
+    repo: str | None = None
+
+
+class InboxAnnotateParams(Params):
+    id: str
+    content: str
+    type: Literal["comment", "highlight"] = "comment"
+    target: dict[str, Any] | None = None
+    repo: str | None = None
+
+
+class InboxWaitParams(Params):
+    id: str
+    timeout: float | None = None
+    repo: str | None = None
+
+
+# -- planning
+class PlanningStartParams(Params):
+    idea: str | None = None
+    breakdown: bool = False
+    repo: str | None = None
+
+
+class PlanningAnswerParams(Params):
+    answer: str
+    repo: str | None = None
+
+
+class PlanningFinishParams(Params):
+    save: bool = False
+    merge: Literal["replace", "merge"] = "replace"
+    repo: str | None = None
+
+
+# -- debug (only with pokeralphd --debug-methods)
+class DebugEmitParams(Params):
+    count: int = 1
+    size: int = 0

@@ -5,11 +5,14 @@ from __future__ import annotations
 from pokeralphd.server.dispatch import MethodTable
 
 
-def build_table() -> MethodTable:
+def build_table(debug: bool = False) -> MethodTable:
     from pokeralphd.server.methods import (
+        battle_methods,
         config_methods,
         daemon_methods,
         event_methods,
+        inbox_methods,
+        planning_methods,
         prd_methods,
         repo_methods,
         task_methods,
@@ -23,6 +26,13 @@ def build_table() -> MethodTable:
         prd_methods,
         task_methods,
         event_methods,
+        battle_methods,
+        inbox_methods,
+        planning_methods,
     ):
         module.register(table)
+    if debug:
+        from pokeralphd.server.methods import debug_methods
+
+        debug_methods.register(table)
     return table

@@ -1,0 +1,206 @@
+"""``pokeralphctl``: the command line. This module only wires parsers to command modules.
+
+Start-up speed matters here: only the standard library and ``pokeralphctl.*`` are
+imported, and only the selected command's module is imported and its parser filled in;
+the other commands are registered as bare names with their help line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from pokeralphctl import __version__
+from pokeralphctl.client import DaemonNotRunning, RequestFailed
+from pokeralphctl.commands import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_NOT_RUNNING,
+    EXIT_OK,
+    EXIT_USAGE,
+    CommandError,
+    Context,
+    Parser,
+    add_common,
+    common_options,
+    repo_argument,
+)
+from pokeralphctl.output import Output, field_of, hint_for
+from pokeralphctl.paths import SOCKET_ENV
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+#: command -> (module under pokeralphctl.commands, help line); the order of ``--help``.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "status": ("status", "show the daemon and every repository, one line each"),
+    "ping": ("status", "check that the daemon answers"),
+    "repos": ("repos", "list the registered repositories"),
+    "init": ("repos", "register a repository (the current directory by default)"),
+    "unregister": ("repos", "forget a repository (its files stay)"),
+    "task": ("task", "list, add, show, edit and remove tasks"),
+    "prd": ("prd", "show, rename, describe or import the PRD"),
+    "config": ("config", "get, set and unset configuration keys"),
+    "battle": ("battle", "start, follow, control and inspect battles"),
+    "approve": ("battle", "approve the iteration awaiting approval (= battle approve)"),
+    "watch": ("watch", "print events as they happen"),
+    "daemon": ("daemon", "start, stop and check pokeralphd"),
+}
+
+EPILOG = """\
+exit codes:
+  0  success
+  1  the daemon refused the request, or the command could not do it
+  2  usage error
+  3  the daemon is not running: start it with `pokeralphctl daemon start`
+     (or `systemctl --user start pokeralphd`)
+  4  interrupted (Ctrl-C); `watch` exits 0 when interrupted
+
+--json prints one envelope on stdout: {"ok": true, "result": ...} or
+{"ok": false, "error": {"code": ..., "message": ..., "data": ...}}, where code is the
+daemon's JSON-RPC error code, or daemon_not_running, connection_lost, usage,
+interrupted, failed or internal. Streams (watch, --follow) print one object per line.
+
+environment:
+  POKERALPH_SOCKET  the daemon socket (--socket wins over it)
+  NO_COLOR          no colours, even on a terminal
+"""
+
+_VALUED = ("--socket", "--repo")
+
+# argparse looks up a translation of each of its messages with gettext, and every lookup
+# probes the locale folders on disk (and imports ``locale``). CPython ships no catalog for
+# argparse, so the lookups only cost start-up time: skip them.
+argparse._ = str  # type: ignore[attr-defined]
+
+
+def command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand named in ``argv`` (skipping global options and their values)."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            return argv[i + 1] if i + 1 < len(argv) else None
+        if arg in _VALUED:
+            i += 2
+            continue
+        if not arg.startswith("-"):
+            return arg
+        i += 1
+    return None
+
+
+def build_parser(argv: Sequence[str]) -> tuple[Parser, dict[str, Parser]]:
+    """The parser, with only the command named in ``argv`` (each parser costs start-up time).
+
+    Without a known command every command is listed, as bare names with their help line.
+    """
+    parser = Parser(
+        prog="pokeralphctl",
+        description="Control pokeralphd, the daemon that runs AI coding agents in loops.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    parser.add_argument("--version", action="version", version=f"pokeralphctl {__version__}")
+    add_common(parser)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    chosen = command_of(argv)
+    built: dict[str, Parser] = {}
+    for name, (module_name, help_line) in COMMANDS.items():
+        if name == chosen:
+            sub = subparsers.add_parser(
+                name, help=help_line, description=help_line, parents=[common_options()]
+            )
+            module = importlib.import_module(f"pokeralphctl.commands.{module_name}")
+            getattr(module, f"add_{name}")(sub)
+            built[name] = sub
+        elif chosen not in COMMANDS:
+            # no command, or an unknown one: list them all (for --help and the error)
+            subparsers.add_parser(name, help=help_line, add_help=False)
+    return parser, built
+
+
+def _repo(args: argparse.Namespace) -> tuple[str | None, bool]:
+    if args.repo:
+        return repo_argument(args.repo), True
+    try:
+        return os.getcwd(), False
+    except OSError:  # the working directory was deleted
+        return None, False
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    Parser.json_errors = "--json" in argv
+    parser, built = build_parser(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, usage errors
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    if args.socket:
+        # $POKERALPH_SOCKET wins in pokeralphctl.paths; --socket must win over it here,
+        # and a daemon started by `daemon start` inherits it.
+        os.environ[SOCKET_ENV] = os.path.abspath(os.path.expanduser(args.socket))
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        shown = built.get(args.command) if args.command else None
+        (shown or parser).print_help(sys.stderr)
+        return EXIT_USAGE
+    out = Output(json_mode=args.json, verbose=args.verbose)
+    repo, given = _repo(args)
+    return run(handler, Context(out, repo, given), args)
+
+
+def run(handler: Any, ctx: Context, args: argparse.Namespace) -> int:
+    """Run a handler; every failure becomes one message with what to do next."""
+    out = ctx.out
+    try:
+        code = int(handler(ctx, args))
+        sys.stdout.flush()
+        return code
+    except DaemonNotRunning as exc:
+        out.error("daemon_not_running", str(exc), {"socket": str(exc.path)})
+        return EXIT_NOT_RUNNING
+    except RequestFailed as exc:
+        message = exc.message
+        field = field_of(exc.data)
+        if field and field not in message:
+            message = f"{message} (field: {field})"
+        out.error(exc.code, message, exc.data, hint_for(exc.code, exc.data))
+        return EXIT_FAILED
+    except CommandError as exc:
+        out.error(exc.code, exc.message, exc.data, exc.hint)
+        return EXIT_USAGE if exc.code == "usage" else EXIT_FAILED
+    except KeyboardInterrupt:
+        out.error("interrupted", "interrupted", None)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # stdout went away (`pokeralphctl task list | head -1`): stop quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
+    except (ConnectionError, TimeoutError) as exc:
+        out.error(
+            "connection_lost",
+            f"lost the connection to pokeralphd: {exc}",
+            None,
+            "check it with `pokeralphctl daemon status`; its log says what happened",
+        )
+        return EXIT_FAILED
+    except Exception as exc:
+        if out.verbose:
+            import traceback
+
+            traceback.print_exc()
+        out.error(
+            "internal",
+            f"unexpected error: {type(exc).__name__}: {exc}",
+            None,
+            "this is a bug in pokeralphctl: please report it with the command you ran "
+            "(-v shows the traceback)",
+        )
+        return EXIT_FAILED

@@ -1,0 +1,281 @@
+"""``pokeralphctl battle …`` and ``pokeralphctl approve``: start, control and inspect battles.
+
+Following (``battle start --follow``, ``battle log --follow``) lives in
+:mod:`pokeralphctl.commands.follow`; this module builds the params and prints results.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pokeralphctl.commands import sub
+from pokeralphctl.output import duration, money
+
+if TYPE_CHECKING:
+    import argparse
+
+    from pokeralphctl.commands import Context
+    from pokeralphctl.output import Output
+
+
+def add_battle(parser: argparse.ArgumentParser) -> None:
+    subs = parser.add_subparsers(dest="action", metavar="ACTION")
+
+    p = sub(subs, "start", "start a battle for a task")
+    p.add_argument("task_id", metavar="TASK")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--yolo", dest="mode", action="store_const", const="yolo", help="run without approvals"
+    )
+    mode.add_argument(
+        "--hitl", dest="mode", action="store_const", const="hitl", help="approve each iteration"
+    )
+    p.add_argument("--max-iterations", type=int, metavar="N", help="override the config")
+    p.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="print its events until it ends (exit 0 when complete, 1 when failed or "
+        "cancelled), asking for approvals on a terminal",
+    )
+    p.set_defaults(handler=start)
+
+    p = sub(subs, "pause", "pause at the end of the running iteration")
+    _task_arg(p)
+    p.add_argument("--now", action="store_true", help="stop the agent at once")
+    p.set_defaults(handler=control, method="battle.pause")
+
+    for name, help_line in (
+        ("resume", "resume a paused battle"),
+        ("cancel", "cancel the battle (the agent's processes are ended)"),
+    ):
+        p = sub(subs, name, help_line)
+        _task_arg(p)
+        p.set_defaults(handler=control, method=f"battle.{name}")
+
+    p = sub(subs, "approve", "approve (or --reject) the iteration awaiting approval")
+    add_approve(p)
+
+    p = sub(subs, "show", "active battles, or one task's live progress")
+    p.add_argument("task_id", nargs="?", metavar="TASK")
+    p.add_argument("--all", action="store_true", help="active battles of every repository")
+    p.set_defaults(handler=show)
+
+    p = sub(subs, "history", "a task's battle with every iteration")
+    p.add_argument("task_id", metavar="TASK")
+    p.set_defaults(handler=history)
+
+    p = sub(subs, "log", "an iteration's log (default: the latest iteration)")
+    p.add_argument("task_id", metavar="TASK")
+    p.add_argument("-n", "--lines", type=int, metavar="N", help="only the last N lines")
+    p.add_argument("--iteration", type=int, metavar="K", help="this iteration's log")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing as the agent writes")
+    p.set_defaults(handler=log)
+
+
+def _task_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "task_id", nargs="?", metavar="TASK", help="the battle's task (default: the active one)"
+    )
+
+
+def add_approve(parser: argparse.ArgumentParser) -> None:
+    _task_arg(parser)
+    parser.add_argument("--reject", action="store_true", help="reject instead: the battle pauses")
+    parser.add_argument("--note", metavar="TEXT", help="a note for the next iteration's prompt")
+    parser.set_defaults(handler=approve)
+
+
+# --------------------------------------------------------------------------- params
+
+
+def start_params(ctx: Context, args: argparse.Namespace) -> dict[str, Any]:
+    return ctx.params(taskId=args.task_id, mode=args.mode, maxIterations=args.max_iterations)
+
+
+def control_params(ctx: Context, args: argparse.Namespace) -> dict[str, Any]:
+    params = ctx.params(taskId=args.task_id)
+    if args.method == "battle.pause" and args.now:
+        params["now"] = True
+    return params
+
+
+def approve_params(ctx: Context, args: argparse.Namespace) -> dict[str, Any]:
+    return ctx.params(approve=not args.reject, note=args.note, taskId=args.task_id)
+
+
+def log_params(args: argparse.Namespace, ctx: Context) -> dict[str, Any]:
+    return ctx.params(taskId=args.task_id, iteration=args.iteration, tail=args.lines)
+
+
+# --------------------------------------------------------------------------- handlers
+
+
+def battle_line(out: Output, battle: dict[str, Any]) -> str:
+    iterations = battle.get("iterations") or []
+    limit = battle.get("maxIterations")
+    return (
+        f"{out.style(str(battle.get('taskId')), 'bold')} {out.status(battle.get('status'))}, "
+        f"{battle.get('mode')}, {len(iterations)}/{limit or '?'} iterations, "
+        f"{money(battle.get('costUsd'))}"
+    )
+
+
+def start(ctx: Context, args: argparse.Namespace) -> int:
+    """Invoked when calling ``pokeralphctl battle start``."""
+    if args.follow:
+        from pokeralphctl.commands.follow import start_and_follow
+
+        return start_and_follow(ctx, args, start_params(ctx, args))
+    result = ctx.call("battle.start", start_params(ctx, args))
+    out = ctx.out
+    if out.json:
+        out.ok(result)
+        return 0
+    battle = result["battle"]
+    queued = " (queued: waiting for a free slot)" if result.get("queued") else ""
+    out.line(f"started: {battle_line(out, battle)}{queued}")
+    out.note(
+        f"follow it with `pokeralphctl battle log -f {battle['taskId']}` or `pokeralphctl watch`",
+        "dim",
+    )
+    return 0
+
+
+def control(ctx: Context, args: argparse.Namespace) -> int:
+    """Invoked when calling ``pokeralphctl battle pause|resume|cancel``."""
+    result = ctx.call(args.method, control_params(ctx, args))
+    out = ctx.out
+    if out.json:
+        out.ok(result)
+        return 0
+    battle = result["battle"]
+    if result.get("pauseRequested") and battle.get("status") != "paused":
+        out.line(f"pause requested: {battle_line(out, battle)}")
+        out.note("it pauses at the end of the running iteration (--now stops it at once)", "dim")
+    else:
+        out.line(battle_line(out, battle))
+    if battle.get("status") == "paused":
+        out.note(f"resume with `pokeralphctl battle resume {battle['taskId']}`", "dim")
+    return 0
+
+
+def approve(ctx: Context, args: argparse.Namespace) -> int:
+    """Invoked when calling ``pokeralphctl battle approve`` or ``pokeralphctl approve``."""
+    result = ctx.call("battle.approve", approve_params(ctx, args))
+    out = ctx.out
+    if out.json:
+        out.ok(result)
+        return 0
+    battle = result["battle"]
+    verb = "rejected" if args.reject else "approved"
+    out.line(f"{verb}: {battle_line(out, battle)}")
+    if args.reject:
+        out.note(f"the battle pauses; `pokeralphctl battle resume {battle['taskId']}`", "dim")
+    return 0
+
+
+def show(ctx: Context, args: argparse.Namespace) -> int:
+    """Invoked when calling ``pokeralphctl battle show``."""
+    out = ctx.out
+    if args.task_id:
+        result = ctx.call("battle.progress", ctx.params(taskId=args.task_id))
+        if out.json:
+            out.ok(result)
+        else:
+            print_progress(out, args.task_id, result.get("progress"))
+        return 0
+    result = ctx.call("battle.current", {} if args.all else ctx.params())
+    if out.json:
+        out.ok(result)
+        return 0
+    battles = result.get("battles") or []
+    if not battles:
+        out.line("no active battle: start one with `pokeralphctl battle start TASK`")
+        return 0
+    rows = [
+        [
+            b.get("repo"),
+            b.get("taskId"),
+            out.status(b.get("status")),
+            f"{b.get('iteration')}/{b.get('maxIterations') or '?'}",
+            b.get("mode"),
+            money(b.get("costUsd")),
+            b.get("pausedReason") or "",
+        ]
+        for b in battles
+    ]
+    out.table(["repo", "task", "status", "iteration", "mode", "cost", "paused"], rows)
+    return 0
+
+
+def print_progress(out: Output, task_id: str, progress: dict[str, Any] | None) -> None:
+    if not progress:
+        out.line(f"no battle for {task_id} yet: `pokeralphctl battle start {task_id}`")
+        return
+    out.line(f"{out.style(task_id, 'bold')} {out.status(progress.get('status'))}")
+    out.line(f"iteration:   {progress.get('currentIteration')}")
+    out.line(f"updated:     {progress.get('lastUpdate')}")
+    if progress.get("error"):
+        out.line(f"error:       {out.style(str(progress['error']), 'red')}")
+    feedback = progress.get("feedbackResults") or {}
+    if feedback:
+        loops = ", ".join(
+            f"{name} {out.status('passed' if r.get('passed') else 'failed')}"
+            for name, r in feedback.items()
+        )
+        out.line(f"feedback:    {loops}")
+    last = str(progress.get("lastOutput") or "").rstrip().splitlines()[-10:]
+    if last:
+        out.line("last output:")
+        for line in last:
+            out.line(f"  {line}")
+
+
+def history(ctx: Context, args: argparse.Namespace) -> int:
+    """Invoked when calling ``pokeralphctl battle history``."""
+    result = ctx.call("battle.history", ctx.params(taskId=args.task_id))
+    out = ctx.out
+    if out.json:
+        out.ok(result)
+        return 0
+    battle = result.get("battle")
+    if not battle:
+        out.line(f"no battle for {args.task_id} yet: `pokeralphctl battle start {args.task_id}`")
+        return 0
+    out.line(f"{battle_line(out, battle)}, attempt {battle.get('attempt', 1)}")
+    out.line(out.style(f"started {battle.get('startedAt')}", "dim"))
+    if battle.get("error"):
+        out.line(f"error: {out.style(str(battle['error']), 'red')}")
+    iterations = battle.get("iterations") or []
+    if not iterations:
+        return 0
+    out.line()
+    rows = [
+        [
+            it.get("number"),
+            out.status(it.get("result")),
+            duration(it.get("durationMs")),
+            money(it.get("costUsd")),
+            len(it.get("filesChanged") or []),
+            str(it.get("commitHash") or "-")[:8],
+            it.get("error") or "",
+        ]
+        for it in iterations
+    ]
+    out.table(["#", "result", "duration", "cost", "files", "commit", "error"], rows)
+    return 0
+
+
+def log(ctx: Context, args: argparse.Namespace) -> int:
+    """Invoked when calling ``pokeralphctl battle log``."""
+    from pokeralphctl.commands.follow import follow_log, read_log
+
+    if args.follow:
+        return follow_log(ctx, args, log_params(args, ctx))
+    result = read_log(ctx, log_params(args, ctx))
+    if ctx.out.json:
+        ctx.out.ok(result)
+    else:
+        ctx.out.write(result["data"])
+    return 0

@@ -1,0 +1,165 @@
+"""``pokeralphctl config get|set|unset``: the repository's layered configuration.
+
+Keys are dotted paths into the config (``agent.backend``); ``snake_case`` segments are
+accepted and sent in the wire's camelCase. ``set`` parses VALUE as JSON when it parses
+(numbers, booleans, lists, objects, null) and takes it as a string otherwise. Changes go
+to the repository layer; ``unset`` removes a key there, so the user or default applies.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from pokeralphctl.commands import CommandError, sub
+from pokeralphctl.output import dumps
+
+if TYPE_CHECKING:
+    import argparse
+
+    from pokeralphctl.commands import Context
+
+
+def add_config(parser: argparse.ArgumentParser) -> None:
+    subs = parser.add_subparsers(dest="action", metavar="ACTION")
+
+    p = sub(subs, "get", "show the effective config and which layer set each key")
+    p.add_argument("key", nargs="?", metavar="KEY", help="a dotted key like agent.backend")
+    p.set_defaults(handler=get)
+
+    p = sub(subs, "set", "set a key in the repository layer")
+    p.add_argument("key", metavar="KEY", help="a dotted key like agent.backend")
+    p.add_argument("value", metavar="VALUE", help="JSON when it parses, else a string")
+    p.set_defaults(handler=set_)
+
+    p = sub(subs, "unset", "remove a key from the repository layer (user/default applies)")
+    p.add_argument("key", metavar="KEY")
+    p.set_defaults(handler=unset)
+
+
+def camel(segment: str) -> str:
+    head, *rest = segment.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def split_key(key: str) -> list[str]:
+    parts = [camel(p) for p in key.strip().split(".")]
+    if not all(parts):
+        raise CommandError(
+            f"invalid key {key!r}", "use a dotted key like agent.backend", code="usage"
+        )
+    return parts
+
+
+def parse_value(text: str) -> Any:
+    """JSON when ``text`` parses as JSON, else the text itself."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def nested_patch(parts: list[str], value: Any) -> dict[str, Any]:
+    """``["agent", "backend"], "demo"`` -> ``{"agent": {"backend": "demo"}}``."""
+    patch: Any = value
+    for part in reversed(parts):
+        patch = {part: patch}
+    result: dict[str, Any] = patch
+    return result
+
+
+def flatten(value: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """Dotted keys and their leaf values (empty objects stay leaves)."""
+    if isinstance(value, dict) and value:
+        out: list[tuple[str, Any]] = []
+        for key, inner in value.items():
+            out.extend(flatten(inner, f"{prefix}.{key}" if prefix else key))
+        return out
+    return [(prefix, value)]
+
+
+def lookup(tree: Any, parts: list[str]) -> tuple[bool, Any]:
+    for part in parts:
+        if not isinstance(tree, dict) or part not in tree:
+            return False, None
+        tree = tree[part]
+    return True, tree
+
+
+def source_of(result: dict[str, Any], parts: list[str]) -> str:
+    """Which layer set a key: ``sources`` names top-level keys; nested keys are looked up."""
+    top = result.get("sources", {}).get(parts[0], "default")
+    if len(parts) == 1 or top == "default":
+        return str(top)
+    found, _ = lookup(result.get("repoLayer", {}), parts)
+    return "repo" if found else "user or default"
+
+
+def show_value(value: Any) -> str:
+    return value if isinstance(value, str) else dumps(value)
+
+
+def get(ctx: Context, args: argparse.Namespace) -> int:
+    """Invoked when calling ``pokeralphctl config get``."""
+    result = ctx.call("config.get", ctx.params())
+    out = ctx.out
+    config = result["config"]
+    if args.key is None:
+        if out.json:
+            out.ok(result)
+            return 0
+        rows = [
+            [key, show_value(value), out.style(source_of(result, key.split(".")), "dim")]
+            for key, value in flatten(config)
+        ]
+        out.table(["key", "value", "source"], rows)
+        return 0
+    parts = split_key(args.key)
+    found, value = lookup(config, parts)
+    if not found:
+        raise CommandError(
+            f"no config key {args.key!r}",
+            "`pokeralphctl config get` lists every key; known top-level keys: " + ", ".join(config),
+            data={"key": args.key},
+        )
+    source = source_of(result, parts)
+    if out.json:
+        out.ok({"key": ".".join(parts), "value": value, "source": source})
+    else:
+        out.line(f"{show_value(value)}  {out.style(f'({source})', 'dim')}")
+    return 0
+
+
+def _update(ctx: Context, parts: list[str], value: Any) -> dict[str, Any]:
+    result: dict[str, Any] = ctx.call("config.update", ctx.params(patch=nested_patch(parts, value)))
+    return result
+
+
+def set_(ctx: Context, args: argparse.Namespace) -> int:
+    """Invoked when calling ``pokeralphctl config set``."""
+    parts = split_key(args.key)
+    value = parse_value(args.value)
+    result = _update(ctx, parts, value)
+    if ctx.out.json:
+        ctx.out.ok(result)
+    else:
+        _, effective = lookup(result["config"], parts)
+        ctx.out.line(
+            f"{'.'.join(parts)} = {show_value(effective)}  "
+            + ctx.out.style(f"(repo layer, version {result.get('version')})", "dim")
+        )
+    return 0
+
+
+def unset(ctx: Context, args: argparse.Namespace) -> int:
+    """Invoked when calling ``pokeralphctl config unset``."""
+    parts = split_key(args.key)
+    result = _update(ctx, parts, None)
+    if ctx.out.json:
+        ctx.out.ok(result)
+    else:
+        found, effective = lookup(result["config"], parts)
+        now = show_value(effective) if found else "(not set)"
+        source = source_of(result, parts)
+        ctx.out.line(f"{'.'.join(parts)} = {now}  " + ctx.out.style(f"({source})", "dim"))
+    return 0

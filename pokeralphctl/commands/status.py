@@ -1,0 +1,110 @@
+"""``pokeralphctl ping`` and ``pokeralphctl status``: is the daemon there, what is it doing."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pokeralphctl.output import counts, money
+
+if TYPE_CHECKING:
+    import argparse
+
+    from pokeralphctl.commands import Context
+    from pokeralphctl.output import Output
+
+
+def add_ping(parser: argparse.ArgumentParser) -> None:
+    parser.set_defaults(handler=ping)
+
+
+def add_status(parser: argparse.ArgumentParser) -> None:
+    parser.set_defaults(handler=status)
+
+
+def ping(ctx: Context, args: argparse.Namespace) -> int:
+    """Invoked when calling ``pokeralphctl ping``."""
+    with ctx.connect() as conn:
+        result = conn.call("daemon.ping")
+        path = conn.path
+    if ctx.out.json:
+        ctx.out.ok(result)
+    else:
+        ctx.out.line(f"{result} from pokeralphd on {path}")
+    return 0
+
+
+def fetch_status(ctx: Context) -> dict[str, Any]:
+    """``daemon.status`` and ``repo.list`` on one connection."""
+    with ctx.connect() as conn:
+        daemon = conn.call("daemon.status")
+        repos = conn.call("repo.list")
+    return {"daemon": daemon, "repos": repos}
+
+
+def status(ctx: Context, args: argparse.Namespace) -> int:
+    """Invoked when calling ``pokeralphctl status``."""
+    result = fetch_status(ctx)
+    if ctx.out.json:
+        ctx.out.ok(result)
+    else:
+        print_status(ctx.out, result)
+    return 0
+
+
+def uptime(seconds: Any) -> str:
+    if not isinstance(seconds, int | float):
+        return "?"
+    total = int(seconds)
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours:02d}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def battle_summary(out: Output, battle: dict[str, Any] | None) -> str:
+    """``running 001-x it 3/10 $0.12`` for a battle summary, or ``-``."""
+    if not battle:
+        return "-"
+    iteration = battle.get("iteration")
+    limit = battle.get("maxIterations")
+    it = f"it {iteration}/{limit}" if limit else f"it {iteration}"
+    parts = [out.status(battle.get("status")), str(battle.get("taskId", "?")), it]
+    parts.append(money(battle.get("costUsd")))
+    if battle.get("pausedReason"):
+        parts.append(f"({battle['pausedReason']})")
+    return " ".join(parts)
+
+
+def print_status(out: Output, result: dict[str, Any]) -> None:
+    daemon = result["daemon"]
+    clients = daemon.get("clients", 0)
+    out.line(
+        f"{out.style('pokeralphd', 'bold')} {daemon.get('version', '?')}: "
+        f"pid {daemon.get('pid')}, up {uptime(daemon.get('uptime'))}, "
+        f"{clients} client{'s' if clients != 1 else ''}, socket {daemon.get('socket')}"
+    )
+    repos = result["repos"]
+    if not repos:
+        out.line("no repositories: register one with `pokeralphctl init [PATH]`")
+        return
+    rows = []
+    for repo in repos:
+        if repo.get("error"):
+            detail = out.style(f"unavailable: {repo['error']}", "red")
+            rows.append([out.style(repo["name"], "bold"), repo.get("path"), detail, "-"])
+            continue
+        rows.append(
+            [
+                out.style(repo["name"], "bold"),
+                repo.get("path"),
+                counts(repo.get("tasks")),
+                battle_summary(out, repo.get("battle")),
+            ]
+        )
+    out.table(["repo", "path", "tasks", "battle"], rows)

@@ -1,0 +1,185 @@
+"""A subscription to the daemon's event stream that survives disconnects and restarts.
+
+:class:`EventStream` subscribes with the given filters, yields each event's params, and
+when the connection drops (the daemon restarted, or it cut off a slow subscriber) it
+reconnects by itself: it polls the socket with a growing delay and no deadline, tells the
+user once, and subscribes again with ``since`` = the last sequence number it saw, so the
+daemon replays what was missed and reports how many events it no longer had.
+
+Sequence numbers belong to one daemon process: a restarted daemon counts from 1 again.
+The stream notices a restart by the daemon's pid (``daemon.status``) and then replays the
+new daemon's history from the start instead.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from pokeralphctl.client import DaemonNotRunning, RequestFailed
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from pokeralphctl.client import Connection
+    from pokeralphctl.commands import Context
+
+REPO_NOT_FOUND = -32001
+SHUTTING_DOWN = -32017
+ATTACH_TIMEOUT = 30.0
+MAX_DELAY = 2.0
+
+
+class EventStream:
+    """Events matching the filters, in order, across reconnects; iterate :meth:`events`."""
+
+    def __init__(
+        self,
+        ctx: Context,
+        *,
+        repo: str | None = None,
+        task_id: str | None = None,
+        types: list[str] | None = None,
+        since: int | None = None,
+        all_if_unregistered: bool = False,
+    ) -> None:
+        self.ctx = ctx
+        self.repo = repo
+        self.task_id = task_id
+        self.types = types
+        #: the last sequence number seen (or the daemon's when we subscribed)
+        self.last_seq = since
+        self.all_if_unregistered = all_if_unregistered
+        self.pid: int | None = None
+        self.conn: Connection | None = None
+        self.pending: deque[dict[str, Any]] = deque()
+        self.result: dict[str, Any] = {}
+
+    # -- connecting
+    def open(self) -> dict[str, Any]:
+        """Connect and subscribe; errors (daemon not running, unknown repo) propagate."""
+        conn = self.ctx.connect(ATTACH_TIMEOUT)
+        try:
+            self._attach(conn, first=True)
+        except BaseException:
+            conn.close()
+            raise
+        self.conn = conn
+        return self.result
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def _attach(self, conn: Connection, first: bool) -> None:
+        conn.on_event = self._early
+        pid = conn.call("daemon.status").get("pid")
+        since = self.last_seq
+        if not first and pid != self.pid:
+            self.ctx.out.note(f"pokeralphd restarted (pid {self.pid} -> {pid})", "dim")
+            since = self.last_seq = 0
+        self.pid = pid
+        params: dict[str, Any] = {}
+        if self.repo is not None:
+            params["repo"] = self.repo
+        if self.task_id is not None:
+            params["taskId"] = self.task_id
+        if self.types:
+            params["types"] = self.types
+        if since is not None:
+            params["since"] = since
+        try:
+            result = conn.call("events.subscribe", params)
+        except RequestFailed as exc:
+            if not (exc.code == REPO_NOT_FOUND and self.all_if_unregistered and self.repo):
+                raise
+            self.ctx.out.note("not in a registered repository: watching all of them", "dim")
+            self.repo = None
+            params.pop("repo")
+            result = conn.call("events.subscribe", params)
+        self.all_if_unregistered = False
+        if self.last_seq is None:
+            self.last_seq = result.get("seq", 0)
+        lost = result.get("lost") or 0
+        if lost:
+            when = "while disconnected" if not first else "before you subscribed"
+            self.ctx.out.note(
+                f"warning: {lost} events were lost {when} (the daemon no longer had them)",
+                "yellow",
+            )
+        self.result = result
+        conn.on_event = None
+        conn.settimeout(None)
+
+    def _early(self, message: dict[str, Any]) -> None:
+        """An event that arrived before the subscribe reply: keep it for :meth:`events`."""
+        self.pending.append(message)
+
+    def _reconnect(self) -> None:
+        """Poll the socket until a daemon answers and takes the subscription again."""
+        self.ctx.out.note("lost the connection to pokeralphd; reconnecting (Ctrl-C stops)", "dim")
+        delay = 0.05
+        while True:
+            try:
+                conn = self.ctx.connect(ATTACH_TIMEOUT)
+            except DaemonNotRunning:
+                time.sleep(delay)
+                delay = min(delay * 2, MAX_DELAY)
+                continue
+            try:
+                self._attach(conn, first=False)
+            except RequestFailed as exc:
+                conn.close()
+                if exc.code != SHUTTING_DOWN:
+                    raise
+            except (OSError, ValueError):  # it went away again, mid-call
+                conn.close()
+            else:
+                self.conn = conn
+                self.ctx.out.note("reconnected to pokeralphd", "dim")
+                return
+            time.sleep(delay)
+            delay = min(delay * 2, MAX_DELAY)
+
+    # -- reading
+    def _accept(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        method = message.get("method")
+        if method == "events.overflow":
+            notice = message.get("params") or {}
+            self.ctx.out.note(f"warning: {notice.get('message', 'events overflowed')}", "yellow")
+            return None
+        if method != "event":
+            return None
+        params: dict[str, Any] = message.get("params") or {}
+        seq = params.get("seq")
+        if isinstance(seq, int):
+            if self.last_seq is not None and seq <= self.last_seq:
+                return None  # already seen (a replay overlapping what we had)
+            self.last_seq = seq
+        return params
+
+    def events(self) -> Iterator[dict[str, Any]]:
+        """Every matching event's params, reconnecting as needed; ends only when closed."""
+        if self.conn is None:
+            self.open()
+        while True:
+            while self.pending:
+                event = self._accept(self.pending.popleft())
+                if event is not None:
+                    yield event
+            conn = self.conn
+            if conn is None:
+                return
+            try:
+                for message in conn.messages():
+                    event = self._accept(message)
+                    if event is not None:
+                        yield event
+            except (OSError, ValueError):  # reset by a dying daemon, or a torn last line
+                pass
+            if self.conn is None:  # closed by the consumer
+                return
+            conn.close()
+            self._reconnect()

@@ -1,0 +1,239 @@
+"""What the CLI prints: the ``--json`` envelope, human text, colours, tables, error hints.
+
+Human output goes to stdout, diagnostics to stderr. With ``--json`` every command prints
+exactly one envelope on stdout (streaming commands print one JSON object per line)::
+
+    {"ok": true, "result": ...}
+    {"ok": false, "error": {"code": ..., "message": "...", "data": ...}}
+
+``code`` is the daemon's JSON-RPC error code (an integer) when the daemon refused the
+request, or one of the strings in :data:`CLIENT_CODES` for errors on the client side.
+Colours are used only when the stream is a terminal and ``$NO_COLOR`` is unset.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+#: Error codes of the client side, as they appear in a ``--json`` error envelope.
+CLIENT_CODES = {
+    "daemon_not_running": "Nothing answers on the socket (exit code 3).",
+    "connection_lost": "The daemon closed the connection before answering (exit code 1).",
+    "usage": "The command line is wrong (exit code 2).",
+    "interrupted": "Interrupted with Ctrl-C (exit code 4).",
+    "failed": "The command could not do what was asked (exit code 1).",
+    "internal": "A bug in pokeralphctl (exit code 1).",
+}
+
+_STYLES = {
+    "bold": "1",
+    "dim": "2",
+    "red": "31",
+    "green": "32",
+    "yellow": "33",
+    "blue": "34",
+    "magenta": "35",
+    "cyan": "36",
+}
+
+STATUS_STYLES = {
+    "pending": "dim",
+    "queued": "dim",
+    "planning": "blue",
+    "in_progress": "cyan",
+    "running": "cyan",
+    "paused": "yellow",
+    "awaiting_approval": "magenta",
+    "completed": "green",
+    "success": "green",
+    "passed": "green",
+    "failed": "red",
+    "failure": "red",
+    "timeout": "red",
+    "cancelled": "yellow",
+}
+
+
+def wants_color(stream: TextIO) -> bool:
+    """Colour only for a terminal, and never when ``$NO_COLOR`` is set (no-color.org)."""
+    if "NO_COLOR" in os.environ:
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class Output:
+    """The two streams, whether to print JSON, and whether to colour human text."""
+
+    def __init__(
+        self,
+        json_mode: bool = False,
+        stdout: TextIO | None = None,
+        stderr: TextIO | None = None,
+        verbose: int = 0,
+    ) -> None:
+        self.json = json_mode
+        self.stdout = stdout or sys.stdout
+        self.stderr = stderr or sys.stderr
+        self.verbose = verbose
+        self.color = not json_mode and wants_color(self.stdout)
+        self.err_color = wants_color(self.stderr)
+
+    # -- styling
+    def style(self, text: str, *styles: str, err: bool = False) -> str:
+        if not (self.err_color if err else self.color) or not styles:
+            return text
+        codes = ";".join(_STYLES[s] for s in styles if s in _STYLES)
+        return f"\033[{codes}m{text}\033[0m" if codes else text
+
+    def status(self, value: str | None) -> str:
+        text = value or "-"
+        return self.style(text, STATUS_STYLES.get(text, ""))
+
+    # -- printing
+    def line(self, text: str = "") -> None:
+        self.stdout.write(text + "\n")
+
+    def write(self, text: str) -> None:
+        self.stdout.write(text)
+        self.stdout.flush()
+
+    def note(self, text: str, *styles: str) -> None:
+        """A diagnostic line on stderr (never part of the result)."""
+        self.stdout.flush()
+        self.stderr.write(self.style(text, *styles, err=True) + "\n")
+        self.stderr.flush()
+
+    def ndjson(self, value: Any) -> None:
+        self.stdout.write(dumps(value) + "\n")
+        self.stdout.flush()
+
+    def ok(self, result: Any) -> None:
+        """The success envelope (``--json`` mode only)."""
+        self.ndjson({"ok": True, "result": result})
+
+    def error(
+        self, code: int | str, message: str, data: Any = None, hint: str | None = None
+    ) -> None:
+        """An error: the envelope on stdout with ``--json``, else a message and hint on stderr."""
+        if self.json:
+            self.ndjson({"ok": False, "error": {"code": code, "message": message, "data": data}})
+            return
+        self.stdout.flush()
+        prefix = self.style("error:", "red", "bold", err=True)
+        self.stderr.write(f"{prefix} {message}\n")
+        if hint:
+            self.stderr.write(self.style(hint, "dim", err=True) + "\n")
+        self.stderr.flush()
+
+    def table(self, headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        """Left-aligned columns; the header is bold; cells may already hold colour codes."""
+        cells = [[_cell(c) for c in row] for row in rows]
+        widths = [len(h) for h in headers]
+        for row in cells:
+            for i, cell in enumerate(row):
+                widths[i] = max(widths[i], visible_len(cell))
+        last = len(headers) - 1
+
+        def pad(text: str, i: int) -> str:
+            return text if i == last else text + " " * (widths[i] - visible_len(text))
+
+        self.line("  ".join(pad(self.style(h.upper(), "bold"), i) for i, h in enumerate(headers)))
+        for row in cells:
+            self.line("  ".join(pad(cell, i) for i, cell in enumerate(row)))
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    return value if isinstance(value, str) else str(value)
+
+
+def visible_len(text: str) -> int:
+    """Length without ANSI colour codes."""
+    if "\033[" not in text:
+        return len(text)
+    length, i = 0, 0
+    while i < len(text):
+        if text[i] == "\033":
+            end = text.find("m", i)
+            i = end + 1 if end >= 0 else len(text)
+            continue
+        length += 1
+        i += 1
+    return length
+
+
+def money(value: Any) -> str:
+    return f"${value:.2f}" if isinstance(value, int | float) else "-"
+
+
+def duration(ms: Any) -> str:
+    if not isinstance(ms, int | float):
+        return "-"
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def counts(tasks: dict[str, int] | None) -> str:
+    """Task counts by status, in the order a task moves through them."""
+    if not tasks:
+        return "no tasks"
+    order = ["in_progress", "paused", "pending", "planning", "failed", "completed"]
+    keys = [k for k in order if k in tasks] + sorted(k for k in tasks if k not in order)
+    return ", ".join(f"{tasks[k]} {k.replace('_', ' ')}" for k in keys)
+
+
+# --------------------------------------------------------------------------- hints
+
+_HINTS: dict[int, str] = {
+    -32601: "it may be older than pokeralphctl: restart it "
+    "(`pokeralphctl daemon stop`, then `pokeralphctl daemon start`)",
+    -32602: "check the value you passed; `pokeralphctl COMMAND --help` shows the options",
+    -32603: "the daemon hit an internal error: see its log (`pokeralphctl daemon status` "
+    "names it) and file a bug",
+    -32001: "pass --repo NAME|PATH or run inside a registered repository; "
+    "`pokeralphctl repos` lists them, `pokeralphctl init` registers one",
+    -32002: "`pokeralphctl task list` shows the task ids",
+    -32003: "someone else changed it meanwhile: look again and retry",
+    -32004: "`pokeralphctl task show ID` shows the current status",
+    -32005: "fix or remove the named file under .pokeralph/, then retry",
+    -32006: "run `pokeralphctl init --git-init` to create the git repository",
+    -32007: "another pokeralphd holds this repository: stop it first",
+    -32008: "`pokeralphctl battle show` shows it; `pokeralphctl battle cancel` ends it",
+    -32009: "start one with `pokeralphctl battle start TASK`",
+    -32010: "check free disk space and permissions, then retry",
+    -32014: "check the agent settings (`pokeralphctl config get agent`)",
+    -32015: "check the name you passed",
+    -32016: "`pokeralphctl battle show` or `pokeralphctl status` shows the current state",
+    -32017: "the daemon is stopping: start it again with `pokeralphctl daemon start`",
+}
+
+
+def hint_for(code: int | str, data: Any = None) -> str:
+    """What to do next after an error the daemon returned."""
+    if isinstance(code, int) and code in _HINTS:
+        return _HINTS[code]
+    return "run the command again with --json to see the error's data"
+
+
+def field_of(data: Any) -> str | None:
+    if isinstance(data, dict) and isinstance(data.get("field"), str):
+        return str(data["field"])
+    return None

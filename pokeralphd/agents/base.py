@@ -1,0 +1,134 @@
+"""The agent interface: what a backend must say (argv, stdin, how to parse a line) and the
+events and outcome a run produces. One small interface; each backend is one module."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from pokeralphd.domain.models import AgentConfig, Usage
+
+
+@dataclass(frozen=True, slots=True)
+class AgentStarted:
+    session_id: str | None
+    model: str | None
+    pid: int
+
+
+@dataclass(frozen=True, slots=True)
+class AgentText:
+    """The agent's own words: the only place a completion signal is looked for."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class AgentToolUse:
+    name: str
+    summary: str
+
+
+@dataclass(frozen=True, slots=True)
+class AgentToolResult:
+    """A tool's output: it echoes files and commands, so it is never searched for signals."""
+
+    text: str
+    is_error: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRateLimit:
+    status: str
+    resets_at: float | None
+    limit_type: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentResult:
+    text: str
+    is_error: bool
+    subtype: str | None
+    cost_usd: float | None
+    usage: Usage | None
+    num_turns: int | None
+    duration_ms: int | None
+    session_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentStderr:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class AgentNotice:
+    """An unknown event type or an unparsable line: logged and skipped, never fatal."""
+
+    text: str
+
+
+AgentEvent = (
+    AgentStarted
+    | AgentText
+    | AgentToolUse
+    | AgentToolResult
+    | AgentRateLimit
+    | AgentResult
+    | AgentStderr
+    | AgentNotice
+)
+
+
+@dataclass
+class AgentRequest:
+    prompt: str
+    cwd: Path
+    mode: Literal["execute", "plan"]
+    config: AgentConfig
+    env: dict[str, str] = field(default_factory=dict)
+    resume_session: str | None = None
+    timeout: float | None = None
+    idle_timeout: float | None = None
+    kill_grace: float = 5.0
+
+
+@dataclass
+class AgentOutcome:
+    exit_code: int | None
+    reason: Literal["exited", "timeout", "idle", "cancelled"]
+    texts: list[str] = field(default_factory=list)
+    result: AgentResult | None = None
+    session_id: str | None = None
+    error: str | None = None
+    duration_ms: int = 0
+    rate_limited_until: float | None = None
+
+
+class AgentBackend(abc.ABC):
+    """How to start one kind of agent and read what it prints."""
+
+    name: str = "agent"
+    default_command: str = ""
+
+    def executable(self, request: AgentRequest) -> str:
+        return request.config.command or self.default_command
+
+    @abc.abstractmethod
+    def argv(self, request: AgentRequest) -> list[str]:
+        """The full command line."""
+
+    def stdin_bytes(self, request: AgentRequest) -> bytes | None:
+        """What to write on stdin before closing it (None: stdin is /dev/null)."""
+        return None if request.config.prompt_via == "argument" else request.prompt.encode()
+
+    @abc.abstractmethod
+    def parse_line(self, line: bytes) -> list[AgentEvent]:
+        """Events in one stdout line; never raises."""
+
+    def missing_hint(self) -> str:
+        return "install it, or set agent.command to its path (`pokeralphctl config set agent.command PATH`)"

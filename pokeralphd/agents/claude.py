@@ -1,0 +1,178 @@
+"""Claude Code in print mode with ``--output-format stream-json --verbose``.
+
+The prompt goes on stdin, which is then closed. Each stdout line is one JSON event keyed
+by ``type``: ``system`` (``init`` carries the session id), ``assistant`` (text and
+tool_use blocks), ``user`` (tool results, which echo files: never searched for signals),
+``rate_limit_event``, ``result`` (subtype, is_error, cost, turns, usage). Anything else is
+a notice, never an error.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pokeralphd.agents.base import (
+    AgentBackend,
+    AgentEvent,
+    AgentNotice,
+    AgentRateLimit,
+    AgentRequest,
+    AgentResult,
+    AgentStarted,
+    AgentText,
+    AgentToolResult,
+    AgentToolUse,
+)
+from pokeralphd.domain.models import Usage
+
+QUIET_SYSTEM = {
+    "hook_started",
+    "hook_response",
+    "status",
+    "task_started",
+    "task_progress",
+    "compact_boundary",
+}
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def usage_of(raw: Any) -> Usage | None:
+    if not isinstance(raw, dict):
+        return None
+    return Usage(
+        input_tokens=_int(raw.get("input_tokens")),
+        output_tokens=_int(raw.get("output_tokens")),
+        cache_creation_input_tokens=_int(raw.get("cache_creation_input_tokens")),
+        cache_read_input_tokens=_int(raw.get("cache_read_input_tokens")),
+    )
+
+
+def tool_summary(name: str, tool_input: Any) -> str:
+    if isinstance(tool_input, dict):
+        for key in ("command", "file_path", "path", "pattern", "url", "description", "prompt"):
+            value = tool_input.get(key)
+            if isinstance(value, str) and value:
+                return value.replace("\n", " ")[:200]
+        return json.dumps(tool_input, ensure_ascii=False)[:200]
+    return str(tool_input)[:200]
+
+
+def _result_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [
+            c.get("text", "") for c in content if isinstance(c, dict) and c.get("type") == "text"
+        ]
+        return "\n".join(p for p in parts if isinstance(p, str))
+    return ""
+
+
+class ClaudeBackend(AgentBackend):
+    name = "claude"
+    default_command = "claude"
+
+    def argv(self, request: AgentRequest) -> list[str]:
+        cfg = request.config
+        argv = [
+            self.executable(request),
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--permission-mode",
+            "plan" if request.mode == "plan" else "acceptEdits",
+        ]
+        if cfg.model:
+            argv += ["--model", cfg.model]
+        if request.resume_session:
+            argv += ["--resume", request.resume_session]
+        argv += list(cfg.extra_args)
+        if cfg.prompt_via == "argument":
+            argv.append(request.prompt)
+        return argv
+
+    def missing_hint(self) -> str:
+        return (
+            "install Claude Code (`npm install -g @anthropic-ai/claude-code`) or set "
+            "agent.command to its path (`pokeralphctl config set agent.command /path/to/claude`)"
+        )
+
+    def parse_line(self, line: bytes) -> list[AgentEvent]:
+        try:
+            event = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return [AgentNotice(f"not JSON: {line[:200].decode('utf-8', 'replace')}")]
+        if not isinstance(event, dict):
+            return [AgentNotice(f"unexpected line: {str(event)[:200]}")]
+        try:
+            return self._parse(event)
+        except Exception as exc:  # a malformed event is a notice, never fatal
+            return [AgentNotice(f"malformed {event.get('type')!r} event: {exc}")]
+
+    def _parse(self, event: dict[str, Any]) -> list[AgentEvent]:
+        kind = event.get("type")
+        if kind == "system":
+            if event.get("subtype") == "init":
+                return [AgentStarted(event.get("session_id"), event.get("model"), 0)]
+            if event.get("subtype") in QUIET_SYSTEM:
+                return []
+            return [AgentNotice(f"system {event.get('subtype')}")]
+        if kind == "assistant":
+            out: list[AgentEvent] = []
+            for block in (event.get("message") or {}).get("content") or []:
+                if not isinstance(block, dict):
+                    continue
+                if block.get("type") == "text" and isinstance(block.get("text"), str):
+                    out.append(AgentText(block["text"]))
+                elif block.get("type") == "tool_use":
+                    name = str(block.get("name", "tool"))
+                    out.append(AgentToolUse(name, tool_summary(name, block.get("input"))))
+            return out
+        if kind == "user":
+            out = []
+            content = (event.get("message") or {}).get("content")
+            for block in content if isinstance(content, list) else []:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    out.append(
+                        AgentToolResult(
+                            _result_text(block.get("content")), bool(block.get("is_error"))
+                        )
+                    )
+            return out
+        if kind == "rate_limit_event":
+            info = event.get("rate_limit_info") or {}
+            resets = info.get("resetsAt")
+            return [
+                AgentRateLimit(
+                    str(info.get("status", "unknown")),
+                    float(resets) if isinstance(resets, int | float) else None,
+                    info.get("rateLimitType"),
+                )
+            ]
+        if kind == "result":
+            cost = event.get("total_cost_usd")
+            text = event.get("result")
+            return [
+                AgentResult(
+                    text=text if isinstance(text, str) else "",
+                    is_error=bool(event.get("is_error")),
+                    subtype=event.get("subtype"),
+                    cost_usd=float(cost) if isinstance(cost, int | float) and cost >= 0 else None,
+                    usage=usage_of(event.get("usage")),
+                    num_turns=event.get("num_turns")
+                    if isinstance(event.get("num_turns"), int)
+                    else None,
+                    duration_ms=event.get("duration_ms")
+                    if isinstance(event.get("duration_ms"), int)
+                    else None,
+                    session_id=event.get("session_id"),
+                )
+            ]
+        if kind == "stream_event":
+            return []
+        return [AgentNotice(f"unknown event type {kind!r}")]

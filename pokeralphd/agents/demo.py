@@ -1,0 +1,32 @@
+"""The bundled **demo** agent backend: an offline stand-in for the quickstart.
+
+It runs ``pokeralphd.agents.demo_agent``, which speaks Claude Code's stream-json (so the
+demo exercises the real claude parser) and really edits the sample repository. It is a
+demo, not an agent: it only knows how to finish the sample task.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+from pokeralphd.agents.claude import ClaudeBackend
+
+if TYPE_CHECKING:
+    from pokeralphd.agents.base import AgentEvent, AgentRequest
+
+
+class DemoBackend(ClaudeBackend):
+    name = "demo"
+
+    def argv(self, request: AgentRequest) -> list[str]:
+        return [sys.executable, "-m", "pokeralphd.agents.demo_agent"]
+
+    def stdin_bytes(self, request: AgentRequest) -> bytes | None:
+        return request.prompt.encode()
+
+    def missing_hint(self) -> str:
+        return "the demo agent ships with pokeralph; reinstall the package"
+
+    def parse_line(self, line: bytes) -> list[AgentEvent]:
+        return super().parse_line(line)

@@ -1,0 +1,206 @@
+"""pokeralph's DEMO agent (not a real coding agent): finishes the bundled sample task.
+
+Speaks Claude Code's ``stream-json`` on stdout. It looks at the repository, not at a
+counter: while ``word_count`` is a stub it implements that and stops (the tests still
+fail, no completion claimed); once it exists it implements ``top_words`` and claims
+completion with the sigil and a completion block carrying evidence per criterion.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+SESSION = str(uuid.uuid4())
+WORD_COUNT = '''def word_count(text: str) -> int:
+    """How many words ``text`` holds (runs of letters, digits and apostrophes)."""
+    return len(re.findall(r"[\\w']+", text))
+'''
+TOP_WORDS = '''def top_words(text: str, n: int = 3) -> list[tuple[str, int]]:
+    """The ``n`` most frequent words, lowercased, most frequent first (ties: alphabetical)."""
+    counts: dict[str, int] = {}
+    for word in re.findall(r"[\\w']+", text.lower()):
+        counts[word] = counts.get(word, 0) + 1
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:n]
+'''
+
+
+def emit(event: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(event) + "\n")
+    sys.stdout.flush()
+    time.sleep(0.05)  # a demo should be watchable
+
+
+def say(text: str) -> None:
+    emit(
+        {
+            "type": "assistant",
+            "message": {"role": "assistant", "content": [{"type": "text", "text": text}]},
+            "session_id": SESSION,
+        }
+    )
+
+
+def tool(name: str, tool_input: dict[str, Any], result: str) -> None:
+    tool_id = f"toolu_{uuid.uuid4().hex[:12]}"
+    emit(
+        {
+            "type": "assistant",
+            "message": {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": tool_id, "name": name, "input": tool_input}],
+            },
+            "session_id": SESSION,
+        }
+    )
+    emit(
+        {
+            "type": "user",
+            "message": {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": tool_id,
+                        "content": result,
+                        "is_error": False,
+                    }
+                ],
+            },
+            "session_id": SESSION,
+        }
+    )
+
+
+def replace_function(source: str, name: str, body: str) -> str:
+    pattern = re.compile(rf"def {name}\(.*?(?=\ndef |\Z)", re.DOTALL)
+    return pattern.sub(body.rstrip("\n") + "\n", source, count=1)
+
+
+def main() -> int:
+    prompt = sys.stdin.read()
+    task = re.search(r"Task ID: (\S+)", prompt)
+    task_id = task.group(1) if task else "unknown"
+    emit(
+        {
+            "type": "system",
+            "subtype": "init",
+            "cwd": str(Path.cwd()),
+            "session_id": SESSION,
+            "model": "pokeralph-demo",
+            "tools": ["Read", "Edit"],
+            "permissionMode": "acceptEdits",
+        }
+    )
+    say("[pokeralph demo agent] I am a scripted demo, not a real coding agent. Reading the task.")
+    module = Path("textstats.py")
+    if not module.exists():
+        say("This is not the pokeralph sample repository; the demo agent can only work there.")
+        emit(
+            {
+                "type": "result",
+                "subtype": "success",
+                "is_error": True,
+                "result": "demo agent: not the sample repository",
+                "session_id": SESSION,
+                "total_cost_usd": 0,
+                "num_turns": 1,
+                "duration_ms": 1,
+                "usage": {"input_tokens": 0, "output_tokens": 0},
+            }
+        )
+        return 1
+    source = module.read_text()
+    tool("Read", {"file_path": str(module.resolve())}, source)
+    if "import re" not in source:
+        source = source.replace('"""\n', '"""\n\nimport re\n', 1)
+    if "raise NotImplementedError" in source.split("def top_words")[0]:
+        say("word_count is a stub. Implementing it first; top_words comes next iteration.")
+        module.write_text(replace_function(source, "word_count", WORD_COUNT))
+        tool(
+            "Edit",
+            {
+                "file_path": str(module.resolve()),
+                "old_string": "raise NotImplementedError",
+                "new_string": "return len(...)",
+            },
+            "The file textstats.py has been updated.",
+        )
+        final = (
+            "Implemented word_count. top_words is still a stub, so the task is not complete yet."
+        )
+        say(final)
+    else:
+        say("word_count is done. Implementing top_words.")
+        module.write_text(replace_function(source, "top_words", TOP_WORDS))
+        tool(
+            "Edit",
+            {
+                "file_path": str(module.resolve()),
+                "old_string": "raise NotImplementedError",
+                "new_string": "return sorted(...)",
+            },
+            "The file textstats.py has been updated.",
+        )
+        block = {
+            "type": "BATTLE_COMPLETE",
+            "version": 1,
+            "taskId": task_id,
+            "summary": "Implemented word_count and top_words in textstats.py.",
+            "acceptanceCriteriaMet": [
+                {
+                    "criterion": "word_count counts words",
+                    "met": True,
+                    "evidence": "word_count uses a word regex; test_word_count covers it",
+                },
+                {
+                    "criterion": "top_words returns the n most frequent words",
+                    "met": True,
+                    "evidence": "sorted by count then word; test_top_words covers ties",
+                },
+                {
+                    "criterion": "the unit tests pass",
+                    "met": True,
+                    "evidence": "python -m unittest passes locally",
+                },
+            ],
+            "filesChanged": ["textstats.py"],
+            "testsAdded": [],
+            "confidence": 0.9,
+            "notes": "demo agent",
+        }
+        final = (
+            "Both functions are implemented.\n<promise>COMPLETE</promise>\n<completion>"
+            + json.dumps(block)
+            + "</completion>"
+        )
+        say(final)
+    emit(
+        {
+            "type": "result",
+            "subtype": "success",
+            "is_error": False,
+            "duration_ms": 300,
+            "duration_api_ms": 0,
+            "num_turns": 3,
+            "result": final,
+            "session_id": SESSION,
+            "total_cost_usd": 0.0,
+            "usage": {
+                "input_tokens": 0,
+                "output_tokens": 0,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0,
+            },
+        }
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,312 @@
+"""Running an agent: spawn it in its own process group, feed the prompt on stdin and close
+it, stream stdout and stderr line by line (lines of any size), enforce the run timeout and
+the idle watchdog, and end the whole process tree when it must stop.
+
+Ending a tree escalates: SIGTERM to the process group, a grace period, then SIGKILL to the
+group and to every process that carries this run's token in its environment (so a
+grandchild that left the group with ``setsid`` is found too). The same sweep runs after a
+normal exit, so an agent never leaves processes behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import signal
+import subprocess
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import psutil
+
+from pokeralphd.agents.base import (
+    AgentBackend,
+    AgentEvent,
+    AgentOutcome,
+    AgentRateLimit,
+    AgentRequest,
+    AgentResult,
+    AgentStarted,
+    AgentStderr,
+    AgentText,
+)
+from pokeralphd.errors import AgentError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from anyio.abc import ByteReceiveStream, Process
+
+log = logging.getLogger(__name__)
+TOKEN_VAR = "POKERALPH_RUN_TOKEN"
+STDERR_TAIL = 12
+
+
+async def iter_lines(stream: ByteReceiveStream) -> Any:
+    """Lines (without the newline) of any length; the last one even without a newline."""
+    buf = bytearray()
+    while True:
+        try:
+            chunk = await stream.receive(1 << 16)
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            break
+        start = 0
+        buf += chunk
+        while True:
+            newline = buf.find(b"\n", start)
+            if newline < 0:
+                break
+            yield bytes(buf[start:newline])
+            start = newline + 1
+        if start:
+            del buf[:start]
+    if buf:
+        yield bytes(buf)
+
+
+def _token_processes(token: str) -> list[psutil.Process]:
+    found = []
+    me = os.getpid()
+    for proc in psutil.process_iter(["pid"]):
+        if proc.pid == me:
+            continue
+        try:
+            if proc.environ().get(TOKEN_VAR) == token:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def end_tree(pid: int, token: str | None, grace: float) -> None:
+    """Synchronously end ``pid``'s group and every process carrying ``token`` (blocking)."""
+    victims: dict[int, psutil.Process] = {}
+    with contextlib.suppress(psutil.Error):
+        root = psutil.Process(pid)
+        victims[pid] = root
+        for child in root.children(recursive=True):
+            victims[child.pid] = child
+    if token:
+        for proc in _token_processes(token):
+            victims[proc.pid] = proc
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal.SIGTERM)
+    for proc in victims.values():
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+    _, alive = psutil.wait_procs(list(victims.values()), timeout=grace)
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal.SIGKILL)
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(alive, timeout=2)
+
+
+def sweep(token: str) -> None:
+    """After a normal exit: kill whatever the run left behind (same token)."""
+    left = _token_processes(token)
+    for proc in left:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    if left:
+        psutil.wait_procs(left, timeout=2)
+        log.info("ended %d process(es) the agent left behind", len(left))
+
+
+async def run_agent(
+    backend: AgentBackend,
+    request: AgentRequest,
+    on_event: Callable[[AgentEvent], None],
+    on_raw: Callable[[bytes], None],
+) -> AgentOutcome:
+    """Run one agent to its end (or its timeout, idle stop, or cancellation)."""
+    argv = backend.argv(request)
+    token = uuid.uuid4().hex
+    env = {**os.environ, **request.config.env, **request.env, TOKEN_VAR: token}
+    for var in (
+        "NOTIFY_SOCKET",
+        "LISTEN_FDS",
+        "LISTEN_PID",
+        "LISTEN_FDNAMES",
+        "WATCHDOG_USEC",
+        "WATCHDOG_PID",
+    ):
+        env.pop(var, None)
+    stdin_data = backend.stdin_bytes(request)
+    started = time.monotonic()
+    try:
+        process = await anyio.open_process(
+            argv,
+            stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=str(request.cwd),
+            env=env,
+            start_new_session=True,
+        )
+    except FileNotFoundError as exc:
+        raise AgentError(
+            f"the {backend.name} agent executable {argv[0]!r} was not found; {backend.missing_hint()}",
+            command=argv[0],
+        ) from exc
+    except PermissionError as exc:
+        raise AgentError(
+            f"{argv[0]!r} is not executable (permission denied); fix its mode or set agent.command",
+            command=argv[0],
+        ) from exc
+    except OSError as exc:
+        if exc.errno == errno.ENOEXEC:
+            raise AgentError(
+                f"{argv[0]!r} is not a program this system can run", command=argv[0]
+            ) from exc
+        raise AgentError(
+            f"could not start {argv[0]!r}: {exc.strerror or exc}", command=argv[0]
+        ) from exc
+
+    outcome = AgentOutcome(exit_code=None, reason="exited")
+    stderr_tail: list[str] = []
+    last_activity = [time.monotonic()]
+    on_event(
+        AgentStarted(session_id=request.resume_session, model=request.config.model, pid=process.pid)
+    )
+
+    def handle(event: AgentEvent) -> None:
+        if isinstance(event, AgentText):
+            outcome.texts.append(event.text)
+        elif isinstance(event, AgentResult):
+            outcome.result = event
+            outcome.session_id = event.session_id or outcome.session_id
+        elif isinstance(event, AgentStarted):
+            outcome.session_id = event.session_id or outcome.session_id
+            event = AgentStarted(event.session_id, event.model, process.pid)
+        elif isinstance(event, AgentRateLimit) and event.status == "rejected":
+            outcome.rate_limited_until = event.resets_at or (time.time() + 60)
+        on_event(event)
+
+    async def feed() -> None:
+        if process.stdin is None:
+            return
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            if stdin_data:
+                await process.stdin.send(stdin_data)
+        with contextlib.suppress(OSError, anyio.BrokenResourceError):
+            await process.stdin.aclose()
+
+    async def read_stdout() -> None:
+        assert process.stdout is not None
+        async for line in iter_lines(process.stdout):
+            last_activity[0] = time.monotonic()
+            on_raw(line)
+            if line.strip():
+                for event in backend.parse_line(line):
+                    handle(event)
+
+    async def read_stderr() -> None:
+        assert process.stderr is not None
+        async for line in iter_lines(process.stderr):
+            last_activity[0] = time.monotonic()
+            on_raw(b"[stderr] " + line)
+            text = line.decode("utf-8", errors="replace")
+            stderr_tail.append(text)
+            del stderr_tail[:-STDERR_TAIL]
+            on_event(AgentStderr(text))
+
+    async def watchdog(scope: anyio.CancelScope) -> None:
+        if not request.idle_timeout:
+            return
+        while True:
+            remaining = last_activity[0] + request.idle_timeout - time.monotonic()
+            if remaining <= 0:
+                outcome.reason = "idle"
+                scope.cancel()
+                return
+            await anyio.sleep(remaining)
+
+    try:
+        with anyio.move_on_after(request.timeout if request.timeout else float("inf")) as deadline:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(watchdog, tg.cancel_scope)
+                tg.start_soon(feed)
+                drained = anyio.Event()
+
+                async def read_all() -> None:
+                    async with anyio.create_task_group() as io:
+                        io.start_soon(read_stdout)
+                        io.start_soon(read_stderr)
+                    drained.set()
+
+                tg.start_soon(read_all)
+                outcome.exit_code = await process.wait()
+                with anyio.move_on_after(2):
+                    await drained.wait()
+                if not drained.is_set():
+                    # Something the agent started still holds its output open: end it.
+                    await anyio.to_thread.run_sync(sweep, token)
+                    with anyio.move_on_after(5):
+                        await drained.wait()
+                tg.cancel_scope.cancel()
+        if deadline.cancelled_caught:
+            outcome.reason = "timeout"
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(end_tree, process.pid, token, request.kill_grace)
+            await _reap(process)
+        raise
+    if outcome.reason in ("timeout", "idle") or outcome.exit_code is None:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(end_tree, process.pid, token, request.kill_grace)
+            await _reap(process)
+        outcome.exit_code = process.returncode
+        minutes = (request.timeout or 0) / 60
+        outcome.error = (
+            f"the agent ran past the {minutes:g}-minute iteration timeout and was stopped"
+            if outcome.reason == "timeout"
+            else f"the agent printed nothing for {request.idle_timeout:g} s and was stopped as stalled"
+        )
+    else:
+        await anyio.to_thread.run_sync(sweep, token)
+        outcome.error = _error_of(backend, outcome, stderr_tail)
+    outcome.duration_ms = int((time.monotonic() - started) * 1000)
+    return outcome
+
+
+async def _reap(process: Process) -> None:
+    with anyio.move_on_after(5):
+        await process.wait()
+
+
+AUTH_WORDS = (
+    "login",
+    "log in",
+    "api key",
+    "apikey",
+    "unauthorized",
+    "authentication",
+    "credit",
+    "/login",
+)
+
+
+def _error_of(backend: AgentBackend, outcome: AgentOutcome, stderr_tail: list[str]) -> str | None:
+    result = outcome.result
+    if result is not None and result.is_error:
+        text = (result.text or result.subtype or "error").strip()
+        hint = ""
+        if any(word in text.lower() for word in AUTH_WORDS):
+            hint = f" (is {backend.name} logged in? run `{backend.default_command or backend.name}` once by hand to log in)"
+        return f"the agent reported an error: {text[:500]}{hint}"
+    if outcome.exit_code not in (0, None):
+        tail = "\n".join(stderr_tail[-5:]).strip()
+        code = outcome.exit_code
+        how = (
+            f"was killed by signal {-code}"
+            if code is not None and code < 0
+            else f"exited with status {code}"
+        )
+        return f"the agent {how}" + (f": {tail[-800:]}" if tail else "")
+    return None

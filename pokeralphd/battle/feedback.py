@@ -1,0 +1,208 @@
+"""FeedbackRunner: which loops a repository has, and running them.
+
+Detection looks at the repository's own files (first match wins for a loop name, in this
+order): package.json scripts (npm, or bun/pnpm/yarn by lockfile), Python (pytest,
+ruff, mypy when configured), Makefile targets, Cargo, Go. Configured
+``feedbackCommands`` override detection. Each loop runs through ``/bin/sh -c`` in its own
+process group with a timeout; its output is kept trimmed to the tail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import subprocess
+import time
+import tomllib
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from pokeralphd.agents.runner import end_tree, iter_lines
+from pokeralphd.domain.models import FeedbackResult
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+KEEP_BYTES = 64 * 1024
+OUTPUT_CHARS = 4000
+STANDARD = ("test", "lint", "typecheck", "build", "check")
+
+
+def _node(repo: Path) -> dict[str, str]:
+    try:
+        scripts = json.loads((repo / "package.json").read_text()).get("scripts") or {}
+    except (OSError, ValueError, AttributeError):
+        return {}
+    runner = "npm run"
+    for lock, tool in (
+        ("bun.lockb", "bun run"),
+        ("bun.lock", "bun run"),
+        ("pnpm-lock.yaml", "pnpm run"),
+        ("yarn.lock", "yarn run"),
+    ):
+        if (repo / lock).exists():
+            runner = tool
+            break
+    return {
+        name: f"{runner} {name}"
+        for name in STANDARD
+        if isinstance(scripts, dict) and name in scripts
+    }
+
+
+def _python(repo: Path) -> dict[str, str]:
+    pyproject: dict[str, Any] = {}
+    with contextlib.suppress(OSError, tomllib.TOMLDecodeError):
+        pyproject = tomllib.loads((repo / "pyproject.toml").read_text())
+    tool = pyproject.get("tool", {}) if isinstance(pyproject.get("tool"), dict) else {}
+    setup_cfg = ""
+    with contextlib.suppress(OSError):
+        setup_cfg = (repo / "setup.cfg").read_text()
+    out: dict[str, str] = {}
+    has_python = bool(pyproject) or (repo / "setup.py").exists() or any(repo.glob("*.py"))
+    if not has_python:
+        return out
+    pytest_configured = (
+        "pytest" in tool
+        or (repo / "pytest.ini").exists()
+        or "[tool:pytest]" in setup_cfg
+        or (repo / "conftest.py").exists()
+    )
+    if pytest_configured or (repo / "tests").is_dir():
+        out["test"] = "python3 -m pytest -q"
+    elif any(repo.glob("test_*.py")) or any(repo.glob("*_test.py")):
+        out["test"] = "python3 -m unittest -q"
+    if "ruff" in tool or (repo / "ruff.toml").exists() or (repo / ".ruff.toml").exists():
+        out["lint"] = "ruff check ."
+    if "mypy" in tool or (repo / "mypy.ini").exists() or "[mypy]" in setup_cfg:
+        out["typecheck"] = "mypy ."
+    return out
+
+
+def _make(repo: Path) -> dict[str, str]:
+    try:
+        text = (repo / "Makefile").read_text()
+    except OSError:
+        return {}
+    targets = set(re.findall(r"^([A-Za-z0-9_-]+)\s*:(?!=)", text, re.MULTILINE))
+    return {name: f"make {name}" for name in STANDARD if name in targets}
+
+
+def _cargo(repo: Path) -> dict[str, str]:
+    if not (repo / "Cargo.toml").exists():
+        return {}
+    return {"test": "cargo test", "lint": "cargo clippy -- -D warnings", "typecheck": "cargo check"}
+
+
+def _go(repo: Path) -> dict[str, str]:
+    if not (repo / "go.mod").exists():
+        return {}
+    return {"test": "go test ./...", "lint": "go vet ./...", "typecheck": "go build ./..."}
+
+
+def detect_loops(repo: Path) -> dict[str, str]:
+    """Loop name -> shell command, from the repository's own files."""
+    found: dict[str, str] = {}
+    for source in (_node, _python, _make, _cargo, _go):
+        for name, command in source(repo).items():
+            found.setdefault(name, command)
+    return found
+
+
+def resolve_loops(
+    names: list[str], detected: dict[str, str], overrides: dict[str, str]
+) -> dict[str, str | None]:
+    return {name: overrides.get(name) or detected.get(name) for name in names}
+
+
+def _trim(data: bytes, dropped: int) -> str:
+    text = data.decode("utf-8", errors="replace")
+    cut = dropped
+    if len(text) > OUTPUT_CHARS:
+        cut += len(text.encode()) - len(text[-OUTPUT_CHARS:].encode())
+        text = text[-OUTPUT_CHARS:]
+    return (f"[… {cut} bytes trimmed]\n" if cut else "") + text
+
+
+async def run_loop(
+    name: str, command: str | None, cwd: Path, timeout: float, env: dict[str, str] | None = None
+) -> FeedbackResult:
+    """Run one loop; passed is exit status 0. Never raises for the command's own failure."""
+    if command is None:
+        return FeedbackResult(
+            passed=False,
+            output=f"no command for loop '{name}': set feedbackCommands.{name} in the config "
+            f'(`pokeralphctl config set feedbackCommands.{name} "CMD"`)',
+        )
+    started = time.monotonic()
+    buf = bytearray()
+    dropped = 0
+    process = await anyio.open_process(
+        ["/bin/sh", "-c", command],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=str(cwd),
+        env={**os.environ, **(env or {})},
+        start_new_session=True,
+    )
+
+    async def collect() -> None:
+        nonlocal dropped
+        assert process.stdout is not None
+        async for line in iter_lines(process.stdout):
+            buf.extend(line + b"\n")
+            if len(buf) > KEEP_BYTES:
+                dropped += len(buf) - KEEP_BYTES
+                del buf[: len(buf) - KEEP_BYTES]
+
+    try:
+        with anyio.move_on_after(timeout) as deadline:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(collect)
+                await process.wait()
+        timed_out = deadline.cancelled_caught
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(end_tree, process.pid, None, 2.0)
+        raise
+    if timed_out:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(end_tree, process.pid, None, 2.0)
+        output = (
+            _trim(bytes(buf), dropped) + f"\n[timed out after {timeout:g} s; the loop was stopped]"
+        )
+        return FeedbackResult(
+            passed=False,
+            output=output,
+            duration=int((time.monotonic() - started) * 1000),
+            command=command,
+            exit_code=None,
+        )
+    with contextlib.suppress(OSError):
+        os.killpg(process.pid, 9)  # leftovers of a finished loop
+    return FeedbackResult(
+        passed=process.returncode == 0,
+        output=_trim(bytes(buf), dropped),
+        duration=int((time.monotonic() - started) * 1000),
+        command=command,
+        exit_code=process.returncode,
+    )
+
+
+async def run_loops(
+    loops: dict[str, str | None],
+    cwd: Path,
+    timeout: float,
+    on_result: Callable[[str, FeedbackResult], None] | None = None,
+) -> dict[str, FeedbackResult]:
+    results: dict[str, FeedbackResult] = {}
+    for name, command in loops.items():
+        results[name] = await run_loop(name, command, cwd, timeout)
+        if on_result is not None:
+            on_result(name, results[name])
+    return results

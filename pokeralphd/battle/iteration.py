@@ -1,0 +1,452 @@
+"""One iteration: prompt, agent run (streamed to the log and to subscribers), completion
+detection, feedback loops, git, and the iteration record.
+
+The agent's own words are the only place a completion signal is looked for; tool results
+(which echo files, the prompt included) never are. An iteration cancelled from outside
+(pause now, cancel, daemon shutdown) is still recorded, under a shielded scope.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from pokeralphd.agents import AgentRequest, get_backend, run_agent
+from pokeralphd.agents.base import (
+    AgentEvent,
+    AgentNotice,
+    AgentOutcome,
+    AgentRateLimit,
+    AgentResult,
+    AgentStarted,
+    AgentStderr,
+    AgentText,
+    AgentToolResult,
+    AgentToolUse,
+)
+from pokeralphd.battle.completion import completion_problems, detect_completion
+from pokeralphd.battle.feedback import detect_loops, resolve_loops, run_loop
+from pokeralphd.battle.gitservice import GitService
+from pokeralphd.battle.output import OutputStream
+from pokeralphd.battle.prompt import build_task_prompt
+from pokeralphd.domain.models import CompletionSignal, Config, FeedbackResult, Iteration
+from pokeralphd.domain.statuses import IterationResult, ProgressStatus
+from pokeralphd.domain.timeutil import utcnow
+from pokeralphd.errors import AgentError, PokeralphError
+
+if TYPE_CHECKING:
+    from pokeralphd.battle.orchestrator import BattleOrchestrator
+    from pokeralphd.battle.state import ActiveBattle
+
+log = logging.getLogger(__name__)
+MAX_PROGRESS_LOGS = 50
+
+
+@dataclass
+class IterationVerdict:
+    iteration: Iteration
+    completed: bool
+    fatal: str | None = None  # the battle cannot go on (missing agent binary, broken PRD)
+    rate_limited_until: float | None = None
+
+
+def _summary(outcome: AgentOutcome | None, stream: OutputStream) -> str:
+    text = ""
+    if outcome is not None and outcome.result is not None and outcome.result.text:
+        text = outcome.result.text
+    elif outcome is not None and outcome.texts:
+        text = outcome.texts[-1]
+    else:
+        text = stream.last_text
+    return text.strip()[-2000:]
+
+
+class IterationRun:
+    def __init__(self, orch: BattleOrchestrator, active: ActiveBattle, number: int, config: Config):
+        self.orch = orch
+        self.active = active
+        self.number = number
+        self.config = config
+        self.runtime = orch.runtime
+        self.task_id = active.task_id
+        self.git = GitService(self.runtime.path)
+        self.result: AgentResult | None = None
+        self._progress_dirty = anyio.Event()
+        self.timings: dict[str, float] = {}
+        self._mark = time.perf_counter()
+        self.stream = OutputStream(
+            self.runtime.files.log_path(self.task_id, number),
+            lambda chunks: orch.publish(
+                "iteration_output", {"iteration": number, "chunks": chunks}, self.task_id
+            ),
+            config.output_coalesce_ms,
+        )
+
+    def lap(self, phase: str) -> None:
+        """Charge the time since the last lap to ``phase`` (for the overhead benchmark)."""
+        now = time.perf_counter()
+        self.timings[phase] = round(self.timings.get(phase, 0.0) + (now - self._mark) * 1000, 3)
+        self._mark = now
+
+    # -- agent events
+    def on_event(self, event: AgentEvent) -> None:
+        progress = self.active.progress
+        match event:
+            case AgentText(text=text):
+                self.stream.chunk("text", text)
+                progress.last_output = text.strip()[-500:]
+                progress.logs = [*progress.logs, text.strip()[:500]][-MAX_PROGRESS_LOGS:]
+                self._progress_dirty.set()
+            case AgentToolUse(name=name, summary=summary):
+                self.stream.chunk("tool_use", f"{name}: {summary}" if summary else name)
+            case AgentToolResult(text=text, is_error=is_error):
+                self.stream.chunk("tool_error" if is_error else "tool_result", text[:2000])
+            case AgentStderr(text=text):
+                self.stream.chunk("stderr", text)
+            case AgentNotice(text=text):
+                self.stream.chunk("notice", text)
+            case AgentRateLimit(status=status, resets_at=resets_at):
+                self.stream.chunk(
+                    "notice",
+                    f"rate limit {status}" + (f", resets at {resets_at}" if resets_at else ""),
+                )
+            case AgentStarted(pid=pid):
+                progress.agent_pid = pid
+                progress.agent_started = _create_time(pid)
+                self._progress_dirty.set()
+            case AgentResult():
+                self.result = event
+
+    async def _progress_writer(self) -> None:
+        interval = self.config.polling_interval_ms / 1000
+        while True:
+            await self._progress_dirty.wait()
+            self._progress_dirty = anyio.Event()
+            await self.orch.save(self.active)
+            await anyio.sleep(interval)
+
+    # -- the iteration
+    async def run(self) -> IterationVerdict:
+        active, orch = self.active, self.orch
+        started = utcnow()
+        clock = time.monotonic()
+        progress = active.progress
+        progress.current_iteration = self.number
+        progress.status = ProgressStatus.IN_PROGRESS
+        progress.completion_detected = False
+        progress.error = None
+        progress.feedback_results = {}
+        progress.last_output = ""
+        await orch.save(active)
+        self.lap("write")
+        orch.publish(
+            "iteration_start",
+            {"iteration": self.number, "maxIterations": active.battle.max_iterations},
+            self.task_id,
+        )
+        record = Iteration(number=self.number, started_at=started, result=IterationResult.CANCELLED)
+        outcome: AgentOutcome | None = None
+        fatal: str | None = None
+        feedback: dict[str, FeedbackResult] = {}
+        completion: CompletionSignal | None = None
+        files_changed: list[str] = []
+        try:
+            prompt = await self._prompt()
+            self.lap("prompt")
+            snapshot = await anyio.to_thread.run_sync(self.git.snapshot)
+            self.lap("git")
+            await anyio.to_thread.run_sync(self.stream.open)
+            if self.stream.log_error:
+                orch.publish(
+                    "iteration_output",
+                    {
+                        "iteration": self.number,
+                        "chunks": [{"kind": "notice", "text": self.stream.log_error}],
+                    },
+                    self.task_id,
+                )
+            scope = anyio.CancelScope()
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self.stream.run)
+                    tg.start_soon(self._progress_writer)
+                    active.iteration_scope = scope
+                    with scope:
+                        outcome = await self._run_agent(prompt)
+                    tg.cancel_scope.cancel()
+            except BaseExceptionGroup as group:
+                raise sole(group) from None
+            finally:
+                active.iteration_scope = None
+            self.stream.close()
+            self.lap("agent")
+            if scope.cancelled_caught:
+                record.error = "paused immediately: the agent was stopped"
+            elif outcome is not None:
+                completion, feedback = await self._judge(outcome)
+            self.lap("feedback")
+            files_changed = await anyio.to_thread.run_sync(self.git.changed_since, snapshot)
+            record = self._record(record, outcome, feedback, completion, files_changed, clock)
+            if (
+                self.config.auto_commit
+                and files_changed
+                and record.result != IterationResult.CANCELLED
+            ):
+                record.commit_hash = await self._commit(files_changed)
+            self.lap("git")
+        except AgentError as exc:
+            fatal = exc.message
+            record.error = exc.message
+            record.result = IterationResult.FAILURE
+            self.stream.chunk("notice", exc.message)
+            self.stream.close()
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                self.stream.close()
+                record.error = {
+                    "cancel": "battle cancelled: the agent was stopped",
+                    "shutdown": "the daemon stopped during this iteration",
+                }.get(active.stop_reason or "", "cancelled")
+                await self._finish(record, clock)
+            raise
+        except PokeralphError as exc:
+            fatal = exc.message
+            record.error = exc.message
+            record.result = IterationResult.FAILURE
+            self.stream.close()
+        await self._finish(record, clock)
+        signalled_and_passed = (
+            completion is not None
+            and record.result == IterationResult.SUCCESS
+            and all(r.passed or r.skipped for r in feedback.values())
+        )
+        active.completion_problems = self._problems(outcome, completion, feedback, record)
+        return IterationVerdict(
+            record,
+            completed=signalled_and_passed,
+            fatal=fatal,
+            rate_limited_until=outcome.rate_limited_until if outcome else None,
+        )
+
+    async def _prompt(self) -> str:
+        prd, _ = await self.runtime.prd()
+        task, _ = await self.runtime.task(self.task_id)
+        if prd is None:
+            raise PokeralphError("the PRD disappeared during the battle")
+        note, self.active.approval_note = self.active.approval_note, None
+        return build_task_prompt(
+            prd,
+            task,
+            self.number,
+            self.active.battle.max_iterations or self.config.max_iterations_per_task,
+            list(self.active.battle.iterations),
+            note,
+            list(self.active.completion_problems),
+            list(self.config.feedback_loops),
+        )
+
+    async def _run_agent(self, prompt: str) -> AgentOutcome:
+        backend = get_backend(self.config.agent)
+        daemon = self.runtime.daemon
+        request = AgentRequest(
+            prompt=prompt,
+            cwd=self.runtime.path,
+            mode="execute",
+            config=self.config.agent,
+            env={
+                "POKERALPH_SOCKET": str(daemon.paths.socket),
+                "POKERALPH_REPO": self.runtime.name,
+                "POKERALPH_REPO_PATH": str(self.runtime.path),
+                "POKERALPH_TASK_ID": self.task_id,
+                "POKERALPH_ITERATION": str(self.number),
+            },
+            timeout=self.config.timeout_minutes * 60,
+            idle_timeout=self.config.idle_timeout_minutes * 60,
+        )
+        return await run_agent(backend, request, self.on_event, self.stream.raw)
+
+    async def _judge(
+        self, outcome: AgentOutcome
+    ) -> tuple[CompletionSignal | None, dict[str, FeedbackResult]]:
+        completion = None
+        if outcome.reason == "exited":
+            texts = list(outcome.texts)
+            if outcome.result is not None and outcome.result.text:
+                texts.append(outcome.result.text)
+            completion = detect_completion(texts, self.task_id)
+            self.active.progress.completion_detected = completion is not None
+        feedback: dict[str, FeedbackResult] = {}
+        if outcome.reason != "exited":
+            return completion, feedback
+        detected = await anyio.to_thread.run_sync(detect_loops, self.runtime.path)
+        loops = resolve_loops(
+            list(self.config.feedback_loops), detected, dict(self.config.feedback_commands)
+        )
+        timeout = self.config.feedback_timeout_minutes * 60
+        for name, command in loops.items():
+            if command is None:
+                result = FeedbackResult(
+                    passed=True,
+                    skipped=True,
+                    output=f"skipped: no '{name}' command found in this repository; "
+                    f'set one with `pokeralphctl config set feedbackCommands.{name} "CMD"`',
+                )
+            else:
+                result = await run_loop(name, command, self.runtime.path, timeout)
+            feedback[name] = result
+            self.active.progress.feedback_results = dict(feedback)
+            self.orch.publish(
+                "feedback_result",
+                {
+                    "iteration": self.number,
+                    "loop": name,
+                    "result": result.dump(),
+                    "results": {k: v.dump() for k, v in feedback.items()},
+                },
+                self.task_id,
+            )
+        return completion, feedback
+
+    def _record(
+        self,
+        record: Iteration,
+        outcome: AgentOutcome | None,
+        feedback: dict[str, FeedbackResult],
+        completion: CompletionSignal | None,
+        files_changed: list[str],
+        clock: float,
+    ) -> Iteration:
+        data: dict[str, Any] = {
+            "feedback_results": feedback,
+            "completion": completion,
+            "files_changed": files_changed,
+            "output": _summary(outcome, self.stream),
+        }
+        if outcome is not None:
+            result = outcome.result
+            data.update(
+                session_id=outcome.session_id,
+                exit_code=outcome.exit_code,
+                cost_usd=result.cost_usd if result else None,
+                usage=result.usage if result else None,
+            )
+            if outcome.reason == "timeout":
+                data.update(
+                    result=IterationResult.TIMEOUT,
+                    error=outcome.error or f"timed out after {self.config.timeout_minutes} min",
+                )
+            elif outcome.reason == "idle":
+                data.update(
+                    result=IterationResult.TIMEOUT,
+                    error=outcome.error or "the agent printed nothing for too long and was stopped",
+                )
+            elif outcome.rate_limited_until is not None:
+                data.update(result=IterationResult.CANCELLED, error=outcome.error or "rate limited")
+            elif outcome.error:
+                data.update(result=IterationResult.FAILURE, error=outcome.error)
+            else:
+                data.update(result=IterationResult.SUCCESS)
+        return record.model_copy(update=data)
+
+    async def _commit(self, files: list[str]) -> str | None:
+        message = self.git.format_commit_message(self.task_id, self.active.title)
+        body = (
+            f"{message}\n\nIteration {self.number} of battle attempt {self.active.battle.attempt}."
+        )
+        try:
+            return await anyio.to_thread.run_sync(
+                lambda: self.git.commit(
+                    files, body, include_runtime=self.config.commit_runtime_files
+                )
+            )
+        except PokeralphError as exc:
+            self.stream.chunk("notice", f"auto-commit failed: {exc.message}")
+            return None
+
+    async def _finish(self, record: Iteration, clock: float) -> None:
+        active = self.active
+        record.ended_at = utcnow()
+        record.duration_ms = int((time.monotonic() - clock) * 1000)
+        battle = active.battle
+        battle.iterations = [i for i in battle.iterations if i.number != record.number] + [record]
+        if record.cost_usd:
+            battle.cost_usd += record.cost_usd
+        if record.usage:
+            battle.usage = battle.usage.plus(record.usage)
+        active.progress.agent_pid = active.progress.agent_started = None
+        active.progress.error = record.error
+        self.lap("write")
+        record.timings_ms = dict(self.timings)
+        await self.orch.save(active)
+        self.orch.publish(
+            "iteration_end",
+            {
+                "iteration": record.number,
+                "result": record.result.value,
+                "error": record.error,
+                "durationMs": record.duration_ms,
+                "costUsd": record.cost_usd,
+                "battleCostUsd": round(battle.cost_usd, 6),
+                "filesChanged": record.files_changed,
+                "commitHash": record.commit_hash,
+                "completion": record.completion.dump() if record.completion else None,
+                "feedback": {
+                    k: v.passed for k, v in record.feedback_results.items() if not v.skipped
+                },
+            },
+            self.task_id,
+        )
+
+    def _problems(
+        self,
+        outcome: AgentOutcome | None,
+        completion: CompletionSignal | None,
+        feedback: dict[str, FeedbackResult],
+        record: Iteration,
+    ) -> list[str]:
+        problems: list[str] = []
+        if outcome is not None:
+            texts = list(outcome.texts) + (
+                [outcome.result.text] if outcome.result and outcome.result.text else []
+            )
+            problems += completion_problems(texts)
+        failed = [name for name, r in feedback.items() if not r.passed and not r.skipped]
+        if completion is not None and failed:
+            problems.append(
+                "You signalled completion, but these feedback loops failed: "
+                + ", ".join(failed)
+                + ". The task is not complete until they pass."
+            )
+        if completion is not None and record.result != IterationResult.SUCCESS:
+            problems.append(
+                f"You signalled completion, but the run ended with an error: {record.error}"
+            )
+        return problems
+
+
+def _create_time(pid: int) -> float | None:
+    try:
+        import psutil
+
+        return float(psutil.Process(pid).create_time())
+    except Exception:
+        return None
+
+
+def sole(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one exception a task group wrapped (so ``except AgentError`` works), else the group."""
+    leaves: list[BaseException] = []
+
+    def walk(exc: BaseException) -> None:
+        if isinstance(exc, BaseExceptionGroup):
+            for inner in exc.exceptions:
+                walk(inner)
+        else:
+            leaves.append(exc)
+
+    walk(group)
+    return leaves[0] if len(leaves) == 1 else group

@@ -1,0 +1,393 @@
+"""BattleOrchestrator: one repository's battles: start, control, inspect, recover.
+
+It is the only writer of ``battles/{taskId}/history.json`` and ``progress.json``. One
+battle per repository may be active (pending, queued, running, paused or awaiting
+approval); its runner (``battle.runner``) lives in the engine's task group. Control
+methods change the shared :class:`ActiveBattle` and wake or cancel the runner; every
+status change is checked against the battle state machine and mirrored on the task by
+the seed's mapping.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from pokeralphd.battle.state import ActiveBattle
+from pokeralphd.domain.ids import validate_task_id
+from pokeralphd.domain.models import Battle, Iteration, Progress
+from pokeralphd.domain.statuses import (
+    TERMINAL_BATTLE_STATUSES,
+    BattleStatus,
+    ExecutionMode,
+    IterationResult,
+    ProgressStatus,
+    TaskStatus,
+    check_battle_transition,
+    task_path_for_battle,
+)
+from pokeralphd.domain.timeutil import now_iso, utcnow
+from pokeralphd.errors import BattleActive, InvalidParams, InvalidState, NoBattle, NotFound
+
+if TYPE_CHECKING:
+    from pokeralphd.battle.engine import BattleEngine
+    from pokeralphd.runtime import RepoRuntime
+
+log = logging.getLogger(__name__)
+ACTIVE = frozenset(set(BattleStatus) - TERMINAL_BATTLE_STATUSES)
+B = BattleStatus
+
+
+class BattleOrchestrator:
+    def __init__(self, runtime: RepoRuntime, engine: BattleEngine) -> None:
+        self.runtime = runtime
+        self.engine = engine
+        self.active: ActiveBattle | None = None
+        self.write_lock = anyio.Lock()
+
+    # ------------------------------------------------------------------ guards
+    def ensure_task_editable(self, task_id: str) -> None:
+        if self.active is not None and self.active.task_id == task_id:
+            raise BattleActive(
+                f"task {task_id} is in a battle ({self.active.battle.status}); "
+                "cancel it first (`pokeralphctl battle cancel`)",
+                taskId=task_id,
+            )
+
+    def ensure_idle(self) -> None:
+        if self.active is not None:
+            raise BattleActive(
+                f"a battle for {self.active.task_id} is active in {self.runtime.name}; cancel it first",
+                taskId=self.active.task_id,
+                status=self.active.battle.status.value,
+            )
+
+    def summary(self) -> dict[str, Any] | None:
+        if self.active is None:
+            return None
+        b = self.active.battle
+        return {
+            "taskId": b.task_id,
+            "status": b.status.value,
+            "iteration": self.active.progress.current_iteration,
+            "mode": b.mode.value,
+            "maxIterations": b.max_iterations,
+            "costUsd": round(b.cost_usd, 6),
+            "pausedReason": b.paused_reason,
+        }
+
+    def _resolve(self, task_id: str | None) -> ActiveBattle:
+        active = self.active
+        if active is None:
+            raise NoBattle(f"no active battle in {self.runtime.name}", repo=self.runtime.name)
+        if task_id is not None and task_id != active.task_id:
+            raise NoBattle(
+                f"the active battle in {self.runtime.name} is for {active.task_id}, not {task_id}",
+                taskId=task_id,
+                active=active.task_id,
+            )
+        return active
+
+    # ------------------------------------------------------------------ persistence
+    def publish(self, type_: str, payload: dict[str, Any], task_id: str) -> None:
+        self.runtime.publish(type_, {"taskId": task_id, **payload}, task_id)
+
+    async def save(self, active: ActiveBattle, *, progress: bool = True) -> None:
+        """Write history (and progress) for the battle; one writer, serialised."""
+        files = self.runtime.files
+        async with self.write_lock:
+            with anyio.CancelScope(shield=True):
+                await self.runtime.io(files.save_history, active.battle)
+                if progress:
+                    active.progress.last_update = utcnow()
+                    await self.runtime.io(files.save_progress, active.progress)
+        if progress:
+            self.publish("progress_update", {"progress": active.progress.dump()}, active.task_id)
+
+    async def set_status(self, active: ActiveBattle, status: BattleStatus, **changes: Any) -> None:
+        """Move the battle (and its task, by the mapping) to ``status`` and persist it."""
+        battle = active.battle
+        check_battle_transition(battle.status, status)
+        for key, value in changes.items():  # first: the new status may require them (error)
+            setattr(battle, key, value)
+        battle.status = status
+        if status in TERMINAL_BATTLE_STATUSES:
+            if self.active is active:
+                self.active = None  # a new battle may start as soon as this one is over
+            battle.completed_at = utcnow()
+            battle.duration_ms = int(
+                (battle.completed_at - battle.started_at).total_seconds() * 1000
+            )
+        pmap = {
+            B.RUNNING: ProgressStatus.IN_PROGRESS,
+            B.AWAITING_APPROVAL: ProgressStatus.AWAITING_APPROVAL,
+            B.COMPLETED: ProgressStatus.COMPLETED,
+            B.FAILED: ProgressStatus.FAILED,
+        }
+        active.progress.status = pmap.get(status, ProgressStatus.IDLE)
+        if status == B.FAILED:
+            active.progress.error = battle.error
+        await self.save(active)
+        await self.sync_task_status(active.task_id, status)
+
+    async def sync_task_status(self, task_id: str, status: BattleStatus) -> None:
+        try:
+            task, _ = await self.runtime.task(task_id)
+        except NotFound:
+            return
+        except Exception:  # the task was deleted or the PRD is broken: the battle goes on
+            log.warning("cannot update task %s status", task_id, exc_info=True)
+            return
+        for step in task_path_for_battle(task.status, status):
+            await self.runtime.update_task(task_id, {"status": step.value}, None, internal=True)
+
+    # ------------------------------------------------------------------ control
+    async def start(
+        self, task_id: str, mode: str | None, max_iterations: int | None
+    ) -> dict[str, Any]:
+        validate_task_id(task_id)
+        task, _ = await self.runtime.task(task_id)
+        if self.active is not None:
+            if self.active.task_id == task_id and self.active.battle.status == B.PAUSED:
+                raise BattleActive(
+                    f"the battle for {task_id} is paused; resume it with `pokeralphctl battle resume`",
+                    taskId=task_id,
+                )
+            self.ensure_idle()
+        if task.status == TaskStatus.COMPLETED:
+            raise InvalidState(f"task {task_id} is already completed", taskId=task_id)
+        if task.status == TaskStatus.PLANNING:
+            raise InvalidState(f"task {task_id} is being planned", taskId=task_id)
+        config = await self.runtime.config()
+        if max_iterations is not None and not 0 < max_iterations <= 100:
+            raise InvalidParams("maxIterations must be between 1 and 100", field="maxIterations")
+        files = self.runtime.files
+        previous = await self.runtime.io(files.load_history, task_id)
+        attempt = previous.value.attempt + 1 if previous else 1
+        if previous:
+            await self.runtime.io(
+                _archive_attempt, files.battle_dir(task_id), previous.value.attempt
+            )
+        await self.runtime.io(files.create_battle_folder, task_id)
+        battle = Battle(
+            task_id=task_id,
+            status=B.PENDING,
+            started_at=utcnow(),
+            mode=ExecutionMode(mode) if mode else config.mode,
+            max_iterations=max_iterations or config.max_iterations_per_task,
+            attempt=attempt,
+        )
+        active = ActiveBattle(battle, Progress(task_id=task_id), task.title)
+        self.active = active
+        await self.save(active)
+        self.engine.launch(self, active)
+        return {"battle": battle.dump(), "queued": active.queued}
+
+    async def pause(self, task_id: str | None, now: bool) -> dict[str, Any]:
+        active = self._resolve(task_id)
+        status = active.battle.status
+        if status == B.PAUSED:
+            return {"battle": active.battle.dump()}
+        if status in (B.PENDING, B.QUEUED, B.AWAITING_APPROVAL) or (now and status == B.RUNNING):
+            active.pause_requested = True
+            if now and active.iteration_scope is not None:
+                active.stop_reason = "pause_now"
+                active.iteration_scope.cancel()
+            active.approval_event.set()  # an approval wait ends as a pause
+        elif status == B.RUNNING:
+            active.pause_requested = True  # takes effect at the end of the running iteration
+        return {"battle": active.battle.dump(), "pauseRequested": True}
+
+    async def resume(self, task_id: str | None) -> dict[str, Any]:
+        active = self._resolve(task_id)
+        if active.battle.status != B.PAUSED:
+            raise InvalidState(
+                f"the battle for {active.task_id} is {active.battle.status}, not paused",
+                status=active.battle.status.value,
+            )
+        active.pause_requested = False
+        active.wake_for_resume()
+        return {"battle": active.battle.dump()}
+
+    async def cancel(self, task_id: str | None) -> dict[str, Any]:
+        active = self._resolve(task_id)
+        active.stop_reason = "cancel"
+        active.runner_scope.cancel()
+        with anyio.fail_after(60):
+            await active.finished.wait()
+        return {"battle": active.battle.dump()}
+
+    async def approve(self, task_id: str | None, approve: bool, note: str | None) -> dict[str, Any]:
+        active = self._resolve(task_id)
+        if active.battle.status != B.AWAITING_APPROVAL:
+            raise InvalidState(
+                f"the battle for {active.task_id} is {active.battle.status}, not awaiting approval",
+                status=active.battle.status.value,
+            )
+        active.approved = approve
+        active.approval_note = note
+        if not approve:
+            active.pause_requested = True
+        active.approval_event.set()
+        return {"battle": active.battle.dump(), "approved": approve}
+
+    # ------------------------------------------------------------------ inspection
+    async def history(self, task_id: str) -> dict[str, Any]:
+        validate_task_id(task_id)
+        if self.active is not None and self.active.task_id == task_id:
+            return {"battle": self.active.battle.dump()}
+        loaded = await self.runtime.io(self.runtime.files.load_history, task_id)
+        return {
+            "battle": loaded.value.dump() if loaded else None,
+            "version": loaded.version if loaded else 0,
+        }
+
+    async def progress(self, task_id: str) -> dict[str, Any]:
+        validate_task_id(task_id)
+        if self.active is not None and self.active.task_id == task_id:
+            return {"progress": self.active.progress.dump()}
+        loaded = await self.runtime.io(self.runtime.files.load_progress, task_id)
+        return {"progress": loaded.value.dump() if loaded else None}
+
+    async def log(
+        self, task_id: str, iteration: int | None, offset: int | None, tail: int | None, limit: int
+    ) -> dict[str, Any]:
+        validate_task_id(task_id)
+        files = self.runtime.files
+        if iteration is None:
+            history = await self.history(task_id)
+            iterations = history["battle"]["iterations"] if history["battle"] else []
+            current = (
+                self.active.progress.current_iteration
+                if self.active and self.active.task_id == task_id
+                else 0
+            )
+            iteration = max([i["number"] for i in iterations] + [current]) or None
+            if iteration is None:
+                raise NotFound(f"no iteration log for {task_id} yet", taskId=task_id)
+        if not 0 < limit <= 4 << 20:
+            raise InvalidParams("limit must be between 1 and 4194304 bytes", field="limit")
+        path = files.log_path(task_id, iteration)
+        if not await anyio.Path(path).exists():
+            raise NotFound(
+                f"no log for {task_id} iteration {iteration}", taskId=task_id, iteration=iteration
+            )
+        if tail is not None:
+            data, size = await self.runtime.io(_tail_lines, path, tail, limit)
+            start = size - len(data)
+        else:
+            data, size = await self.runtime.io(
+                files.read_log, task_id, iteration, offset or 0, limit
+            )
+            start = max(0, size + (offset or 0)) if (offset or 0) < 0 else min(offset or 0, size)
+        return {
+            "iteration": iteration,
+            "data": data.decode("utf-8", errors="replace"),
+            "offset": start,
+            "nextOffset": start + len(data),
+            "size": size,
+        }
+
+    # ------------------------------------------------------------------ recovery
+    async def recover(self) -> None:
+        """After a restart: settle battles the previous daemon left active; leave them paused."""
+        files = self.runtime.files
+        for task_id in await self.runtime.io(files.battle_task_ids):
+            try:
+                loaded = await self.runtime.io(files.load_history, task_id)
+                progress = await self.runtime.io(files.load_progress, task_id)
+            except Exception as exc:
+                log.error("%s: cannot recover battle %s: %s", self.runtime.name, task_id, exc)
+                continue
+            if loaded is None or loaded.value.status in TERMINAL_BATTLE_STATUSES:
+                continue
+            battle = loaded.value
+            prog = progress.value if progress else Progress(task_id=task_id)
+            _end_leftover_agent(prog)
+            recorded = {i.number for i in battle.iterations}
+            if prog.current_iteration and prog.current_iteration not in recorded:
+                battle.iterations.append(
+                    Iteration(
+                        number=prog.current_iteration,
+                        started_at=prog.last_update,
+                        ended_at=utcnow(),
+                        result=IterationResult.CANCELLED,
+                        error="the daemon stopped during this iteration",
+                    )
+                )
+            task = await self._task_title(task_id)
+            active = ActiveBattle(battle, prog, task)
+            prog.agent_pid = prog.agent_started = None
+            reason = "the daemon restarted; resume with `pokeralphctl battle resume`"
+            if battle.status != B.PAUSED:
+                check_battle_transition(battle.status, B.PAUSED)
+                battle.status = B.PAUSED
+            battle.paused_reason = reason
+            prog.status = ProgressStatus.IDLE
+            if self.active is None:
+                self.active = active
+                await self.save(active)
+                await self.sync_task_status(task_id, B.PAUSED)
+                self.publish("battle_paused", {"reason": reason, "recovered": True}, task_id)
+                self.engine.launch(self, active, paused=True)
+
+    async def _task_title(self, task_id: str) -> str:
+        try:
+            task, _ = await self.runtime.task(task_id)
+        except Exception:
+            return task_id
+        return task.title
+
+
+def _archive_attempt(folder: Any, attempt: int) -> None:
+    """Keep an earlier attempt's history and logs beside the new battle's."""
+    for name, new in (("history.json", f"history-{attempt}.json"), ("logs", f"logs-{attempt}")):
+        src = folder / name
+        if src.exists():
+            dst = folder / new
+            if dst.exists():
+                dst = folder / f"{new}.{now_iso()}"
+            os.replace(src, dst)
+
+
+def _tail_lines(path: Any, lines: int, limit: int) -> tuple[bytes, int]:
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        start = max(0, size - limit)
+        handle.seek(start)
+        data = handle.read()
+    if lines <= 0:
+        return b"", size
+    parts = data.split(b"\n")
+    if parts and parts[-1] == b"":
+        parts = parts[:-1]
+        data = b"\n".join(parts[-lines:]) + b"\n"
+    else:
+        data = b"\n".join(parts[-lines:])
+    return data, size
+
+
+def _end_leftover_agent(progress: Progress) -> None:
+    """End the process group of an agent a dead daemon left running (pid and start time match)."""
+    if not progress.agent_pid:
+        return
+    import psutil
+
+    try:
+        proc = psutil.Process(progress.agent_pid)
+        if progress.agent_started and abs(proc.create_time() - progress.agent_started) > 1:
+            return  # the pid was reused by something else
+        procs = [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return
+    with contextlib.suppress(OSError):
+        os.killpg(progress.agent_pid, signal.SIGKILL)
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    psutil.wait_procs(procs, timeout=5)

@@ -1,0 +1,105 @@
+"""Streaming an iteration's output: the log file and coalesced ``iteration_output`` events.
+
+Every raw line goes to ``logs/iteration-{n}.log`` (buffered, flushed on each tick); every
+parsed agent event becomes a chunk. Chunks are published together at most once per
+coalescing window, so a chatty agent costs one event per window, not one per line, while
+a quiet agent's line still reaches subscribers within the window.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import IO, TYPE_CHECKING, Any
+
+import anyio
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+MAX_CHUNK_TEXT = 16 * 1024
+MAX_PENDING_CHUNKS = 500
+
+
+class OutputStream:
+    def __init__(
+        self,
+        log_path: Path,
+        publish: Callable[[list[dict[str, Any]]], None],
+        window_ms: int,
+    ) -> None:
+        self.log_path = log_path
+        self._publish = publish
+        self._window = window_ms / 1000
+        self._chunks: list[dict[str, Any]] = []
+        self._dropped = 0
+        self._wake = anyio.Event()
+        self._file: IO[bytes] | None = None
+        self.last_text = ""
+        self.log_error: str | None = None
+
+    def open(self) -> None:
+        try:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.log_path, "ab")  # noqa: SIM115 - closed in close()
+        except OSError as exc:
+            self.log_error = f"cannot write {self.log_path}: {exc.strerror}"
+            log.error("%s", self.log_error)
+
+    def raw(self, line: bytes) -> None:
+        if self._file is not None:
+            try:
+                self._file.write(line if line.endswith(b"\n") else line + b"\n")
+            except OSError as exc:  # disk full: keep the battle going, say so once
+                self.log_error = f"log write failed: {exc.strerror}"
+                self._file = None
+
+    def chunk(self, kind: str, text: str) -> None:
+        if not text:
+            return
+        if kind == "text":
+            self.last_text = text[-500:]
+        if len(self._chunks) >= MAX_PENDING_CHUNKS:
+            self._dropped += 1
+        else:
+            if len(text) > MAX_CHUNK_TEXT:
+                text = (
+                    text[:MAX_CHUNK_TEXT] + f"\n[… {len(text) - MAX_CHUNK_TEXT} chars in the log]"
+                )
+            self._chunks.append({"kind": kind, "text": text})
+        self._wake.set()
+
+    def flush(self) -> None:
+        if self._file is not None:
+            with contextlib.suppress(OSError):
+                self._file.flush()
+        if self._chunks or self._dropped:
+            chunks, self._chunks = self._chunks, []
+            if self._dropped:
+                chunks.append(
+                    {
+                        "kind": "notice",
+                        "text": f"[{self._dropped} chunks coalesced away; see the log]",
+                    }
+                )
+                self._dropped = 0
+            self._publish(chunks)
+
+    async def run(self) -> None:
+        """Publish pending chunks once per window until cancelled."""
+        while True:
+            await self._wake.wait()
+            self._wake = anyio.Event()
+            if self._window:
+                await anyio.sleep(self._window)
+            self.flush()
+
+    def close(self) -> None:
+        self.flush()
+        if self._file is not None:
+            with contextlib.suppress(OSError):
+                self._file.close()
+            self._file = None

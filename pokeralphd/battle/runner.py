@@ -1,0 +1,235 @@
+"""The battle loop of one task: iterate until complete, failed, paused or cancelled.
+
+HITL waits for approval after every iteration; YOLO runs on. Pause takes effect between
+iterations (or at once with ``now``); a rejected rate limit pauses until its reset
+instead of burning iterations; only iterations that really ran (success, failure,
+timeout) count against the maximum.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+import anyio
+
+from pokeralphd.battle.iteration import IterationRun
+from pokeralphd.domain.statuses import BattleStatus, ExecutionMode, IterationResult
+
+if TYPE_CHECKING:
+    from pokeralphd.battle.orchestrator import BattleOrchestrator
+    from pokeralphd.battle.state import ActiveBattle
+
+log = logging.getLogger(__name__)
+B = BattleStatus
+COUNTED = frozenset({IterationResult.SUCCESS, IterationResult.FAILURE, IterationResult.TIMEOUT})
+
+
+async def run_battle(orch: BattleOrchestrator, active: ActiveBattle, paused: bool) -> None:
+    """Drive ``active`` to a terminal state (or leave it paused at daemon shutdown)."""
+    try:
+        with active.runner_scope:
+            if paused:
+                await _wait_resume(orch, active)
+            await _acquire_and_loop(orch, active)
+    except Exception as exc:  # a bug or a broken file: the battle fails, the daemon goes on
+        log.exception("battle %s in %s crashed", active.task_id, orch.runtime.name)
+        with anyio.CancelScope(shield=True):
+            try:
+                await _fail(orch, active, f"internal error: {exc}")
+            except Exception:
+                log.exception("recording the failure of %s failed too", active.task_id)
+                orch.publish(
+                    "battle_failed",
+                    {
+                        "error": f"internal error: {exc}",
+                        "iterations": len(active.battle.iterations),
+                    },
+                    active.task_id,
+                )
+    finally:
+        with anyio.CancelScope(shield=True):
+            await _settle(orch, active)
+
+
+async def _acquire_and_loop(orch: BattleOrchestrator, active: ActiveBattle) -> None:
+    engine = orch.engine
+    while True:
+        if not engine.slot_free():
+            active.queued = True
+            await orch.set_status(active, B.QUEUED)
+            orch.publish("battle_queued", {"position": engine.waiting + 1}, active.task_id)
+        async with engine.slot():
+            active.queued = False
+            resumed = active.battle.iterations or active.battle.status == B.PAUSED
+            await orch.set_status(active, B.RUNNING, paused_reason=None)
+            if resumed:
+                orch.publish(
+                    "battle_resumed",
+                    {"iteration": active.progress.current_iteration},
+                    active.task_id,
+                )
+            else:
+                orch.publish(
+                    "battle_start",
+                    {
+                        "mode": active.battle.mode.value,
+                        "maxIterations": active.battle.max_iterations,
+                    },
+                    active.task_id,
+                )
+            done = await _loop(orch, active)
+        if done:
+            return
+        await _wait_resume(orch, active)  # paused between iterations: wait, then take a slot again
+
+
+async def _loop(orch: BattleOrchestrator, active: ActiveBattle) -> bool:
+    """Run iterations; True when the battle reached a terminal state, False when paused."""
+    battle = active.battle
+    while True:
+        if active.pause_requested:
+            await _pause(orch, active, "paused at your request")
+            return False
+        config = await orch.runtime.config()
+        limit = battle.max_iterations or config.max_iterations_per_task
+        number = max((i.number for i in battle.iterations), default=0) + 1
+        verdict = await IterationRun(orch, active, number, config).run()
+        if verdict.fatal:
+            await _fail(orch, active, verdict.fatal)
+            return True
+        if verdict.completed:
+            await orch.set_status(active, B.COMPLETED)
+            orch.publish(
+                "battle_complete",
+                {
+                    "iterations": len(battle.iterations),
+                    "costUsd": round(battle.cost_usd, 6),
+                    "completion": verdict.iteration.completion.dump()
+                    if verdict.iteration.completion
+                    else None,
+                },
+                active.task_id,
+            )
+            return True
+        counted = sum(1 for i in battle.iterations if i.result in COUNTED)
+        if counted >= limit:
+            await _fail(orch, active, f"max iterations ({limit}) reached without completion")
+            return True
+        if verdict.rate_limited_until is not None:
+            await _rate_limit_pause(orch, active, verdict.rate_limited_until)
+            continue
+        if active.pause_requested or active.stop_reason == "pause_now":
+            active.stop_reason = None
+            await _pause(
+                orch,
+                active,
+                "paused immediately at your request"
+                if verdict.iteration.result == IterationResult.CANCELLED
+                else "paused at your request",
+            )
+            return False
+        if battle.mode == ExecutionMode.HITL:
+            approved = await _await_approval(orch, active, verdict.iteration.number)
+            if not approved:
+                await _pause(
+                    orch,
+                    active,
+                    "iteration rejected"
+                    + (f": {active.approval_note}" if active.approval_note else ""),
+                )
+                return False
+
+
+async def _await_approval(orch: BattleOrchestrator, active: ActiveBattle, number: int) -> bool:
+    active.approval_event = anyio.Event()
+    active.approved = True
+    await orch.set_status(active, B.AWAITING_APPROVAL)
+    record = active.battle.iterations[-1]
+    orch.publish(
+        "await_approval",
+        {
+            "iteration": number,
+            "result": record.result.value,
+            "completion": record.completion.dump() if record.completion else None,
+            "feedback": {k: v.passed for k, v in record.feedback_results.items() if not v.skipped},
+            "filesChanged": record.files_changed,
+            "commitHash": record.commit_hash,
+        },
+        active.task_id,
+    )
+    hooks = orch.engine.approval_hooks
+    for hook in hooks:
+        await hook.opened(orch, active, number)
+    await active.approval_event.wait()
+    for hook in hooks:
+        await hook.closed(orch, active, number)
+    if active.pause_requested and active.approved:
+        return False  # battle.pause while awaiting approval
+    orch.publish(
+        "approval_received",
+        {"iteration": number, "approved": active.approved, "note": active.approval_note},
+        active.task_id,
+    )
+    if active.approved:
+        await orch.set_status(active, B.RUNNING)
+    return active.approved
+
+
+async def _pause(orch: BattleOrchestrator, active: ActiveBattle, reason: str) -> None:
+    await orch.set_status(active, B.PAUSED, paused_reason=reason)
+    orch.publish("battle_paused", {"reason": reason}, active.task_id)
+
+
+async def _wait_resume(orch: BattleOrchestrator, active: ActiveBattle) -> None:
+    await active.resume_event.wait()
+    active.pause_requested = False
+
+
+async def _rate_limit_pause(orch: BattleOrchestrator, active: ActiveBattle, until: float) -> None:
+    reason = f"rate limited until {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(until))}"
+    await orch.set_status(active, B.PAUSED, paused_reason=reason)
+    orch.publish("battle_paused", {"reason": reason, "rateLimitedUntil": until}, active.task_id)
+    with anyio.move_on_after(max(0.0, until - time.time())):
+        await active.resume_event.wait()  # a person may resume earlier
+    active.pause_requested = False
+    await orch.set_status(active, B.RUNNING, paused_reason=None)
+    orch.publish("battle_resumed", {"reason": "rate limit reset"}, active.task_id)
+
+
+async def _fail(orch: BattleOrchestrator, active: ActiveBattle, error: str) -> None:
+    if active.battle.status in (B.COMPLETED, B.FAILED, B.CANCELLED):
+        return
+    if active.battle.status != B.RUNNING:
+        await orch.set_status(active, B.RUNNING)
+    await orch.set_status(active, B.FAILED, error=error)
+    orch.publish(
+        "battle_failed",
+        {"error": error, "iterations": len(active.battle.iterations)},
+        active.task_id,
+    )
+    for hook in orch.engine.failure_hooks:
+        await hook(orch, active)
+
+
+async def _settle(orch: BattleOrchestrator, active: ActiveBattle) -> None:
+    """After the runner ends: record a cancel, or leave the battle paused at shutdown."""
+    status = active.battle.status
+    if active.stop_reason == "cancel" and status not in (B.COMPLETED, B.FAILED, B.CANCELLED):
+        await orch.set_status(active, B.CANCELLED)
+        orch.publish(
+            "battle_cancelled", {"iterations": len(active.battle.iterations)}, active.task_id
+        )
+    elif active.stop_reason == "shutdown" and status not in (
+        B.COMPLETED,
+        B.FAILED,
+        B.CANCELLED,
+        B.PAUSED,
+    ):
+        reason = "the daemon stopped; resume with `pokeralphctl battle resume`"
+        await orch.set_status(active, B.PAUSED, paused_reason=reason)
+        orch.publish("battle_paused", {"reason": reason}, active.task_id)
+    if orch.active is active and active.stop_reason != "shutdown":
+        orch.active = None
+    active.finished.set()

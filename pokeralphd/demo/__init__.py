@@ -1,0 +1,1 @@
+"""The sample repository the quickstart demo battles over (``demo/sample``)."""

@@ -1,0 +1,1 @@
+"""PlanService: an idea becomes questions, answers, and a validated PRD with tasks."""

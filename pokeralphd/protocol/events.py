@@ -1,0 +1,294 @@
+"""The event types: every ``event`` notification's payload, as msgspec structs.
+
+The daemon publishes plain dicts; these structs are the contract. ``shared/schemas/events``
+is generated from them, and the test suite checks every event it sees against them, so
+an event that drifts from its documented shape fails a test.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class Payload(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+    """Base of event payloads."""
+
+
+class Chunk(msgspec.Struct):
+    kind: str  # text | tool_use | tool_result | tool_error | stderr | notice
+    text: str
+
+
+class Envelope(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+    """``params`` of every ``event`` notification."""
+
+    seq: int
+    type: str
+    repo: str | None
+    payload: dict[str, Any]
+    timestamp: str
+    task_id: str | None = None
+
+
+# -- repositories, config, PRD, tasks
+class RepoRegistered(Payload):
+    name: str
+    path: str
+
+
+class RepoUnregistered(RepoRegistered):
+    pass
+
+
+class ConfigUpdated(Payload):
+    config: dict[str, Any]
+    version: int
+    patch: dict[str, Any]
+
+
+class PrdUpdated(Payload):
+    prd: dict[str, Any]
+    version: int
+
+
+class TaskCreated(Payload):
+    task: dict[str, Any]
+    version: int
+
+
+class TaskUpdated(Payload):
+    task: dict[str, Any]
+    changed: list[str]
+    version: int
+
+
+class TaskDeleted(Payload):
+    task_id: str
+    version: int
+
+
+# -- battles
+class BattleStart(Payload):
+    task_id: str
+    mode: str
+    max_iterations: int | None
+
+
+class BattleQueued(Payload):
+    task_id: str
+    position: int
+
+
+class BattleResumed(Payload):
+    task_id: str
+    iteration: int | None = None
+    reason: str | None = None
+
+
+class BattlePaused(Payload):
+    task_id: str
+    reason: str
+    recovered: bool = False
+    rate_limited_until: float | None = None
+
+
+class BattleCancelled(Payload):
+    task_id: str
+    iterations: int
+
+
+class BattleComplete(Payload):
+    task_id: str
+    iterations: int
+    cost_usd: float
+    completion: dict[str, Any] | None = None
+
+
+class BattleFailed(Payload):
+    task_id: str
+    error: str
+    iterations: int
+
+
+class BattleReverted(Payload):
+    task_id: str
+    commit_hash: str
+    title: str
+
+
+class IterationStart(Payload):
+    task_id: str
+    iteration: int
+    max_iterations: int | None
+
+
+class IterationOutput(Payload):
+    task_id: str
+    iteration: int
+    chunks: list[Chunk]
+
+
+class IterationEnd(Payload):
+    task_id: str
+    iteration: int
+    result: str
+    error: str | None
+    duration_ms: int | None
+    cost_usd: float | None
+    battle_cost_usd: float
+    files_changed: list[str]
+    commit_hash: str | None
+    completion: dict[str, Any] | None
+    feedback: dict[str, bool]
+
+
+class ProgressUpdate(Payload):
+    task_id: str
+    progress: dict[str, Any]
+
+
+class FeedbackResultEvent(Payload):
+    task_id: str
+    iteration: int
+    loop: str
+    result: dict[str, Any]
+    results: dict[str, dict[str, Any]]
+
+
+class AwaitApproval(Payload):
+    task_id: str
+    iteration: int
+    result: str
+    completion: dict[str, Any] | None
+    feedback: dict[str, bool]
+    files_changed: list[str]
+    commit_hash: str | None
+
+
+class AwaitApprovalDelivery(Payload):
+    task_id: str
+    iteration: int
+    delivery_id: str
+
+
+class ApprovalReceived(Payload):
+    task_id: str
+    iteration: int
+    approved: bool
+    note: str | None
+
+
+class Notice(Payload):
+    task_id: str
+    message: str
+
+
+# -- inbox
+class NewDelivery(Payload):
+    id: str
+    delivery: dict[str, Any]
+
+
+class FeedbackReceived(Payload):
+    id: str
+    feedback: dict[str, Any]
+    delivery: dict[str, Any]
+
+
+class DeliveryTimeout(Payload):
+    id: str
+    delivery: dict[str, Any]
+
+
+class DeliveryClosed(Payload):
+    id: str
+    reason: str | None
+    delivery: dict[str, Any]
+
+
+class AnnotationAdded(Payload):
+    id: str
+    annotation: dict[str, Any]
+
+
+# -- planning
+class PlanningOutput(Payload):
+    turn: int
+    chunks: list[Chunk]
+
+
+class PlanningQuestion(Payload):
+    questions: list[str]
+    question: str
+    delivery_id: str | None
+
+
+class PlanningCompleted(Payload):
+    prd: dict[str, Any]
+    valid: bool
+    problems: list[dict[str, str]]
+
+
+class PlanningFailed(Payload):
+    error: str
+    state: str
+
+
+class PlanningReset(Payload):
+    pass
+
+
+class DebugEvent(Payload):
+    i: int
+    t: float
+    pad: str
+
+
+EVENT_TYPES: dict[str, type[Payload]] = {
+    "debug": DebugEvent,
+    "repo_registered": RepoRegistered,
+    "repo_unregistered": RepoUnregistered,
+    "config_updated": ConfigUpdated,
+    "prd_updated": PrdUpdated,
+    "task_created": TaskCreated,
+    "task_updated": TaskUpdated,
+    "task_deleted": TaskDeleted,
+    "battle_start": BattleStart,
+    "battle_queued": BattleQueued,
+    "battle_resumed": BattleResumed,
+    "battle_paused": BattlePaused,
+    "battle_cancelled": BattleCancelled,
+    "battle_complete": BattleComplete,
+    "battle_failed": BattleFailed,
+    "battle_reverted": BattleReverted,
+    "iteration_start": IterationStart,
+    "iteration_output": IterationOutput,
+    "iteration_end": IterationEnd,
+    "progress_update": ProgressUpdate,
+    "feedback_result": FeedbackResultEvent,
+    "await_approval": AwaitApproval,
+    "await_approval_delivery": AwaitApprovalDelivery,
+    "approval_received": ApprovalReceived,
+    "notice": Notice,
+    "new_delivery": NewDelivery,
+    "feedback_received": FeedbackReceived,
+    "delivery_timeout": DeliveryTimeout,
+    "delivery_closed": DeliveryClosed,
+    "annotation_added": AnnotationAdded,
+    "planning_output": PlanningOutput,
+    "planning_question": PlanningQuestion,
+    "planning_completed": PlanningCompleted,
+    "planning_failed": PlanningFailed,
+    "planning_reset": PlanningReset,
+}
+
+
+def check_event(params: Any) -> None:
+    """Raise ``msgspec.ValidationError`` unless ``params`` is a well-formed event."""
+    envelope = msgspec.convert(params, Envelope)
+    payload_type = EVENT_TYPES.get(envelope.type)
+    if payload_type is None:
+        raise msgspec.ValidationError(f"unknown event type {envelope.type!r}")
+    msgspec.convert(envelope.payload, payload_type)

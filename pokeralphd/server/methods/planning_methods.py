@@ -1,0 +1,60 @@
+"""``planning.*``: turn an idea (or an existing PRD's description) into a PRD with tasks."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pokeralphd.planning.service import RepoPlanner
+from pokeralphd.protocol.params import (
+    PlanningAnswerParams,
+    PlanningFinishParams,
+    PlanningStartParams,
+    RepoParams,
+)
+
+if TYPE_CHECKING:
+    from pokeralphd.server.dispatch import CallContext, MethodTable
+
+
+def _planner(ctx: CallContext, repo: str | None) -> RepoPlanner:
+    planner = ctx.daemon.resolve(repo).planning
+    assert isinstance(planner, RepoPlanner)
+    return planner
+
+
+def register(table: MethodTable) -> None:
+    @table.add(
+        "planning.start",
+        PlanningStartParams,
+        "Start planning from an idea (or, with breakdown, from the PRD's description); the "
+        "agent runs in plan mode and may ask questions.",
+    )
+    async def start(ctx: CallContext, p: PlanningStartParams) -> dict[str, Any]:
+        return await _planner(ctx, p.repo).start(p.idea, p.breakdown)
+
+    @table.add(
+        "planning.status", RepoParams, "State, questions waiting, the PRD draft and its problems."
+    )
+    async def status(ctx: CallContext, p: RepoParams) -> dict[str, Any]:
+        return _planner(ctx, p.repo).status()
+
+    @table.add(
+        "planning.answer",
+        PlanningAnswerParams,
+        "Answer the agent's questions; the same agent session continues.",
+    )
+    async def answer(ctx: CallContext, p: PlanningAnswerParams) -> dict[str, Any]:
+        return await _planner(ctx, p.repo).answer(p.answer)
+
+    @table.add(
+        "planning.finish",
+        PlanningFinishParams,
+        "Validate the PRD draft (reasons if invalid); with save, write it, replacing or "
+        "merging with the existing PRD.",
+    )
+    async def finish(ctx: CallContext, p: PlanningFinishParams) -> dict[str, Any]:
+        return await _planner(ctx, p.repo).finish(p.save, p.merge)
+
+    @table.add("planning.reset", RepoParams, "Stop and forget the planning session.")
+    async def reset(ctx: CallContext, p: RepoParams) -> dict[str, Any]:
+        return await _planner(ctx, p.repo).reset()

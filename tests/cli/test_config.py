@@ -1,0 +1,60 @@
+"""``config get|set|unset`` with dotted keys, JSON values and the layer of each key."""
+
+from __future__ import annotations
+
+from tests.cli.conftest import Ctl, envelope
+
+
+def test_get_lists_every_key_with_its_layer(ctl: Ctl) -> None:
+    proc = ctl("config", "get")
+    assert proc.returncode == 0, proc.stderr
+    rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines()[1:]}
+    assert rows["agent.backend"][1:] == ["claude", "default"]
+    assert rows["maxIterationsPerTask"][1:] == ["10", "default"]
+    result = envelope(ctl("config", "get", "--json"))["result"]
+    assert result["sources"]["mode"] == "default"
+
+
+def test_set_get_unset_dotted_keys(ctl: Ctl) -> None:
+    proc = ctl("config", "set", "agent.backend", "demo")
+    assert proc.returncode == 0, proc.stderr
+    assert "agent.backend = demo" in proc.stdout
+    assert ctl("config", "get", "agent.backend").stdout.split() == ["demo", "(repo)"]
+    got = envelope(ctl("config", "get", "agent.backend", "--json"))["result"]
+    assert got == {"key": "agent.backend", "value": "demo", "source": "repo"}
+
+    # JSON values: a number, a list, a boolean; snake_case keys are accepted
+    assert ctl("config", "set", "max_iterations_per_task", "5").returncode == 0
+    assert ctl("config", "set", "feedbackLoops", '["test"]').returncode == 0
+    assert ctl("config", "set", "autoCommit", "false").returncode == 0
+    config = envelope(ctl("config", "get", "--json"))["result"]
+    assert config["config"]["maxIterationsPerTask"] == 5
+    assert config["config"]["feedbackLoops"] == ["test"]
+    assert config["config"]["autoCommit"] is False
+    assert config["repoLayer"]["agent"] == {"backend": "demo"}
+
+    proc = ctl("config", "unset", "agent.backend")
+    assert proc.returncode == 0, proc.stderr
+    value = envelope(ctl("config", "get", "agent.backend", "--json"))["result"]
+    assert value["value"] == "claude" and value["source"] != "repo"
+    assert ctl("config", "unset", "maxIterationsPerTask").returncode == 0
+    value = envelope(ctl("config", "get", "maxIterationsPerTask", "--json"))["result"]
+    assert value == {"key": "maxIterationsPerTask", "value": 10, "source": "default"}
+
+
+def test_out_of_range_value_names_the_field(ctl: Ctl) -> None:
+    proc = ctl("config", "set", "maxIterationsPerTask", "1000")
+    assert proc.returncode == 1
+    assert "maxIterationsPerTask" in proc.stderr
+    proc = ctl("config", "set", "agent.backend", "nonsense", "--json")
+    assert proc.returncode == 1
+    error = envelope(proc)["error"]
+    assert error["code"] == -32602 and error["data"]["field"] == "agent.backend"
+    value = envelope(ctl("config", "get", "maxIterationsPerTask", "--json"))["result"]
+    assert value["value"] == 10  # nothing was written
+
+
+def test_unknown_key(ctl: Ctl) -> None:
+    proc = ctl("config", "get", "agent.nope")
+    assert proc.returncode == 1
+    assert "no config key" in proc.stderr and "pokeralphctl config get" in proc.stderr

@@ -1,0 +1,108 @@
+"""The start-up guard: common commands import only the standard library and pokeralphctl."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import DaemonProcess
+
+FORBIDDEN = {"msgspec", "pydantic", "anyio", "asyncio", "git", "platformdirs", "psutil"}
+FORBIDDEN |= {"pokeralphd"}
+
+# Runs the CLI's main() in a fresh interpreter, then writes the names of every module
+# that was imported to the file named by the first argument.
+PROBE = """
+import json, sys
+from pokeralphctl.cli import main
+out, args = sys.argv[1], sys.argv[2:]
+try:
+    code = main(args)
+finally:
+    with open(out, "w") as fh:
+        json.dump(sorted(sys.modules), fh)
+raise SystemExit(code)
+"""
+
+
+def forbidden(modules: list[str]) -> list[str]:
+    return sorted(m for m in modules if m.split(".")[0] in FORBIDDEN)
+
+
+def imported(env: dict[str, str], tmp: Path, *args: str, cwd: Path | None = None) -> list[str]:
+    out = tmp / "modules.json"
+    subprocess.run(
+        [sys.executable, "-c", PROBE, str(out), *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    modules: list[str] = json.loads(out.read_text())
+    return modules
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["status"],
+        ["--json", "status"],
+        ["ping"],
+        ["battle", "start", "001-task", "--yolo"],
+        ["battle", "approve", "--note", "ok"],
+        ["approve", "--reject"],
+        ["task", "list"],
+        ["task", "add", "T", "-d", "d", "-c", "c"],
+        ["config", "get", "agent.backend"],
+        ["repos"],
+        ["daemon", "status"],
+    ],
+)
+def test_common_paths_import_only_the_standard_library(
+    daemon: DaemonProcess, repo: Path, tmp_path: Path, args: list[str]
+) -> None:
+    daemon.call("repo.register", {"path": str(repo)})
+    modules = imported(daemon.env, tmp_path, *args, cwd=repo)
+    assert "pokeralphctl.cli" in modules
+    assert forbidden(modules) == []
+
+
+def test_no_daemon_path_and_every_command_module_stay_light(tmp_path: Path) -> None:
+    env = dict(os.environ, POKERALPH_SOCKET=str(tmp_path / "none.sock"))
+    assert forbidden(imported(env, tmp_path, "status")) == []
+    code = "import json, pkgutil, sys, importlib, pokeralphctl.commands as c\n"
+    code += "for m in pkgutil.iter_modules(c.__path__): importlib.import_module(c.__name__ + '.' + m.name)\n"
+    code += "print(json.dumps(sorted(sys.modules)))"
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    modules = json.loads(proc.stdout)
+    assert "pokeralphctl.commands.watch" in modules
+    assert forbidden(modules) == []
+
+
+def test_importtime_of_status_json(daemon: DaemonProcess) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "pokeralphctl", "status", "--json"],
+        env=daemon.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["ok"] is True
+    names = [
+        line.split("|")[-1].strip()
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    ]
+    assert "pokeralphctl.cli" in names
+    assert forbidden(names) == []
