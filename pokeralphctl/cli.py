@@ -48,6 +48,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "approve": ("battle", "approve the iteration awaiting approval (= battle approve)"),
     "watch": ("watch", "print events as they happen"),
     "daemon": ("daemon", "start, stop and check pokeralphd"),
+    "demo": ("demo", "run a whole battle on a sample repository with the bundled demo agent"),
 }
 
 EPILOG = """\

@@ -79,7 +79,7 @@ def tool(name: str, tool_input: dict[str, Any], result: str) -> None:
 
 def replace_function(source: str, name: str, body: str) -> str:
     pattern = re.compile(rf"def {name}\(.*?(?=\ndef |\Z)", re.DOTALL)
-    return pattern.sub(body.rstrip("\n") + "\n", source, count=1)
+    return pattern.sub(lambda _m: body.rstrip("\n") + "\n", source, count=1)
 
 
 def main() -> int:
