@@ -49,6 +49,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "watch": ("watch", "print events as they happen"),
     "daemon": ("daemon", "start, stop and check pokeralphd"),
     "demo": ("demo", "run a whole battle on a sample repository with the bundled demo agent"),
+    "plan": ("plan", "turn an idea into a PRD with the agent (asks you its questions)"),
+    "inbox": ("inbox", "what waits for you across repositories; `inbox show ID`"),
+    "answer": ("inbox", "answer an inbox item (prompts fit its schema; flags for scripts)"),
+    "deliver": ("deliver", "put something in the inbox; --blocking waits for the answer"),
 }
 
 EPILOG = """\

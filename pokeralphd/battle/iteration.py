@@ -77,6 +77,7 @@ class IterationRun:
         self.result: AgentResult | None = None
         self._progress_dirty = anyio.Event()
         self.timings: dict[str, float] = {}
+        self.note_used: str | None = None
         self._mark = time.perf_counter()
         self.stream = OutputStream(
             self.runtime.files.log_path(self.task_id, number),
@@ -238,6 +239,7 @@ class IterationRun:
         if prd is None:
             raise PokeralphError("the PRD disappeared during the battle")
         note, self.active.approval_note = self.active.approval_note, None
+        self.note_used = note
         return build_task_prompt(
             prd,
             task,
@@ -325,6 +327,7 @@ class IterationRun:
             "completion": completion,
             "files_changed": files_changed,
             "output": _summary(outcome, self.stream),
+            "approval_note": self.note_used,
         }
         if outcome is not None:
             result = outcome.result
