@@ -229,7 +229,7 @@ def print_progress(out: Output, task_id: str, progress: dict[str, Any] | None) -
     if last:
         out.line("last output:")
         for line in last:
-            out.line(f"  {line}")
+            out.line(f"  {line if len(line) <= 160 else line[:159] + '…'}")
 
 
 def history(ctx: Context, args: argparse.Namespace) -> int:

@@ -95,6 +95,12 @@ def _approval(p: dict[str, Any]) -> str:
     return text + (f": {shorten(str(p['note']))}" if p.get("note") else "")
 
 
+def _answered(p: dict[str, Any]) -> str:
+    feedback = p.get("feedback") or {}
+    text = f"inbox item {p.get('id')} answered: {dumps(feedback.get('values'))}"
+    return text + (f" ({shorten(str(feedback['note']))})" if feedback.get("note") else "")
+
+
 SUMMARIES: dict[str, Callable[[dict[str, Any]], str]] = {
     "battle_start": lambda p: (
         f"battle started ({p.get('mode')}, at most {p.get('maxIterations') or '?'} iterations)"
@@ -143,7 +149,16 @@ SUMMARIES: dict[str, Callable[[dict[str, Any]], str]] = {
     ),
     "repo_registered": lambda p: f"registered at {p.get('path')}",
     "repo_unregistered": lambda p: f"unregistered ({p.get('path')})",
-    "new_delivery": lambda p: f"inbox: {(p.get('delivery') or {}).get('title')}",
+    "new_delivery": lambda p: (
+        f"inbox: {(p.get('delivery') or {}).get('title')} (`pokeralphctl inbox show {p.get('id')}`)"
+    ),
+    "feedback_received": _answered,
+    "delivery_timeout": lambda p: f"inbox item {p.get('id')} timed out",
+    "delivery_closed": lambda p: (
+        f"inbox item {p.get('id')} closed" + (f": {p['reason']}" if p.get("reason") else "")
+    ),
+    "annotation_added": lambda p: f"annotation on inbox item {p.get('id')}",
+    "planning_reset": lambda p: "planning session reset",
     "planning_question": lambda p: f"question: {shorten(str(p.get('question')))}",
     "planning_completed": lambda p: "plan ready" + ("" if p.get("valid") else " (with problems)"),
     "planning_failed": lambda p: f"planning failed: {shorten(str(p.get('error')))}",
