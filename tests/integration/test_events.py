@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pokeralphctl.client import RequestFailed
-from tests.helpers import DaemonProcess, events_of, make_git_repo, read_messages
+from tests.helpers import DaemonProcess, events_of, make_git_repo, read_messages, wait_until
 
 
 def subscribe(daemon: DaemonProcess, **params: Any) -> tuple[socket.socket, dict[str, Any]]:
@@ -145,6 +145,6 @@ def test_stalled_subscriber_is_dropped_and_slows_nobody(home: Path, repo: Path) 
             tail = (tail + chunk)[-4096:]
         stalled.close()
         assert b'"events.overflow"' in tail
-        assert daemon.call("daemon.status")["clients"] == 1
+        wait_until(lambda: daemon.call("daemon.status")["clients"] == 1, 10, "only our client left")
     finally:
         daemon.stop()
