@@ -270,6 +270,7 @@ async def run_agent(
         )
     else:
         await anyio.to_thread.run_sync(sweep, token)
+        await _reap(process)
         outcome.error = _error_of(backend, outcome, stderr_tail)
     outcome.duration_ms = int((time.monotonic() - started) * 1000)
     return outcome
@@ -277,7 +278,7 @@ async def run_agent(
 
 async def _reap(process: Process) -> None:
     with anyio.move_on_after(5):
-        await process.wait()
+        await process.aclose()
 
 
 AUTH_WORDS = (

@@ -169,10 +169,12 @@ async def run_loop(
     except anyio.get_cancelled_exc_class():
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(end_tree, process.pid, None, 2.0)
+            await process.aclose()
         raise
     if timed_out:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(end_tree, process.pid, None, 2.0)
+            await process.aclose()
         output = (
             _trim(bytes(buf), dropped) + f"\n[timed out after {timeout:g} s; the loop was stopped]"
         )
@@ -185,6 +187,7 @@ async def run_loop(
         )
     with contextlib.suppress(OSError):
         os.killpg(process.pid, 9)  # leftovers of a finished loop
+    await process.aclose()
     return FeedbackResult(
         passed=process.returncode == 0,
         output=_trim(bytes(buf), dropped),

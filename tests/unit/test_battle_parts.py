@@ -1,0 +1,234 @@
+"""Completion detection, prompts, feedback-loop detection and the git service."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psutil
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pokeralphd.battle.completion import SIGIL, completion_problems, detect_completion
+from pokeralphd.battle.feedback import detect_loops, resolve_loops, run_loop
+from pokeralphd.battle.gitservice import GitService
+from pokeralphd.battle.prompt import MAX_PROMPT, build_task_prompt
+from pokeralphd.domain.models import PRD, FeedbackResult, Iteration, Task
+from pokeralphd.errors import InvalidState
+from tests.helpers import make_git_repo
+
+BLOCK = {
+    "type": "BATTLE_COMPLETE",
+    "version": 1,
+    "taskId": "001-a",
+    "summary": "s",
+    "acceptanceCriteriaMet": [{"criterion": "c", "met": True, "evidence": "e"}],
+    "confidence": 0.7,
+}
+
+
+def test_completion_forms() -> None:
+    assert detect_completion(["nothing here"]) is None
+    assert detect_completion([f"done {SIGIL}"]).kind == "sigil"  # type: ignore[union-attr]
+    block = detect_completion(
+        ["<completion>\n```json\n" + json.dumps(BLOCK) + "\n```\n</completion>"], "001-a"
+    )
+    assert (
+        block is not None
+        and block.kind == "block"
+        and block.acceptance_criteria_met[0].evidence == "e"
+    )
+    other = dict(BLOCK, taskId="002-b")
+    assert detect_completion([f"<completion>{json.dumps(other)}</completion>"], "001-a") is None
+    assert (
+        "names task '002-b'"
+        in completion_problems([f"<completion>{json.dumps(other)}</completion>"], "001-a")[0]
+    )
+    assert "not valid JSON" in completion_problems(["<completion>{oops</completion>"])[0]
+
+
+@given(st.text(max_size=200), st.text(max_size=200))
+def test_a_block_anywhere_is_found(before: str, after: str) -> None:
+    text = (
+        before.replace("<", "")
+        + "<completion>"
+        + json.dumps(BLOCK)
+        + "</completion>"
+        + after.replace("<", "")
+    )
+    assert detect_completion([text], "001-a") is not None
+
+
+@given(st.lists(st.text(max_size=100), max_size=5))
+def test_completion_never_raises(texts: list[str]) -> None:
+    detect_completion(texts)
+    completion_problems(texts)
+
+
+def _prd() -> tuple[PRD, Task]:
+    task = Task(
+        id="001-a",
+        title="Do A",
+        description="Describe A",
+        acceptance_criteria=["alpha works", "beta works"],
+    )
+    return PRD(name="P", description="A project", tasks=[task]), task
+
+
+def test_prompt_has_what_the_agent_needs() -> None:
+    prd, task = _prd()
+    failed = Iteration(
+        number=1,
+        started_at=datetime.now(UTC),
+        result="success",
+        output="tried",  # type: ignore[arg-type]
+        feedback_results={
+            "test": FeedbackResult(
+                passed=False, output="E   assert 2 == 3\nFAILED test_x", command="pytest"
+            )
+        },
+    )
+    prompt = build_task_prompt(
+        prd,
+        task,
+        2,
+        5,
+        [failed],
+        "use pathlib",
+        ["You signalled completion, but test failed"],
+        ["test", "lint"],
+    )
+    for needle in (
+        "Task ID: 001-a",
+        "1. alpha works",
+        "2. beta works",
+        "Iteration: 2 of 5",
+        "assert 2 == 3",
+        "use pathlib",
+        SIGIL,
+        '"taskId": "001-a"',
+        "signalled completion",
+        "test, lint",
+        "Do not commit",
+    ):
+        assert needle in prompt
+
+
+@settings(max_examples=20)
+@given(st.integers(min_value=0, max_value=300_000))
+def test_prompt_is_bounded(size: int) -> None:
+    prd, task = _prd()
+    task = task.model_copy(update={"description": "d" * (size + 1)})
+    huge = Iteration(
+        number=1,
+        started_at=datetime.now(UTC),
+        result="failure",
+        error="e" * (size + 1),
+        output="o" * size,  # type: ignore[arg-type]
+        feedback_results={"test": FeedbackResult(passed=False, output="x\n" * size)},
+    )
+    prompt = build_task_prompt(prd, task, 2, 5, [huge] * 6, "n" * size, [], ["test"])
+    assert (
+        len(prompt.encode()) <= MAX_PROMPT + 200 and "Task ID: 001-a" in prompt and SIGIL in prompt
+    )
+
+
+def test_loop_detection(tmp_path: Path) -> None:
+    node = tmp_path / "node"
+    node.mkdir()
+    (node / "package.json").write_text(
+        json.dumps({"scripts": {"test": "vitest", "lint": "eslint ."}})
+    )
+    (node / "pnpm-lock.yaml").write_text("")
+    assert detect_loops(node) == {"test": "pnpm run test", "lint": "pnpm run lint"}
+    py = tmp_path / "py"
+    py.mkdir()
+    (py / "pyproject.toml").write_text("[tool.pytest.ini_options]\n[tool.ruff]\n[tool.mypy]\n")
+    assert detect_loops(py) == {
+        "test": "python3 -m pytest -q",
+        "lint": "ruff check .",
+        "typecheck": "mypy .",
+    }
+    go = tmp_path / "go"
+    go.mkdir()
+    (go / "go.mod").write_text("module x\n")
+    (go / "Makefile").write_text("lint:\n\tgolangci-lint run\n")
+    assert detect_loops(go)["lint"] == "make lint" and detect_loops(go)["test"] == "go test ./..."
+    assert resolve_loops(["test", "lint", "x"], {"test": "a", "lint": "b"}, {"lint": "c"}) == {
+        "test": "a",
+        "lint": "c",
+        "x": None,
+    }
+
+
+@pytest.mark.anyio
+async def test_run_loop_pass_fail_timeout(tmp_path: Path) -> None:
+    ok = await run_loop("test", "echo hello; true", tmp_path, 30)
+    assert ok.passed and "hello" in ok.output and ok.exit_code == 0 and ok.duration is not None
+    bad = await run_loop("test", "printf 'x%.0s' $(seq 1 10000); exit 3", tmp_path, 30)
+    assert (
+        not bad.passed and bad.exit_code == 3 and "trimmed" in bad.output and len(bad.output) < 4200
+    )
+    pidfile = tmp_path / "pid"
+    slow = await run_loop("test", f"sleep 60 & echo $! > {pidfile}; wait", tmp_path, 0.5)
+    assert not slow.passed and "timed out" in slow.output
+    pid = int(pidfile.read_text())
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    missing = await run_loop("lint", None, tmp_path, 1)
+    assert not missing.passed and "feedbackCommands.lint" in missing.output
+
+
+def test_git_changes_commits_and_revert(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "r", {"a.txt": "a\n", "b.txt": "b\n"})
+    (repo / "mine.txt").write_text("the user's own edit\n")  # dirty before the iteration
+    git = GitService(repo)
+    snap = git.snapshot()
+    (repo / "a.txt").write_text("changed\n")
+    (repo / "b.txt").unlink()
+    (repo / "new.txt").write_text("new\n")
+    (repo / ".pokeralph").mkdir()
+    (repo / ".pokeralph" / "x.json").write_text("{}")
+    changed = git.changed_since(snap)
+    assert changed == ["a.txt", "b.txt", "new.txt"]
+    sha = git.commit(changed, "[PokéRalph] 001-a: Do A")
+    assert sha and git.head() == sha
+    status = subprocess.run(
+        ["git", "-C", str(repo), "status", "--porcelain"], capture_output=True, text=True
+    ).stdout
+    assert "mine.txt" in status and "a.txt" not in status  # the user's edit was not swept in
+    assert git.commit([], "nothing") is None
+    revert = git.revert_last("[PokéRalph] 001-a")
+    assert revert != sha and (repo / "b.txt").exists()
+    with pytest.raises(InvalidState):
+        git.revert_last("[PokéRalph] 001-a")  # HEAD is now the revert, not ours
+
+
+def test_git_fallback_author(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    empty = tmp_path / "gitconfig"
+    empty.write_text("")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(empty))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for var in (
+        "GIT_AUTHOR_NAME",
+        "GIT_AUTHOR_EMAIL",
+        "GIT_COMMITTER_NAME",
+        "GIT_COMMITTER_EMAIL",
+        "EMAIL",
+    ):
+        monkeypatch.delenv(var, raising=False)
+    repo = tmp_path / "bare"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "f.txt").write_text("x")
+    sha = GitService(repo).commit(["f.txt"], "[PokéRalph] 001-a: first")
+    assert sha
+    author = subprocess.run(
+        ["git", "-C", str(repo), "log", "-1", "--format=%an <%ae>"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+    ).stdout.strip()
+    assert author == "pokeralph <pokeralph@localhost>"
