@@ -53,6 +53,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "inbox": ("inbox", "what waits for you across repositories; `inbox show ID`"),
     "answer": ("inbox", "answer an inbox item (prompts fit its schema; flags for scripts)"),
     "deliver": ("deliver", "put something in the inbox; --blocking waits for the answer"),
+    "service": ("service", "install pokeralphd as a systemd user service or a launchd agent"),
+    "completion": ("completion", "print shell completion for bash, zsh or fish"),
 }
 
 EPILOG = """\
@@ -71,6 +73,7 @@ interrupted, failed or internal. Streams (watch, --follow) print one object per 
 
 environment:
   POKERALPH_SOCKET  the daemon socket (--socket wins over it)
+  POKERALPH_NO_AUTOSTART=1  never start a daemon on demand (--no-autostart)
   NO_COLOR          no colours, even on a terminal
 """
 
@@ -160,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run(handler, Context(out, repo, given), args)
 
 
-def run(handler: Any, ctx: Context, args: argparse.Namespace) -> int:
+def run(handler: Any, ctx: Context, args: argparse.Namespace, retried: bool = False) -> int:
     """Run a handler; every failure becomes one message with what to do next."""
     out = ctx.out
     try:
@@ -168,6 +171,10 @@ def run(handler: Any, ctx: Context, args: argparse.Namespace) -> int:
         sys.stdout.flush()
         return code
     except DaemonNotRunning as exc:
+        from pokeralphctl import autostart
+
+        if not retried and autostart.allowed(args) and autostart.start(ctx):
+            return run(handler, ctx, args, retried=True)
         out.error("daemon_not_running", str(exc), {"socket": str(exc.path)})
         return EXIT_NOT_RUNNING
     except RequestFailed as exc:

@@ -28,6 +28,7 @@ from pokeralphd.server.dispatch import Dispatcher
 from pokeralphd.server.eventbus import EventBus
 from pokeralphd.server.listener import BoundSocket, activated_socket, bind_socket, peer_credentials
 from pokeralphd.server.methods import build_table
+from pokeralphd.server.notify import Notifier
 from pokeralphd.settings import DaemonSettings
 from pokeralphd.store.registry import Registry, RegistryStore, RepoEntry
 
@@ -55,6 +56,7 @@ class Daemon:
         self.shutdown_requested = anyio.Event()
         self.registry_lock = anyio.Lock()
         self.bound: BoundSocket | None = None
+        self.notifier = Notifier.from_env()
         self.battles = BattleEngine(self.settings.max_concurrent_battles)
         self.inbox = InboxService()
         self.battles.approval_hooks.append(InboxApprovals())
@@ -197,6 +199,27 @@ class Daemon:
             return
         await ClientConnection(self, stream, pid).serve()
 
+    def summary_line(self) -> str:
+        battles = sum(
+            1 for r in self.runtimes.values() if r.battles is not None and r.battles.active
+        )
+        return (
+            f"serving {len(self.runtimes)} repositories, {len(self.connections)} clients, "
+            f"{battles} active battles"
+        )
+
+    async def _status_loop(self) -> None:
+        """Keep systemd's STATUS= line current (only when a notify socket was given)."""
+        if not self.notifier.enabled:
+            return
+        last = ""
+        while True:
+            line = self.summary_line()
+            if line != last:
+                self.notifier.status(line)
+                last = line
+            await anyio.sleep(5)
+
     async def _accept(self, listener: Any, scope: anyio.CancelScope, tg: Any) -> None:
         with scope:
             await listener.serve(self._serve_client, tg)
@@ -204,9 +227,12 @@ class Daemon:
     async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async for signum in signals:
+                # Keep receiving: a second signal during shutdown must not kill us half-way.
+                if self.shutdown_requested.is_set():
+                    log.info("received %s; already stopping", signal.Signals(signum).name)
+                    continue
                 log.info("received %s; shutting down", signal.Signals(signum).name)
                 self.shutdown_requested.set()
-                return
 
     def load_registry(self) -> None:
         self.registry = self.registry_store.load()
@@ -237,7 +263,11 @@ class Daemon:
                 tg.start_soon(self._accept, listener, accepting, tg)
                 if on_ready is not None:
                     on_ready(self)
+                self.notifier.ready(self.summary_line())
+                tg.start_soon(self.notifier.watchdog_loop)
+                tg.start_soon(self._status_loop)
                 await self.shutdown_requested.wait()
+                self.notifier.stopping()
                 log.info("stopping: no new connections; finishing writes")
                 accepting.cancel()
                 for ext in reversed(self.extensions):

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -7,6 +8,10 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import DaemonProcess, make_git_repo, short_tmpdir
+
+# No test may leave a daemon behind by accident: autostart is opted out unless a test
+# turns it back on for itself.
+os.environ["POKERALPH_NO_AUTOSTART"] = "1"
 
 
 @pytest.fixture

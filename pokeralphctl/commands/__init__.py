@@ -141,6 +141,12 @@ def add_common(parser: argparse.ArgumentParser, default: Any = None) -> None:
         help="daemon socket (default: $POKERALPH_SOCKET, else the user runtime dir)",
     )
     group.add_argument(
+        "--no-autostart",
+        action="store_true",
+        default=default if default is not None else False,
+        help="do not start a daemon when none answers ($POKERALPH_NO_AUTOSTART=1)",
+    )
+    group.add_argument(
         "-v",
         "--verbose",
         action="count",

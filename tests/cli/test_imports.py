@@ -76,6 +76,7 @@ def test_common_paths_import_only_the_standard_library(
 
 def test_no_daemon_path_and_every_command_module_stay_light(tmp_path: Path) -> None:
     env = dict(os.environ, POKERALPH_SOCKET=str(tmp_path / "none.sock"))
+    env["POKERALPH_NO_AUTOSTART"] = "1"  # nothing answers, and nothing may be started
     assert forbidden(imported(env, tmp_path, "status")) == []
     code = "import json, pkgutil, sys, importlib, pokeralphctl.commands as c\n"
     code += "for m in pkgutil.iter_modules(c.__path__): importlib.import_module(c.__name__ + '.' + m.name)\n"

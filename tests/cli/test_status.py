@@ -12,6 +12,7 @@ from tests.helpers import DaemonProcess, short_tmpdir
 def test_no_daemon_exits_3_and_says_how_to_start_it() -> None:
     nothing = short_tmpdir() / "nothing.sock"
     env = dict(os.environ, POKERALPH_SOCKET="/nonexistent/elsewhere.sock")
+    env["POKERALPH_NO_AUTOSTART"] = "1"  # say so, rather than start a daemon on demand
     for command in ("ping", "status"):
         proc = run_ctl(env, "--socket", str(nothing), command)
         assert proc.returncode == 3
