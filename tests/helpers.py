@@ -89,7 +89,11 @@ class DaemonProcess:
             start_new_session=True,
         )
         if wait:
-            wait_until(self._answers, 20, "the daemon to answer daemon.ping")
+            try:
+                wait_until(self._answers, 20, "the daemon to answer daemon.ping")
+            except BaseException:
+                self.kill9()  # never leave a daemon behind
+                raise
         return self
 
     def _answers(self) -> bool:

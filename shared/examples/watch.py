@@ -94,6 +94,7 @@ def main():
             client = Client(path)
             params = {} if last_seq is None else {"since": last_seq}
             result = client.call("events.subscribe", params, on_event=show)
+            print(f"subscribed at seq {result['seq']}", file=sys.stderr, flush=True)
             if result.get("lost"):
                 print(
                     f"warning: {result['lost']} events were lost while disconnected",
