@@ -13,17 +13,15 @@ from __future__ import annotations
 import os
 import stat
 import sys
-import tempfile
-from pathlib import Path
 
 SOCKET_ENV = "POKERALPH_SOCKET"
 APP = "pokeralph"
 SOCKET_NAME = "pokeralphd.sock"
 
 
-def _private_dir(path: Path) -> bool:
+def _private_dir(path: str) -> bool:
     try:
-        info = path.lstat()
+        info = os.lstat(path)
     except OSError:
         return False
     return (
@@ -33,24 +31,30 @@ def _private_dir(path: Path) -> bool:
     )
 
 
-def runtime_dir() -> Path:
-    """The user's runtime dir (not created here), following the order in the module doc."""
+def runtime_dir() -> str:
+    """The user's runtime dir (not created here), following the order in the module doc.
+
+    Plain strings, not pathlib: this runs on every client start (pathlib, tempfile and
+    typing would cost more than the rest of the client).
+    """
     env = os.environ.get("XDG_RUNTIME_DIR", "").strip()
-    if env and os.path.isabs(env) and _private_dir(Path(env)):
-        return Path(env)
+    if env and os.path.isabs(env) and _private_dir(env):
+        return env
     if sys.platform == "darwin":
-        return Path.home() / "Library" / "Caches" / "TemporaryItems"
-    run_user = Path(f"/run/user/{os.getuid()}")
+        return os.path.join(os.path.expanduser("~"), "Library", "Caches", "TemporaryItems")
+    run_user = f"/run/user/{os.getuid()}"
     if _private_dir(run_user):
         return run_user
-    return Path(tempfile.gettempdir()) / f"{APP}-runtime-{os.getuid()}"
+    import tempfile
+
+    return os.path.join(tempfile.gettempdir(), f"{APP}-runtime-{os.getuid()}")
 
 
-def socket_path(explicit: str | os.PathLike[str] | None = None) -> Path:
+def socket_path(explicit: str | os.PathLike[str] | None = None) -> str:
     """The socket to use: ``$POKERALPH_SOCKET``, else ``explicit``, else the default."""
     env = os.environ.get(SOCKET_ENV, "").strip()
     if env:
-        return Path(env)
+        return env
     if explicit:
-        return Path(explicit)
-    return runtime_dir() / APP / SOCKET_NAME
+        return os.fspath(explicit)
+    return os.path.join(runtime_dir(), APP, SOCKET_NAME)

@@ -38,7 +38,7 @@ class Paths:
     def resolve(cls, socket: str | Path | None = None) -> Paths:
         """Socket per ``pokeralphctl.paths``; state and config per platformdirs (XDG-aware)."""
         return cls(
-            socket=socket_path(socket),
+            socket=Path(socket_path(socket)),
             state_dir=Path(platformdirs.user_state_dir(APP)),
             config_dir=Path(platformdirs.user_config_dir(APP)),
         )

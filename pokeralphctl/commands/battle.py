@@ -6,13 +6,13 @@ Following (``battle start --follow``, ``battle log --follow``) lives in
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from pokeralphctl.commands import sub
 from pokeralphctl.output import duration, money
 
+TYPE_CHECKING = False  # typing costs ~3 ms of start-up: imported for mypy only
 if TYPE_CHECKING:
     import argparse
+    from typing import Any
 
     from pokeralphctl.commands import Context
     from pokeralphctl.output import Output

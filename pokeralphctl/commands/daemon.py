@@ -71,7 +71,7 @@ def reachable(ctx: Context) -> bool:
     return True
 
 
-def daemon_command(socket: Path) -> list[str]:
+def daemon_command(socket: str | Path) -> list[str]:
     return [sys.executable, "-m", "pokeralphd", "--socket", str(socket)]
 
 

@@ -25,6 +25,9 @@ def run(table: Table, runs: int = 40) -> None:
     daemon = start_daemon()
     try:
         env = dict(daemon.env)
+        # As on a user's machine: bytecode is cached (this workplace sets the variable,
+        # which makes every start recompile the client's sources and hides nothing else).
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
 
         def proc(*argv: str) -> None:
             subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, check=True)
