@@ -9,7 +9,7 @@ notifications gets no reply at all.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -39,6 +39,28 @@ class InvalidMessage:
 
     id: Id
     reason: str
+
+
+class _WellFormed(msgspec.Struct, forbid_unknown_fields=True):
+    """The common case, decoded in one typed pass; anything else takes the careful path."""
+
+    jsonrpc: Literal["2.0"]
+    method: str
+    params: list[Any] | dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
+    id: int | str | float | msgspec.UnsetType | None = msgspec.UNSET
+
+
+_fast_decoder = msgspec.json.Decoder(_WellFormed)
+
+
+def decode_request_fast(body: bytes) -> Request | None:
+    """A single well-formed request object, or None (let :func:`parse_request` judge it)."""
+    try:
+        msg = _fast_decoder.decode(body)
+    except msgspec.DecodeError:
+        return None
+    params = None if msg.params is msgspec.UNSET else msg.params
+    return Request(msg.method, params, NO_ID if msg.id is msgspec.UNSET else msg.id)
 
 
 def decode(body: bytes) -> Any:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _ids = itertools.count(1)
-READ_SIZE = 1 << 16
+READ_SIZE = 1 << 18
 REPLY_BACKLOG = 4 << 20
 
 
@@ -57,6 +57,9 @@ class ClientConnection:
         self.outbox.put(encode_frame(jsonrpc.encode(messages), self.decoder.mode))
 
     async def _handle_body(self, body: bytes) -> dict[str, Any] | list[Any] | None:
+        fast = jsonrpc.decode_request_fast(body) if body[:1] == b"{" else None
+        if fast is not None:
+            return await self._dispatch(fast)
         try:
             obj = jsonrpc.decode(body)
         except msgspec.DecodeError as exc:
@@ -78,6 +81,9 @@ class ClientConnection:
             return jsonrpc.error_response(
                 parsed.id, ErrorCode.INVALID_REQUEST, "Invalid Request", {"detail": parsed.reason}
             )
+        return await self._dispatch(parsed)
+
+    async def _dispatch(self, parsed: jsonrpc.Request) -> dict[str, Any] | None:
         ctx = CallContext(self.daemon, self)
         reply = await self.daemon.dispatcher.call(parsed, ctx)
         if ctx.after_reply:
@@ -91,9 +97,7 @@ class ClientConnection:
 
     def _needs_task(self, body: bytes, dispatcher: Dispatcher) -> bool:
         # Cheap check before decoding twice: only bodies naming a concurrent method.
-        return any(
-            name.encode() in body for name, m in dispatcher.table.methods.items() if m.concurrent
-        )
+        return any(name in body for name in dispatcher.concurrent_names)
 
     async def _run_concurrent(self, body: bytes) -> None:
         reply = await self._handle_body(body)
@@ -152,8 +156,12 @@ class ClientConnection:
                     continue
                 reply = await self._handle_body(body)
                 if reply is not None:
-                    replies.append(encode_frame(jsonrpc.encode(reply), self.decoder.mode))
+                    replies.append(jsonrpc.encode(reply))
             if replies:
-                self.outbox.put(b"".join(replies))
+                if self.decoder.mode == "lsp":
+                    await self.outbox.send_now(b"".join(encode_frame(r, "lsp") for r in replies))
+                else:
+                    replies.append(b"")
+                    await self.outbox.send_now(b"\n".join(replies))
             if self.outbox.pending_bytes >= REPLY_BACKLOG:
                 await self.outbox.wait_drained(REPLY_BACKLOG)

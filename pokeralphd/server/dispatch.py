@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -31,11 +31,15 @@ log = logging.getLogger(__name__)
 Handler = Callable[["CallContext", Any], Awaitable[Any]]
 
 
-@dataclass
 class CallContext:
-    daemon: Daemon
-    conn: ClientConnection | None
-    after_reply: list[Callable[[], None]] = field(default_factory=list)
+    """What a handler may use: the daemon, the calling connection, hooks run after the reply."""
+
+    __slots__ = ("after_reply", "conn", "daemon")
+
+    def __init__(self, daemon: Daemon, conn: ClientConnection | None) -> None:
+        self.daemon = daemon
+        self.conn = conn
+        self.after_reply: list[Callable[[], None]] = []
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,9 @@ class Dispatcher:
     def __init__(self, table: MethodTable, daemon: Daemon) -> None:
         self.table = table
         self.daemon = daemon
+        self.concurrent_names = [n.encode() for n, m in table.methods.items() if m.concurrent]
+        # Params structs of methods called without params, decoded once (they are never mutated).
+        self._no_params: dict[str, Params] = {}
 
     async def call(self, request: jsonrpc.Request, ctx: CallContext) -> dict[str, Any] | None:
         """Run one request; the response dict, or None for a notification."""
@@ -123,7 +130,12 @@ class Dispatcher:
                 {"method": request.method, "hint": "call rpc.discover for the list of methods"},
             )
         try:
-            params = decode_params(method, request.params)
+            if request.params is None and method.name in self._no_params:
+                params = self._no_params[method.name]
+            else:
+                params = decode_params(method, request.params)
+                if request.params is None:
+                    self._no_params[method.name] = params
             result = await method.handler(ctx, params)
         except PokeralphError as exc:
             if request.is_notification:

@@ -31,6 +31,7 @@ class Outbox:
         self.closed = False
         self.max_event_bytes = max_event_bytes
         self.overflowed = False
+        self._lock = anyio.Lock()  # one sender at a time: the writer task or send_now
 
     @property
     def pending_bytes(self) -> int:
@@ -62,6 +63,25 @@ class Outbox:
         self._closing = True
         self._wake.set()
 
+    async def send_now(self, data: bytes) -> None:
+        """Send at once from the caller's task when nothing is queued (saves a task switch
+        per reply on a request/response connection); else queue behind what is waiting."""
+        if self._chunks or self._lock.locked() or self.closed or self._closing:
+            self.put(data)
+            return
+        try:
+            # Shielded: a reply already computed is delivered even if the reader is being
+            # cancelled (daemon.shutdown answers before the daemon stops); bounded in time
+            # so a peer that does not read cannot hold a shutdown up.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5) as scope:
+                async with self._lock:
+                    await self._stream.send(data)
+            if scope.cancelled_caught:
+                self.close_after_flush()
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            log.debug("direct send failed: %s", exc)
+            self.close_after_flush()
+
     async def wait_drained(self, below: int) -> None:
         """Wait until the backlog is under ``below`` bytes (reader back-pressure)."""
         while self._pending >= below and not self.closed:
@@ -74,15 +94,16 @@ class Outbox:
                 await self._wake.wait()
                 self._wake = anyio.Event()
                 if self._chunks:
-                    chunks, self._chunks = self._chunks, []
-                    payload = b"".join(chunks)
-                    if self._closing:
-                        # A closing peer may have stopped reading: give it a moment, no more.
-                        with anyio.move_on_after(1):
+                    async with self._lock:
+                        chunks, self._chunks = self._chunks, []
+                        payload = b"".join(chunks)
+                        if self._closing:
+                            # A closing peer may have stopped reading: a moment, no more.
+                            with anyio.move_on_after(1):
+                                await self._stream.send(payload)
+                        else:
                             await self._stream.send(payload)
-                    else:
-                        await self._stream.send(payload)
-                    self._pending -= len(payload)
+                        self._pending -= len(payload)
                 if not self._chunks:
                     self._drained.set()
                 if self._closing and not self._chunks:

@@ -17,11 +17,21 @@ def test_discover_is_the_shared_document(daemon: DaemonProcess) -> None:
 
 def test_the_example_python_client(daemon: DaemonProcess, repo: object) -> None:
     example = REPO_ROOT / "shared" / "examples" / "watch.py"
-    once = subprocess.run([sys.executable, str(example), "--once"], env=daemon.env, capture_output=True, text=True, timeout=30)
+    once = subprocess.run(
+        [sys.executable, str(example), "--once"],
+        env=daemon.env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert once.returncode == 0, once.stderr
     assert json.loads(once.stdout)["pid"] == daemon.proc.pid  # type: ignore[union-attr]
     watcher = subprocess.Popen(
-        [sys.executable, str(example)], env=daemon.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, str(example)],
+        env=daemon.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         assert watcher.stdout is not None and watcher.stderr is not None
