@@ -4,10 +4,12 @@ events and outcome a run produces. One small interface; each backend is one modu
 from __future__ import annotations
 
 import abc
+import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
     from pokeralphd.domain.models import AgentConfig, Usage
@@ -107,6 +109,22 @@ class AgentOutcome:
     error: str | None = None
     duration_ms: int = 0
     rate_limited_until: float | None = None
+
+
+def json_events(
+    line: bytes, parse: Callable[[dict[str, Any]], list[AgentEvent]]
+) -> list[AgentEvent]:
+    """One JSON-lines event through ``parse``; anything unparsable becomes a notice, never an error."""
+    try:
+        event = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return [AgentNotice(f"not JSON: {line[:200].decode('utf-8', 'replace')}")]
+    if not isinstance(event, dict):
+        return [AgentNotice(f"unexpected line: {str(event)[:200]}")]
+    try:
+        return parse(event)
+    except Exception as exc:  # a malformed event is a notice, never fatal
+        return [AgentNotice(f"malformed {event.get('type')!r} event: {exc}")]
 
 
 class AgentBackend(abc.ABC):

@@ -23,6 +23,7 @@ from pokeralphd.agents.base import (
     AgentText,
     AgentToolResult,
     AgentToolUse,
+    json_events,
 )
 from pokeralphd.domain.models import Usage
 
@@ -103,16 +104,7 @@ class ClaudeBackend(AgentBackend):
         )
 
     def parse_line(self, line: bytes) -> list[AgentEvent]:
-        try:
-            event = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return [AgentNotice(f"not JSON: {line[:200].decode('utf-8', 'replace')}")]
-        if not isinstance(event, dict):
-            return [AgentNotice(f"unexpected line: {str(event)[:200]}")]
-        try:
-            return self._parse(event)
-        except Exception as exc:  # a malformed event is a notice, never fatal
-            return [AgentNotice(f"malformed {event.get('type')!r} event: {exc}")]
+        return json_events(line, self._parse)
 
     def _parse(self, event: dict[str, Any]) -> list[AgentEvent]:
         kind = event.get("type")

@@ -8,7 +8,6 @@ Events: ``thread.started`` (the session), ``item.started``/``item.completed`` wi
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pokeralphd.agents.base import (
@@ -21,6 +20,7 @@ from pokeralphd.agents.base import (
     AgentText,
     AgentToolResult,
     AgentToolUse,
+    json_events,
 )
 from pokeralphd.agents.claude import usage_of
 
@@ -51,16 +51,7 @@ class CodexBackend(AgentBackend):
         return "install the Codex CLI (`npm install -g @openai/codex`) or set agent.command to its path"
 
     def parse_line(self, line: bytes) -> list[AgentEvent]:
-        try:
-            event = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return [AgentNotice(f"not JSON: {line[:200].decode('utf-8', 'replace')}")]
-        if not isinstance(event, dict):
-            return [AgentNotice(f"unexpected line: {str(event)[:200]}")]
-        try:
-            return self._parse(event)
-        except Exception as exc:
-            return [AgentNotice(f"malformed {event.get('type')!r} event: {exc}")]
+        return json_events(line, self._parse)
 
     def _parse(self, event: dict[str, Any]) -> list[AgentEvent]:
         kind = event.get("type")
