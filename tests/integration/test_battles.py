@@ -406,3 +406,35 @@ def test_log_tail_and_huge_output(daemon: DaemonProcess, repo: Path) -> None:
     with pytest.raises(RequestFailed) as info:
         daemon.call("battle.log", {"repo": str(repo), "taskId": task, "iteration": 99})
     assert info.value.code == -32015
+
+
+def test_rejected_rate_limit_pauses_until_the_reset(daemon: DaemonProcess, repo: Path) -> None:
+    task = setup_repo(
+        daemon, repo, env={"FAKE_CLAUDE_MODE": "rate_limited", "FAKE_CLAUDE_RESET": "1"}
+    )
+    with daemon.connect(timeout=60) as conn:
+        conn.call("events.subscribe", {"repo": str(repo)})
+        daemon.call("battle.start", {"repo": str(repo), "taskId": task, "maxIterations": 1})
+        paused = list(events_of(conn, lambda e: e["type"] == "battle_paused"))[-1]["payload"]
+        assert "rate limited until" in paused["reason"] and paused["rateLimitedUntil"]
+        daemon.call(
+            "config.update",
+            {"repo": str(repo), "patch": {"agent": {"env": {"FAKE_CLAUDE_MODE": "complete"}}}},
+        )
+        rest = list(events_of(conn, lambda e: e["type"] in END))
+    assert "battle_resumed" in types(rest) and types(rest)[-1] == "battle_complete"
+    history = daemon.call("battle.history", {"repo": str(repo), "taskId": task})["battle"]
+    # The rate-limited run did not burn the only iteration allowed.
+    assert [i["result"] for i in history["iterations"]] == ["cancelled", "success"]
+
+
+def test_revert_undoes_the_battles_last_commit(daemon: DaemonProcess, repo: Path) -> None:
+    task = setup_repo(daemon, repo, env={"FAKE_CLAUDE_MODE": "complete"})
+    run_until(daemon, ("battle.start", {"repo": str(repo), "taskId": task}), END)
+    assert (repo / "work.txt").exists()
+    result = daemon.call("battle.revert", {"repo": str(repo), "taskId": task})
+    assert result["revertCommit"] and not (repo / "work.txt").exists()
+    assert git_log(repo)[0].startswith("Revert")
+    with pytest.raises(RequestFailed) as info:
+        daemon.call("battle.revert", {"repo": str(repo), "taskId": task})
+    assert info.value.code == -32016 and "not a PokéRalph commit" in info.value.message
