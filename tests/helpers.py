@@ -119,6 +119,7 @@ class DaemonProcess:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(30)
         sock.connect(str(self.socket))
+        _leftover.pop(id(sock), None)  # an earlier socket may have had the same id
         return sock
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> int:
