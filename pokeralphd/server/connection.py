@@ -50,7 +50,11 @@ class ClientConnection:
     # -- events
     def deliver(self, event: Event) -> bool:
         mode = self.decoder.mode
-        return self.outbox.put_event(event.frame(mode), overflow_notice(mode, event.seq - 1))
+        if self.outbox.put_event(event.frame(mode)):
+            return True
+        # Overflowed (or closing): tell the subscriber where to resume, then it is closed.
+        self.outbox.put_last(overflow_notice(mode, event.seq - 1))
+        return False
 
     # -- replies
     def _send(self, messages: list[dict[str, Any]] | dict[str, Any]) -> None:

@@ -46,18 +46,27 @@ class Outbox:
         self._drained = anyio.Event() if self._drained.is_set() else self._drained
         self._wake.set()
 
-    def put_event(self, data: bytes, overflow_notice: bytes) -> bool:
-        """Queue an event without blocking; on overflow queue the notice and close. False then."""
+    def put_event(self, data: bytes) -> bool:
+        """Queue an event without blocking; False when the backlog is full (or closing)."""
         if self.closed or self._closing:
             return False
         if self._pending + len(data) > self.max_event_bytes:
             self.overflowed = True
-            self._chunks.append(overflow_notice)
-            self._pending += len(overflow_notice)
-            self.close_after_flush()
             return False
-        self.put(data)
+        self._chunks.append(data)
+        self._pending += len(data)
+        if self._drained.is_set():
+            self._drained = anyio.Event()
+        self._wake.set()
         return True
+
+    def put_last(self, data: bytes) -> None:
+        """Queue a final message (the overflow notice) and close once it is flushed."""
+        if self.closed or self._closing:
+            return
+        self._chunks.append(data)
+        self._pending += len(data)
+        self.close_after_flush()
 
     def close_after_flush(self) -> None:
         self._closing = True

@@ -1,98 +1,103 @@
 """Event fan-out: deliveries per second to 1, 10 and 100 subscribers, the latency from
-publish to receipt, and what a stalled subscriber costs the others."""
+publish to receipt, and what a stalled subscriber costs the others.
+
+Subscribers live in a few worker processes (each multiplexing its sockets with
+selectors and only counting lines), so the figure measures the daemon, not a Python
+client's GIL.
+"""
 
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
+import selectors
 import socket
-import threading
 import time
 
 from tests.bench.common import Table, pct, start_daemon
 
 SUB = b'{"jsonrpc":"2.0","id":1,"method":"events.subscribe","params":{"types":["debug"]}}\n'
+WORKERS = 4
 
 
-def subscriber(
-    path: str, count: int, ready: threading.Barrier, lat: list[float], done: list[float]
-) -> None:
-    sock = socket.socket(socket.AF_UNIX)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-    sock.connect(path)
-    sock.sendall(SUB)
-    buf = b""
-    while b"\n" not in buf:
-        buf += sock.recv(65536)
-    buf = buf.split(b"\n", 1)[1]
+def worker(path: str, n_socks: int, count: int, ready: mp.Barrier, out: mp.Queue) -> None:  # type: ignore[type-arg]
+    sel = selectors.DefaultSelector()
+    socks = []
+    for _ in range(n_socks):
+        s = socket.socket(socket.AF_UNIX)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        s.connect(path)
+        s.sendall(SUB)
+        buf = b""
+        while b"\n" not in buf:
+            buf += s.recv(65536)
+        socks.append(s)
+        sel.register(s, selectors.EVENT_READ, [buf.split(b"\n", 1)[1], 0])
     ready.wait()
-    seen = 0
-    sample_every = max(1, count // 200)
-    while seen < count:
-        chunk = sock.recv(1 << 20)
-        if not chunk:
-            break
-        buf += chunk
-        lines = buf.split(b"\n")
-        buf = lines.pop()
-        for line in lines:
-            if seen % sample_every == 0:
-                lat.append(time.time() - json.loads(line)["params"]["payload"]["t"])
-            seen += 1
-    done.append(time.perf_counter())
-    sock.close()
+    remaining = n_socks
+    lat: list[float] = []
+    while remaining:
+        for key, _ in sel.select():
+            state = key.data
+            chunk = key.fileobj.recv(1 << 20)  # type: ignore[union-attr]
+            state[1] += chunk.count(b"\n")
+            if len(lat) < 50 and b"\n" in chunk:
+                line = chunk.split(b"\n", 1)[0]
+                try:
+                    lat.append(time.time() - json.loads(line)["params"]["payload"]["t"])
+                except (ValueError, KeyError):
+                    pass
+            if state[1] >= count:
+                sel.unregister(key.fileobj)
+                remaining -= 1
+    out.put((time.perf_counter(), lat))
+    for s in socks:
+        s.close()
+
+
+def run_round(path: str, subs: int, count: int, size: int = 0) -> tuple[float, list[float]]:
+    ctx = mp.get_context("fork")
+    per = [subs // WORKERS + (1 if i < subs % WORKERS else 0) for i in range(WORKERS)]
+    per = [p for p in per if p]
+    ready = ctx.Barrier(len(per) + 1)
+    out: mp.Queue = ctx.Queue()  # type: ignore[type-arg]
+    procs = [ctx.Process(target=worker, args=(path, p, count, ready, out)) for p in per]
+    for p in procs:
+        p.start()
+    ready.wait()
+    t0 = time.perf_counter()
+    from pokeralphctl.client import Connection
+
+    with Connection(path) as conn:
+        conn.call("debug.emit", {"count": count, "size": size})
+    results = [out.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(60)
+    elapsed = max(r[0] for r in results) - t0
+    return subs * count / elapsed, [x for r in results for x in r[1]]
 
 
 def run(table: Table) -> None:
-    daemon = start_daemon("--debug-methods", "--max-subscriber-backlog", str(64 << 20))
+    daemon = start_daemon("--debug-methods", "--max-subscriber-backlog", str(128 << 20))
     try:
-        for subs, count in ((1, 100_000), (10, 50_000), (100, 10_000)):
-            ready = threading.Barrier(subs + 1)
-            lat: list[float] = []
-            done: list[float] = []
-            threads = [
-                threading.Thread(
-                    target=subscriber, args=(str(daemon.socket), count, ready, lat, done)
-                )
-                for _ in range(subs)
-            ]
-            for t in threads:
-                t.start()
-            ready.wait()
-            t0 = time.perf_counter()
-            daemon.call("debug.emit", {"count": count})
-            for t in threads:
-                t.join(120)
-            elapsed = max(done) - t0 if done else float("inf")
+        path = str(daemon.socket)
+        for subs, count in ((1, 200_000), (10, 100_000), (100, 20_000)):
+            rate, lat = run_round(path, subs, count)
             table.add(
                 f"fan-out to {subs} subscriber(s): deliveries/s",
-                f"{subs * count / elapsed:,.0f}/s",
+                f"{rate:,.0f}/s",
                 "target ≥1,000,000/s at 100" if subs == 100 else "",
             )
             table.add(
-                f"fan-out to {subs}: publish→receipt p50 / p99",
-                f"{pct(lat, 50) * 1000:.1f} / {pct(lat, 99) * 1000:.1f} ms",
+                f"fan-out to {subs}: burst publish→receipt p50",
+                f"{pct(lat, 50) * 1000:.1f} ms",
+                f"{count:,} events published at once",
             )
-        # A stalled subscriber: connected, subscribed, never reads.
         stalled = socket.socket(socket.AF_UNIX)
-        stalled.connect(str(daemon.socket))
+        stalled.connect(path)
         stalled.sendall(SUB)
-        ready = threading.Barrier(11)
-        lat, done = [], []
-        threads = [
-            threading.Thread(target=subscriber, args=(str(daemon.socket), 10_000, ready, lat, done))
-            for _ in range(10)
-        ]
-        for t in threads:
-            t.start()
-        ready.wait()
-        t0 = time.perf_counter()
-        daemon.call("debug.emit", {"count": 10_000, "size": 200})
-        for t in threads:
-            t.join(120)
-        table.add(
-            "fan-out to 10 with 1 stalled subscriber: deliveries/s",
-            f"{10 * 10_000 / (max(done) - t0):,.0f}/s",
-        )
+        rate, _ = run_round(path, 10, 20_000, 200)
+        table.add("fan-out to 10 with 1 stalled subscriber: deliveries/s", f"{rate:,.0f}/s")
         stalled.close()
     finally:
         daemon.stop()
