@@ -61,26 +61,26 @@ class FrameDecoder:
         return True
 
     def _lines(self) -> list[bytes]:
-        out: list[bytes] = []
         buf = self._buf
-        start = 0
-        while True:
-            newline = buf.find(b"\n", max(start, self._scan_from))
-            if newline < 0:
-                break
-            if newline - start > self.max_message:
-                raise FrameTooLarge(newline - start, self.max_message)
-            line = bytes(buf[start:newline]).strip()
-            if line:
-                out.append(line)
-            start = newline + 1
-            self._scan_from = start
-        if start:
-            del buf[:start]
-        self._scan_from = len(buf)
-        if len(buf) > self.max_message:
-            raise FrameTooLarge(len(buf), self.max_message)
-        return out
+        if buf.find(b"\n", self._scan_from) < 0:
+            self._scan_from = len(buf)
+            if len(buf) > self.max_message:
+                raise FrameTooLarge(len(buf), self.max_message)
+            return []
+        # One C-level split for every complete line of the read; the tail waits for more.
+        *lines, rest = bytes(buf).split(b"\n")
+        buf[:] = rest
+        self._scan_from = len(rest)
+        if max(map(len, lines)) > self.max_message:
+            raise FrameTooLarge(max(map(len, lines)), self.max_message)
+        if len(rest) > self.max_message:
+            raise FrameTooLarge(len(rest), self.max_message)
+        # Blank lines are ignored; surrounding whitespace (a CRLF sender's \r) is trimmed.
+        return [
+            line.strip() if line[:1].isspace() or line[-1:].isspace() else line
+            for line in lines
+            if line and not line.isspace()
+        ]
 
     def _lsp(self) -> list[bytes]:
         out: list[bytes] = []

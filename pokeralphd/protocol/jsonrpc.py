@@ -19,18 +19,25 @@ _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder()
 
 Id = str | int | float | None
-NO_ID: Any = object()  # marker: the request is a notification
+NO_ID: Any = msgspec.UNSET  # marker: no ``id`` member, the request is a notification
 
 
-@dataclass(slots=True)
-class Request:
+class Request(msgspec.Struct, forbid_unknown_fields=True):
+    """A valid request. Well-formed messages decode straight into it in one typed pass;
+    anything else is judged member by member by :func:`parse_request`."""
+
+    jsonrpc: Literal["2.0"]
     method: str
-    params: list[Any] | dict[str, Any] | None
-    id: Any  # NO_ID for notifications
+    params: list[Any] | dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
+    id: int | str | float | msgspec.UnsetType | None = msgspec.UNSET
 
     @property
     def is_notification(self) -> bool:
-        return self.id is NO_ID
+        return self.id is msgspec.UNSET
+
+    @property
+    def params_or_none(self) -> list[Any] | dict[str, Any] | None:
+        return None if self.params is msgspec.UNSET else self.params
 
 
 @dataclass(slots=True)
@@ -41,26 +48,30 @@ class InvalidMessage:
     reason: str
 
 
-class _WellFormed(msgspec.Struct, forbid_unknown_fields=True):
-    """The common case, decoded in one typed pass; anything else takes the careful path."""
-
-    jsonrpc: Literal["2.0"]
-    method: str
-    params: list[Any] | dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
-    id: int | str | float | msgspec.UnsetType | None = msgspec.UNSET
-
-
-_fast_decoder = msgspec.json.Decoder(_WellFormed)
+_fast_decoder = msgspec.json.Decoder(Request)
 
 
 def decode_request_fast(body: bytes) -> Request | None:
     """A single well-formed request object, or None (let :func:`parse_request` judge it)."""
     try:
-        msg = _fast_decoder.decode(body)
+        return _fast_decoder.decode(body)
     except msgspec.DecodeError:
         return None
-    params = None if msg.params is msgspec.UNSET else msg.params
-    return Request(msg.method, params, NO_ID if msg.id is msgspec.UNSET else msg.id)
+
+
+def decode_many_fast(bodies: list[bytes]) -> list[Request] | None:
+    """Several message bodies at once, if each is a single well-formed request; else None.
+
+    One ``decode_lines`` call for the whole read (bodies never contain a newline).
+    """
+    if len(bodies) == 1:
+        one = decode_request_fast(bodies[0])
+        return None if one is None else [one]
+    try:
+        msgs = _fast_decoder.decode_lines(b"\n".join(bodies))
+    except msgspec.DecodeError:
+        return None
+    return msgs if len(msgs) == len(bodies) else None
 
 
 def decode(body: bytes) -> Any:
@@ -88,7 +99,9 @@ def parse_request(obj: Any) -> Request | InvalidMessage:
     extra = set(obj) - {"jsonrpc", "method", "params", "id"}
     if extra:
         return InvalidMessage(readable_id, f"unexpected member(s): {', '.join(sorted(extra))}")
-    return Request(method, params, raw_id)
+    return Request(
+        "2.0", method, params if isinstance(params, list | dict) else msgspec.UNSET, raw_id
+    )
 
 
 def error_object(code: int, message: str, data: Any = None) -> dict[str, Any]:

@@ -154,13 +154,27 @@ class ClientConnection:
                 self._send(jsonrpc.error_response(None, ErrorCode.PARSE_ERROR, str(exc)))
                 return
             replies: list[bytes] = []
-            for body in bodies:
-                if self._needs_task(body, dispatcher):
-                    tg.start_soon(self._run_concurrent, body)
-                    continue
-                reply = await self._handle_body(body)
-                if reply is not None:
-                    replies.append(jsonrpc.encode(reply))
+            # Fast path: nothing in this read may need its own task, and every message is a
+            # single well-formed request: decode them all in one pass.
+            many = (
+                jsonrpc.decode_many_fast(bodies)
+                if bodies and not any(name in data for name in dispatcher.concurrent_names)
+                else None
+            )
+            if many is not None:
+                encode = jsonrpc.encode
+                for request in many:
+                    answer = await self._dispatch(request)
+                    if answer is not None:
+                        replies.append(encode(answer))
+            else:
+                for body in bodies:
+                    if self._needs_task(body, dispatcher):
+                        tg.start_soon(self._run_concurrent, body)
+                        continue
+                    reply = await self._handle_body(body)
+                    if reply is not None:
+                        replies.append(jsonrpc.encode(reply))
             if replies:
                 if self.decoder.mode == "lsp":
                     await self.outbox.send_now(b"".join(encode_frame(r, "lsp") for r in replies))

@@ -119,7 +119,7 @@ class Dispatcher:
     async def call(self, request: jsonrpc.Request, ctx: CallContext) -> dict[str, Any] | None:
         """Run one request; the response dict, or None for a notification."""
         method = self.table.methods.get(request.method)
-        rid = None if request.is_notification else request.id
+        rid: jsonrpc.Id = None if isinstance(request.id, msgspec.UnsetType) else request.id
         if method is None:
             if request.is_notification:
                 return None
@@ -130,11 +130,11 @@ class Dispatcher:
                 {"method": request.method, "hint": "call rpc.discover for the list of methods"},
             )
         try:
-            if request.params is None and method.name in self._no_params:
+            if request.params_or_none is None and method.name in self._no_params:
                 params = self._no_params[method.name]
             else:
-                params = decode_params(method, request.params)
-                if request.params is None:
+                params = decode_params(method, request.params_or_none)
+                if request.params_or_none is None:
                     self._no_params[method.name] = params
             result = await method.handler(ctx, params)
         except PokeralphError as exc:
