@@ -12,6 +12,7 @@ import msgspec
 
 from pokeralphd import __version__
 from pokeralphd.protocol.codes import ERROR_DESCRIPTIONS
+from pokeralphd.protocol.results import RESULTS, model_components
 
 if TYPE_CHECKING:
     from pokeralphd.server.dispatch import MethodTable
@@ -38,9 +39,10 @@ def openrpc_document(table: MethodTable) -> dict[str, Any]:
                 "summary": method.summary,
                 "paramStructure": "either",
                 "params": params,
-                "result": {"name": "result", "schema": {}},
+                "result": {"name": "result", "schema": RESULTS.get(method.name, {})},
             }
         )
+    components = {**model_components(), **components}
     return {
         "openrpc": "1.3.2",
         "info": {

@@ -37,6 +37,15 @@ def test_every_event_type_has_a_schema_file() -> None:
         assert schema["properties"]["type"] == {"const": name}
 
 
+def test_every_method_has_a_result_schema() -> None:
+    doc = json.loads((SHARED / "openrpc.json").read_text())
+    for method in doc["methods"]:
+        assert method["result"]["schema"], f"{method['name']} has no result schema"
+    text = json.dumps(doc)
+    for name in ("Task", "Battle", "Delivery", "Progress", "Config", "PRD"):
+        assert f"#/components/schemas/{name}" in text and name in doc["components"]["schemas"]
+
+
 def test_openrpc_lists_errors_and_methods() -> None:
     doc = json.loads((SHARED / "openrpc.json").read_text())
     assert doc["components"]["errors"]["VERSION_CONFLICT"]["code"] == -32003
