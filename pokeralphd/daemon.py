@@ -11,6 +11,7 @@ import logging
 import os
 import signal
 import time
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +54,8 @@ class Daemon:
         self.connections: dict[int, ClientConnection] = {}
         self.connections_gone = anyio.Event()
         self.started = time.monotonic()
+        # Sequence numbers belong to one daemon process: the epoch tells clients which one.
+        self.epoch = uuid.uuid4().hex[:16]
         self.shutdown_requested = anyio.Event()
         self.registry_lock = anyio.Lock()
         self.bound: BoundSocket | None = None
@@ -184,6 +187,7 @@ class Daemon:
             "repositories": [r.describe() for r in self.runtimes.values()],
             "clients": len(self.connections),
             "seq": self.bus.seq,
+            "epoch": self.epoch,
         }
 
     # -- serving

@@ -95,6 +95,7 @@ RESULTS: dict[str, dict[str, Any]] = {
         repositories=array(REPO),
         clients=INT,
         seq=INT,
+        epoch=STR,
     ),
     "daemon.shutdown": obj(stopping=BOOL),
     "rpc.discover": {"type": "object", "description": "this OpenRPC document"},
@@ -111,7 +112,9 @@ RESULTS: dict[str, dict[str, Any]] = {
     "task.create": TASK,
     "task.update": TASK,
     "task.delete": obj(taskId=STR, version=INT),
-    "events.subscribe": obj(subscription=INT, seq=INT, replayed=INT, lost=INT, oldestSeq=INT),
+    "events.subscribe": obj(
+        subscription=INT, seq=INT, epoch=STR, replayed=INT, lost=INT, oldestSeq=INT
+    ),
     "events.unsubscribe": obj(unsubscribed=array(INT)),
     "battle.start": obj(battle=ref("Battle"), queued=BOOL),
     "battle.pause": obj(battle=ref("Battle"), pauseRequested=BOOL),

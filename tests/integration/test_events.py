@@ -82,6 +82,7 @@ def test_resume_with_since_and_unsubscribe(daemon: DaemonProcess, repo: Path) ->
     sock, reply = subscribe(daemon, since=first)
     with sock:
         assert reply["result"]["replayed"] == 3 and reply["result"]["lost"] == 0
+        assert reply["result"]["epoch"] == daemon.call("daemon.status")["epoch"]
         replayed = read_messages(sock, 3)
         assert [m["params"]["seq"] for m in replayed] == [first + 1, first + 2, first + 3]
         sock.sendall(b'{"jsonrpc":"2.0","id":2,"method":"events.unsubscribe","params":{}}\n')

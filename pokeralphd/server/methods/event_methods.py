@@ -26,7 +26,7 @@ def register(table: MethodTable) -> None:
         bus = ctx.daemon.bus
         sub = bus.subscribe(conn.deliver, repo, params.types, params.task_id)
         conn.subscriptions.add(sub.id)
-        result: dict[str, Any] = {"subscription": sub.id, "seq": bus.seq}
+        result: dict[str, Any] = {"subscription": sub.id, "seq": bus.seq, "epoch": ctx.daemon.epoch}
         if params.since is not None:
             events, lost = bus.replay(sub, params.since)
             result["replayed"] = len(events)
