@@ -28,9 +28,17 @@ from pokeralphd.agents.base import (
     AgentToolResult,
     AgentToolUse,
 )
-from pokeralphd.battle.completion import completion_problems, detect_completion
+from pokeralphd.battle.completion import detect_completion
 from pokeralphd.battle.feedback import detect_loops, resolve_loops, run_loop
 from pokeralphd.battle.gitservice import GitService
+from pokeralphd.battle.judging import (
+    agent_words,
+    create_time,
+    output_summary,
+    rejected_claim_reasons,
+    skipped_loop,
+    sole,
+)
 from pokeralphd.battle.output import OutputStream
 from pokeralphd.battle.prompt import build_task_prompt
 from pokeralphd.domain.models import CompletionSignal, Config, FeedbackResult, Iteration
@@ -52,17 +60,6 @@ class IterationVerdict:
     completed: bool
     fatal: str | None = None  # the battle cannot go on (missing agent binary, broken PRD)
     rate_limited_until: float | None = None
-
-
-def _summary(outcome: AgentOutcome | None, stream: OutputStream) -> str:
-    text = ""
-    if outcome is not None and outcome.result is not None and outcome.result.text:
-        text = outcome.result.text
-    elif outcome is not None and outcome.texts:
-        text = outcome.texts[-1]
-    else:
-        text = stream.last_text
-    return text.strip()[-2000:]
 
 
 class IterationRun:
@@ -117,7 +114,7 @@ class IterationRun:
                 )
             case AgentStarted(pid=pid):
                 progress.agent_pid = pid
-                progress.agent_started = _create_time(pid)
+                progress.agent_started = create_time(pid)
                 self._progress_dirty.set()
             case AgentResult():
                 self.result = event
@@ -225,7 +222,7 @@ class IterationRun:
             and record.result == IterationResult.SUCCESS
             and all(r.passed or r.skipped for r in feedback.values())
         )
-        active.completion_problems = self._problems(outcome, completion, feedback, record)
+        active.completion_problems = rejected_claim_reasons(outcome, completion, feedback, record)
         return IterationVerdict(
             record,
             completed=signalled_and_passed,
@@ -276,10 +273,7 @@ class IterationRun:
     ) -> tuple[CompletionSignal | None, dict[str, FeedbackResult]]:
         completion = None
         if outcome.reason == "exited":
-            texts = list(outcome.texts)
-            if outcome.result is not None and outcome.result.text:
-                texts.append(outcome.result.text)
-            completion = detect_completion(texts, self.task_id)
+            completion = detect_completion(agent_words(outcome), self.task_id)
             self.active.progress.completion_detected = completion is not None
         feedback: dict[str, FeedbackResult] = {}
         if outcome.reason != "exited":
@@ -291,12 +285,7 @@ class IterationRun:
         timeout = self.config.feedback_timeout_minutes * 60
         for name, command in loops.items():
             if command is None:
-                result = FeedbackResult(
-                    passed=True,
-                    skipped=True,
-                    output=f"skipped: no '{name}' command found in this repository; "
-                    f'set one with `pokeralphctl config set feedbackCommands.{name} "CMD"`',
-                )
+                result = skipped_loop(name)
             else:
                 result = await run_loop(name, command, self.runtime.path, timeout)
             feedback[name] = result
@@ -326,7 +315,7 @@ class IterationRun:
             "feedback_results": feedback,
             "completion": completion,
             "files_changed": files_changed,
-            "output": _summary(outcome, self.stream),
+            "output": output_summary(outcome, self.stream.last_text),
             "approval_note": self.note_used,
         }
         if outcome is not None:
@@ -403,53 +392,3 @@ class IterationRun:
             },
             self.task_id,
         )
-
-    def _problems(
-        self,
-        outcome: AgentOutcome | None,
-        completion: CompletionSignal | None,
-        feedback: dict[str, FeedbackResult],
-        record: Iteration,
-    ) -> list[str]:
-        problems: list[str] = []
-        if outcome is not None:
-            texts = list(outcome.texts) + (
-                [outcome.result.text] if outcome.result and outcome.result.text else []
-            )
-            problems += completion_problems(texts)
-        failed = [name for name, r in feedback.items() if not r.passed and not r.skipped]
-        if completion is not None and failed:
-            problems.append(
-                "You signalled completion, but these feedback loops failed: "
-                + ", ".join(failed)
-                + ". The task is not complete until they pass."
-            )
-        if completion is not None and record.result != IterationResult.SUCCESS:
-            problems.append(
-                f"You signalled completion, but the run ended with an error: {record.error}"
-            )
-        return problems
-
-
-def _create_time(pid: int) -> float | None:
-    try:
-        import psutil
-
-        return float(psutil.Process(pid).create_time())
-    except Exception:
-        return None
-
-
-def sole(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    """The one exception a task group wrapped (so ``except AgentError`` works), else the group."""
-    leaves: list[BaseException] = []
-
-    def walk(exc: BaseException) -> None:
-        if isinstance(exc, BaseExceptionGroup):
-            for inner in exc.exceptions:
-                walk(inner)
-        else:
-            leaves.append(exc)
-
-    walk(group)
-    return leaves[0] if len(leaves) == 1 else group
