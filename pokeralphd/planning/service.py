@@ -12,12 +12,14 @@ import logging
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
+from pydantic import Field
 
 from pokeralphd.agents import AgentRequest, get_backend, run_agent
 from pokeralphd.agents.base import AgentEvent, AgentResult, AgentText, AgentToolUse
 from pokeralphd.battle.output import OutputStream
 from pokeralphd.domain.ids import next_task_id
 from pokeralphd.domain.inbox import Delivery, Feedback, Source
+from pokeralphd.domain.models import Model
 from pokeralphd.errors import InvalidParams, InvalidState, PokeralphError
 from pokeralphd.planning.parse import draft_from, questions_in, validate_draft
 from pokeralphd.planning.prompts import (
@@ -25,6 +27,8 @@ from pokeralphd.planning.prompts import (
     build_breakdown_prompt,
     build_planning_prompt,
 )
+from pokeralphd.store import documents
+from pokeralphd.store.documents import DocumentKind
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup, TaskStatus
@@ -37,25 +41,102 @@ log = logging.getLogger(__name__)
 State = Literal["idle", "planning", "waiting_input", "completed"]
 
 
+class PlanningSession(Model):
+    """``.pokeralph/planning/session.json``: a planning session, so a restart keeps it."""
+
+    state: State = "idle"
+    idea: str | None = None
+    breakdown: bool = False
+    session_id: str | None = None
+    questions: list[str] = Field(default_factory=list)
+    delivery_id: str | None = None
+    prd: dict[str, Any] | None = None
+    problems: list[Any] = Field(default_factory=list)
+    error: str | None = None
+    turns: int = 0
+    last_output: str = ""
+
+
+SESSION_KIND = DocumentKind("planning-session", PlanningSession)
+RESTARTED = "the daemon restarted during a planning turn: answer to continue the same agent session, or reset"
+
+
 class RepoPlanner:
+    state: State
+    idea: str | None
+    breakdown: bool
+    session_id: str | None
+    questions: list[str]
+    delivery_id: str | None
+    draft: dict[str, Any] | None
+    problems: list[Any]
+    error: str | None
+    turns: int
+    last_text: str
+    _scope: anyio.CancelScope | None
+
     def __init__(self, runtime: RepoRuntime, service: PlanService) -> None:
         self.runtime = runtime
         self.service = service
         self._clear()
+        self.path = runtime.files.dir / "planning" / "session.json"
+
+    def restore(self) -> None:
+        """Pick up a session a previous daemon left (a turn cut short waits for an answer)."""
+        try:
+            loaded = documents.load(SESSION_KIND, self.path)
+        except PokeralphError as exc:
+            log.warning("%s: planning session not restored: %s", self.runtime.name, exc.message)
+            return
+        if loaded is None or loaded.value.state == "idle":
+            return
+        saved = loaded.value
+        self.state, self.idea, self.breakdown = saved.state, saved.idea, saved.breakdown
+        self.session_id, self.questions, self.delivery_id = (
+            saved.session_id,
+            saved.questions,
+            saved.delivery_id,
+        )
+        self.draft, self.problems, self.error = saved.prd, saved.problems, saved.error
+        self.turns, self.last_text = saved.turns, saved.last_output
+        if self.state == "planning":
+            self.state, self.error = "waiting_input", RESTARTED
+            self.questions = self.questions or [RESTARTED]
+        if self.state == "waiting_input" and self.delivery_id:
+            self.service_callbacks_for(self.delivery_id)
+
+    async def _persist(self) -> None:
+        session = PlanningSession.model_validate(self.status())
+        try:
+            await self.runtime.io(documents.save, SESSION_KIND, self.path, session)
+        except PokeralphError as exc:
+            log.warning("%s: planning session not saved: %s", self.runtime.name, exc.message)
+
+    def service_callbacks_for(self, delivery_id: str) -> None:
+        inbox = self.runtime.inbox
+        if inbox is None:
+            return
+
+        async def on_answer(delivery: Delivery, feedback: Feedback) -> None:
+            if self.delivery_id == delivery.id:
+                answer = str(feedback.values.get("values", {}).get("answer", ""))
+                await self.answer(answer, from_inbox=True)
+
+        inbox.service.callbacks[delivery_id] = on_answer
 
     def _clear(self) -> None:
-        self.state: State = "idle"
-        self.idea: str | None = None
+        self.state = "idle"
+        self.idea = None
         self.breakdown = False
-        self.session_id: str | None = None
-        self.questions: list[str] = []
-        self.delivery_id: str | None = None
-        self.draft: dict[str, Any] | None = None
-        self.problems: list[Any] = []
-        self.error: str | None = None
+        self.session_id = None
+        self.questions = []
+        self.delivery_id = None
+        self.draft = None
+        self.problems = []
+        self.error = None
         self.turns = 0
         self.last_text = ""
-        self._scope: anyio.CancelScope | None = None
+        self._scope = None
 
     def status(self) -> dict[str, Any]:
         return {
@@ -95,6 +176,7 @@ class RepoPlanner:
             prompt = build_planning_prompt(idea)
         self._clear()
         self.idea, self.breakdown, self.state = idea, breakdown, "planning"
+        await self._persist()
         self.service.spawn(self._turn, prompt)
         return self.status()
 
@@ -111,6 +193,7 @@ class RepoPlanner:
                 delivery_id, {"values": {"answer": answer}}, None
             )
         self.state, self.questions, self.error = "planning", [], None
+        await self._persist()
         self.service.spawn(self._turn, build_answer_prompt(answer))
         return self.status()
 
@@ -120,6 +203,7 @@ class RepoPlanner:
         if self.delivery_id and self.runtime.inbox is not None:
             await self.runtime.inbox.close(self.delivery_id, "planning was reset")
         self._clear()
+        await self._persist()
         self.publish("planning_reset", {})
         return self.status()
 
@@ -160,6 +244,7 @@ class RepoPlanner:
                 lambda _old: prd, None, "prd_updated", lambda p: {"prd": p.dump()}
             )
         self._clear()
+        await self._persist()
         return {
             "valid": True,
             "problems": [],
@@ -170,6 +255,13 @@ class RepoPlanner:
 
     # -- one agent turn
     async def _turn(self, prompt: str) -> None:
+        try:
+            await self._turn_once(prompt)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._persist()
+
+    async def _turn_once(self, prompt: str) -> None:
         self.turns += 1
         turn = self.turns
         texts: list[str] = []
@@ -253,13 +345,6 @@ class RepoPlanner:
     async def _ask(self, questions: list[str]) -> None:
         inbox = self.runtime.inbox
         if inbox is not None:
-
-            async def on_answer(delivery: Delivery, feedback: Feedback) -> None:
-                if self.delivery_id == delivery.id:
-                    await self.answer(
-                        str(feedback.values.get("values", {}).get("answer", "")), from_inbox=True
-                    )
-
             body = "\n\n".join(f"{i}. {q}" for i, q in enumerate(questions, 1))
             delivery = await inbox.create(
                 f"Planning: {len(questions)} question(s) about “{(self.idea or '')[:60]}”",
@@ -277,9 +362,9 @@ class RepoPlanner:
                     ],
                 },
                 Source(kind="planning"),
-                on_answer=on_answer,
             )
             self.delivery_id = delivery.id
+            self.service_callbacks_for(delivery.id)
         self.publish(
             "planning_question",
             {
@@ -307,7 +392,10 @@ class PlanService:
         self._tg.start_soon(func, *args)
 
     def attach(self, runtime: RepoRuntime) -> None:
-        runtime.planning = RepoPlanner(runtime, self)
+        planner = RepoPlanner(runtime, self)
+        runtime.planning = planner
+        if runtime.failure is None:
+            planner.restore()
 
     async def detach(self, runtime: RepoRuntime) -> None:
         planner = runtime.planning

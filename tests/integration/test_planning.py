@@ -135,3 +135,32 @@ def test_merge_keeps_existing_tasks_and_reset(
     assert daemon.call("planning.reset", {"repo": str(repo)})["state"] == "idle"
     with pytest.raises(RequestFailed):
         daemon.call("planning.answer", {"repo": str(repo), "answer": "x"})
+
+
+def test_a_planning_session_survives_a_restart(home: Path, repo: Path) -> None:
+    first = DaemonProcess(home).start()
+    state = setup(first, repo, home)
+    with first.connect(timeout=60) as conn:
+        conn.call("events.subscribe", {"repo": str(repo), "types": ["planning_question"]})
+        first.call("planning.start", {"repo": str(repo), "idea": "a todo list"})
+        question = list(events_of(conn, lambda e: e["type"] == "planning_question"))[-1]["payload"]
+    before = first.call("planning.status", {"repo": str(repo)})
+    first.stop()
+    second = DaemonProcess(home).start()
+    try:
+        after = second.call("planning.status", {"repo": str(repo)})
+        assert after["state"] == "waiting_input" and after["sessionId"] == before["sessionId"]
+        assert after["deliveryId"] == question["deliveryId"]
+        with second.connect(timeout=60) as conn:
+            conn.call("events.subscribe", {"repo": str(repo), "types": ["planning_question"]})
+            # Answered from the inbox after the restart: the same agent session goes on.
+            second.call(
+                "inbox.answer",
+                {"id": question["deliveryId"], "values": {"values": {"answer": "JSON"}}},
+            )
+            nxt = list(events_of(conn, lambda e: e["type"] == "planning_question"))[-1]["payload"]
+        assert "due dates" in nxt["question"]
+        turn2 = json.loads((state / "turn-2.json").read_text())
+        assert turn2["argv"][turn2["argv"].index("--resume") + 1] == before["sessionId"]
+    finally:
+        second.stop()
