@@ -19,6 +19,7 @@ import msgspec
 
 from pokeralphd.domain.inbox import AnnotationList, Delivery, FeedbackList, Index
 from pokeralphd.domain.models import PRD, Battle, Config, Progress
+from pokeralphd.planning.service import PlanningSession
 from pokeralphd.protocol.events import EVENT_TYPES, Envelope
 from pokeralphd.protocol.openrpc import openrpc_document
 from pokeralphd.store.registry import Registry
@@ -36,6 +37,7 @@ DOCUMENTS: dict[str, tuple[type[BaseModel], str]] = {
     "delivery": (Delivery, ".pokeralph/inbox/deliveries/{id}/delivery.json"),
     "feedback": (FeedbackList, ".pokeralph/inbox/deliveries/{id}/feedback.json"),
     "annotations": (AnnotationList, ".pokeralph/inbox/deliveries/{id}/annotations.json"),
+    "planning-session": (PlanningSession, ".pokeralph/planning/session.json"),
 }
 
 
