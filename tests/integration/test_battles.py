@@ -438,3 +438,53 @@ def test_revert_undoes_the_battles_last_commit(daemon: DaemonProcess, repo: Path
     with pytest.raises(RequestFailed) as info:
         daemon.call("battle.revert", {"repo": str(repo), "taskId": task})
     assert info.value.code == -32016 and "not a PokéRalph commit" in info.value.message
+
+
+def test_agent_crash_is_a_failed_iteration_and_the_battle_goes_on(
+    daemon: DaemonProcess, repo: Path, home: Path
+) -> None:
+    counter = home / "counter"
+    task = setup_repo(daemon, repo, env={"FAKE_CLAUDE_MODE": "crash"})
+    with daemon.connect(timeout=60) as conn:
+        conn.call("events.subscribe", {"repo": str(repo)})
+        daemon.call("battle.start", {"repo": str(repo), "taskId": task, "maxIterations": 3})
+        first = list(events_of(conn, lambda e: e["type"] == "iteration_end"))[-1]["payload"]
+        assert first["result"] == "failure"
+        assert "status 3" in first["error"] and "something broke inside the fake" in first["error"]
+        daemon.call(
+            "config.update",
+            {
+                "repo": str(repo),
+                "patch": {
+                    "agent": {
+                        "env": {
+                            "FAKE_CLAUDE_MODE": "complete_after:1",
+                            "FAKE_CLAUDE_COUNTER": str(counter),
+                        }
+                    }
+                },
+            },
+        )
+        rest = list(events_of(conn, lambda e: e["type"] in END))
+    assert types(rest)[-1] == "battle_complete"
+
+
+def test_command_agent_with_the_prompt_as_an_argument(
+    daemon: DaemonProcess, repo: Path, home: Path
+) -> None:
+    script = home / "arg_agent.sh"
+    script.write_text(
+        '#!/bin/sh\necho "got ${#1} bytes"; echo "$1" | grep -q "Task ID:" && echo "<promise>COMPLETE</promise>"\n'
+    )
+    script.chmod(0o755)
+    task = setup_repo(daemon, repo, backend="command", fake="")
+    daemon.call(
+        "config.update",
+        {"repo": str(repo), "patch": {"agent": {"command": str(script), "promptVia": "argument"}}},
+    )
+    events = run_until(daemon, ("battle.start", {"repo": str(repo), "taskId": task}), END)
+    assert types(events)[-1] == "battle_complete"
+    text = " ".join(
+        c["text"] for e in events if e["type"] == "iteration_output" for c in e["payload"]["chunks"]
+    )
+    assert "got " in text
