@@ -308,7 +308,7 @@ class BattleOrchestrator:
                 continue
             battle = loaded.value
             prog = progress.value if progress else Progress(task_id=task_id)
-            _end_leftover_agent(prog)
+            await anyio.to_thread.run_sync(_end_leftover_agent, prog)
             recorded = {i.number for i in battle.iterations}
             if prog.current_iteration and prog.current_iteration not in recorded:
                 battle.iterations.append(
