@@ -104,9 +104,15 @@ class EventBus:
         self.seq += 1
         event = Event(self.seq, type_, repo, task_id, payload, now_iso())
         self.history.append(event)
-        gone = [
-            s.id for s in self.subscriptions.values() if s.matches(event) and not s.deliver(event)
-        ]
+        gone = []
+        for sub in self.subscriptions.values():  # matches() inlined: this is the hot loop
+            if (
+                (sub.repo is None or sub.repo == repo)
+                and (sub.types is None or type_ in sub.types)
+                and (sub.task_id is None or sub.task_id == task_id)
+                and not sub.deliver(event)
+            ):
+                gone.append(sub.id)
         for sub_id in gone:
             self.subscriptions.pop(sub_id, None)
         for listener in self.listeners:

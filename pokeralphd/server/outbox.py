@@ -53,8 +53,11 @@ class Outbox:
         if self._pending + len(data) > self.max_event_bytes:
             self.overflowed = True
             return False
-        self._chunks.append(data)
+        chunks = self._chunks
+        chunks.append(data)
         self._pending += len(data)
+        if len(chunks) > 1:
+            return True  # already queued: the writer is awake and _drained is clear
         if self._drained.is_set():
             self._drained = anyio.Event()
         self._wake.set()
