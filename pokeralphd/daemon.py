@@ -243,7 +243,7 @@ class Daemon:
         for entry in self.registry.repos:
             self.attach(entry)
 
-    async def run(self, on_ready: Any = None) -> None:
+    async def run(self) -> None:
         activated = activated_socket()
         self.bound = (
             BoundSocket(activated, self.paths.socket, activated=True)
@@ -265,8 +265,6 @@ class Daemon:
                     await tg.start(ext.run, self)
                 accepting = anyio.CancelScope()
                 tg.start_soon(self._accept, listener, accepting, tg)
-                if on_ready is not None:
-                    on_ready(self)
                 self.notifier.ready(self.summary_line())
                 tg.start_soon(self.notifier.watchdog_loop)
                 tg.start_soon(self._status_loop)

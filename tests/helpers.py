@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -119,7 +120,6 @@ class DaemonProcess:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(30)
         sock.connect(str(self.socket))
-        _leftover.pop(id(sock), None)  # an earlier socket may have had the same id
         return sock
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> int:
@@ -154,13 +154,14 @@ class DaemonProcess:
         )
 
 
-_leftover: dict[int, bytes] = {}
+# Bytes read past the last message, per socket (weak: they go with the socket).
+_leftover: weakref.WeakKeyDictionary[socket.socket, bytes] = weakref.WeakKeyDictionary()
 
 
 def read_messages(sock: socket.socket, count: int, timeout: float = 10) -> list[Any]:
     """Read ``count`` newline-delimited JSON messages from a raw socket (keeping the rest)."""
     sock.settimeout(timeout)
-    buf = _leftover.pop(id(sock), b"")
+    buf = _leftover.pop(sock, b"")
     out: list[Any] = []
     while len(out) < count:
         while b"\n" not in buf:
@@ -172,7 +173,7 @@ def read_messages(sock: socket.socket, count: int, timeout: float = 10) -> list[
         if line.strip():
             out.append(json.loads(line))
     if buf:
-        _leftover[id(sock)] = buf
+        _leftover[sock] = buf
     return out
 
 

@@ -24,7 +24,6 @@ from pokeralphd.agents.runner import end_tree, iter_lines
 from pokeralphd.domain.models import FeedbackResult
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from pathlib import Path
 
 KEEP_BYTES = 64 * 1024
@@ -195,17 +194,3 @@ async def run_loop(
         command=command,
         exit_code=process.returncode,
     )
-
-
-async def run_loops(
-    loops: dict[str, str | None],
-    cwd: Path,
-    timeout: float,
-    on_result: Callable[[str, FeedbackResult], None] | None = None,
-) -> dict[str, FeedbackResult]:
-    results: dict[str, FeedbackResult] = {}
-    for name, command in loops.items():
-        results[name] = await run_loop(name, command, cwd, timeout)
-        if on_result is not None:
-            on_result(name, results[name])
-    return results

@@ -33,16 +33,6 @@ class GitService:
         except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
             raise InvalidState(f"{self.root} is not a git repository", path=str(self.root)) from exc
 
-    def is_repo(self) -> bool:
-        try:
-            git.Repo(self.root)
-        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-            return False
-        return True
-
-    def init(self) -> None:
-        git.Repo.init(self.root)
-
     def head(self) -> str | None:
         repo = self._repo()
         try:
@@ -169,14 +159,3 @@ class GitService:
         except git.GitCommandError as exc:
             raise InvalidState(f"git revert failed: {exc.stderr.strip() or exc}") from exc
         return repo.head.commit.hexsha
-
-    def log_for_task(self, task_id: str) -> list[dict[str, str]]:
-        repo = self._repo()
-        prefix = self.format_commit_message(task_id, "").rstrip(": ").rstrip()
-        if self.head() is None:
-            return []
-        return [
-            {"hash": c.hexsha, "message": str(c.message).splitlines()[0]}
-            for c in repo.iter_commits(max_count=500)
-            if str(c.message).startswith(prefix)
-        ]

@@ -53,14 +53,6 @@ def validate_task_id(value: object) -> str:
     return value
 
 
-def is_task_id(value: object) -> bool:
-    try:
-        validate_task_id(value)
-    except InvalidId:
-        return False
-    return True
-
-
 def next_task_id(title: str, existing: Iterable[str]) -> str:
     """The id for a new task: one more than the highest number in use, and the title's slug."""
     existing = list(existing)

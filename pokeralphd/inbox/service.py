@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic import TypeAdapter, ValidationError
 
+from pokeralphd.domain.ids import validate_delivery_id
 from pokeralphd.domain.inbox import (
     DELIVERY_TRANSITIONS,
     Annotation,
@@ -33,7 +34,7 @@ from pokeralphd.domain.inbox import (
 from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import InvalidParams, InvalidState, NotFound, PokeralphError
 from pokeralphd.protocol.codes import ErrorCode
-from pokeralphd.store.inbox import InboxStore, checked_id
+from pokeralphd.store.inbox import InboxStore
 from pokeralphd.validation import validated
 
 if TYPE_CHECKING:
@@ -273,7 +274,7 @@ class InboxService:
             event.set()
 
     def find(self, delivery_id: str, repo: str | None = None) -> RepoInbox:
-        checked_id(delivery_id)
+        validate_delivery_id(delivery_id)
         assert self.daemon is not None
         runtimes = [self.daemon.resolve(repo)] if repo else list(self.daemon.runtimes.values())
         for runtime in runtimes:

@@ -13,8 +13,6 @@ from typing import Any, Literal
 
 import msgspec
 
-from pokeralphd.protocol.codes import ERROR_DESCRIPTIONS, ErrorCode
-
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder()
 
@@ -125,13 +123,3 @@ def notification(method: str, params: Any) -> dict[str, Any]:
 
 def encode(message: Any) -> bytes:
     return _encoder.encode(message)
-
-
-def spec_message(code: ErrorCode) -> str:
-    return {
-        ErrorCode.PARSE_ERROR: "Parse error",
-        ErrorCode.INVALID_REQUEST: "Invalid Request",
-        ErrorCode.METHOD_NOT_FOUND: "Method not found",
-        ErrorCode.INVALID_PARAMS: "Invalid params",
-        ErrorCode.INTERNAL_ERROR: "Internal error",
-    }.get(code, ERROR_DESCRIPTIONS.get(code, "Error"))

@@ -49,7 +49,6 @@ class Method:
     params: type[Params]
     summary: str
     concurrent: bool = False  # may wait a long time: run beside the connection's reader
-    result: Any = Any
 
 
 class MethodTable:
@@ -63,12 +62,11 @@ class MethodTable:
         summary: str,
         *,
         concurrent: bool = False,
-        result: Any = Any,
     ) -> Callable[[Handler], Handler]:
         def decorate(handler: Handler) -> Handler:
             if name in self.methods:
                 raise ValueError(f"method {name} registered twice")
-            self.methods[name] = Method(name, handler, params, summary, concurrent, result)
+            self.methods[name] = Method(name, handler, params, summary, concurrent)
             return handler
 
         return decorate

@@ -92,7 +92,6 @@ class EventBus:
         self.history: deque[Event] = deque(maxlen=history)
         self.subscriptions: dict[int, Subscription] = {}
         self._ids = itertools.count(1)
-        self.listeners: list[Callable[[Event], None]] = []  # in-process observers
 
     def publish(
         self,
@@ -115,8 +114,6 @@ class EventBus:
                 gone.append(sub.id)
         for sub_id in gone:
             self.subscriptions.pop(sub_id, None)
-        for listener in self.listeners:
-            listener(event)
         return event
 
     def subscribe(

@@ -30,7 +30,6 @@ class Outbox:
         self._closing = False
         self.closed = False
         self.max_event_bytes = max_event_bytes
-        self.overflowed = False
         self._lock = anyio.Lock()  # one sender at a time: the writer task or send_now
 
     @property
@@ -51,7 +50,6 @@ class Outbox:
         if self.closed or self._closing:
             return False
         if self._pending + len(data) > self.max_event_bytes:
-            self.overflowed = True
             return False
         chunks = self._chunks
         chunks.append(data)

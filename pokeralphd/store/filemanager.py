@@ -78,9 +78,6 @@ class FileManager:
         return self.battle_dir(task_id) / "logs" / f"iteration-{iteration}.log"
 
     # -- initialisation
-    def exists(self) -> bool:
-        return self.dir.is_dir()
-
     def init(self) -> None:
         """Create the folder, an empty config layer and a .gitignore; keep what exists."""
         (self.dir / "battles").mkdir(parents=True, exist_ok=True)
@@ -134,12 +131,6 @@ class FileManager:
     # -- logs
     def append_log(self, task_id: str, iteration: int, data: bytes) -> None:
         append_bytes(self.log_path(task_id, iteration), data)
-
-    def log_size(self, task_id: str, iteration: int) -> int:
-        try:
-            return self.log_path(task_id, iteration).stat().st_size
-        except FileNotFoundError:
-            return 0
 
     def read_log(
         self, task_id: str, iteration: int, offset: int = 0, limit: int = 256 * 1024

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pokeralphd.domain.ids import InvalidId
+from pokeralphd.domain.ids import validate_delivery_id
 from pokeralphd.domain.inbox import (
-    ID_RE,
     Annotation,
     AnnotationList,
     Delivery,
@@ -39,16 +38,6 @@ FEEDBACK_KIND = DocumentKind("feedback", FeedbackList)
 ANNOTATIONS_KIND = DocumentKind("annotations", AnnotationList)
 
 
-def checked_id(delivery_id: str) -> str:
-    if (
-        not isinstance(delivery_id, str)
-        or not ID_RE.fullmatch(delivery_id)
-        or not delivery_id.startswith("d_")
-    ):
-        raise InvalidId("delivery", delivery_id, ID_RE.pattern)
-    return delivery_id
-
-
 class InboxStore:
     def __init__(self, pokeralph_dir: Path) -> None:
         self.dir = pokeralph_dir / "inbox"
@@ -58,7 +47,7 @@ class InboxStore:
         return self.dir / "index.json"
 
     def folder(self, delivery_id: str) -> Path:
-        return self.dir / "deliveries" / checked_id(delivery_id)
+        return self.dir / "deliveries" / validate_delivery_id(delivery_id)
 
     def exists(self, delivery_id: str) -> bool:
         return (self.folder(delivery_id) / "delivery.json").is_file()

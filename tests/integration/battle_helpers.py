@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import FAKES, DaemonProcess, events_of
+from tests.helpers import FAKES, DaemonProcess, events_of, wait_until
 
 
 def setup_repo(
@@ -70,3 +70,11 @@ def types(events: list[dict[str, Any]]) -> list[str]:
         for e in events
         if e["type"] not in ("iteration_output", "progress_update", "task_updated")
     ]
+
+
+def agent_pids(pidfile: Path) -> list[int]:
+    """The fake agent's pid and its setsid grandchild's, once it has written both."""
+    wait_until(
+        lambda: pidfile.exists() and len(pidfile.read_text().split()) >= 2, 20, "the agent's pids"
+    )
+    return [int(x) for x in pidfile.read_text().split()]

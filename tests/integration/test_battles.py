@@ -12,7 +12,7 @@ import pytest
 
 from pokeralphctl.client import RequestFailed
 from tests.helpers import DaemonProcess, events_of, make_git_repo, wait_until
-from tests.integration.battle_helpers import run_until, setup_repo, types
+from tests.integration.battle_helpers import agent_pids, run_until, setup_repo, types
 
 END = {"battle_complete", "battle_failed", "battle_cancelled"}
 
@@ -222,11 +222,7 @@ def test_cancel_ends_the_tree_and_nothing_runs_after(
         conn.call("events.subscribe", {"repo": str(repo)})
         daemon.call("battle.start", {"repo": str(repo), "taskId": task})
         list(events_of(conn, lambda e: e["type"] == "iteration_start"))
-        wait_until(
-            lambda: pidfile.exists() and len(pidfile.read_text().split()) >= 2,
-            20,
-            "the agent's pids",
-        )
+        agent_pids(pidfile)
         result = daemon.call("battle.cancel", {"repo": str(repo)})
         assert result["battle"]["status"] == "cancelled"
         rest = list(events_of(conn, lambda e: e["type"] == "battle_cancelled"))
@@ -346,11 +342,7 @@ def test_kill_9_mid_battle_then_restart_and_resume(home: Path, repo: Path) -> No
         conn.call("events.subscribe", {"repo": str(repo)})
         first.call("battle.start", {"repo": str(repo), "taskId": task})
         list(events_of(conn, lambda e: e["type"] == "iteration_start"))
-        wait_until(
-            lambda: pidfile.exists() and len(pidfile.read_text().split()) >= 2,
-            20,
-            "the agent's pids",
-        )
+        agent_pids(pidfile)
     first.kill9()
     pids = [int(x) for x in pidfile.read_text().split()]
     second = DaemonProcess(home).start()
