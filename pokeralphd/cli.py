@@ -14,6 +14,7 @@ from pokeralphd.daemon import Daemon
 from pokeralphd.logsetup import setup_logging
 from pokeralphd.paths import Paths
 from pokeralphd.server.listener import ListenerError
+from pokeralphd.server.notify import Notifier
 from pokeralphd.settings import DaemonSettings
 
 log = logging.getLogger("pokeralphd")
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"pokeralphd: invalid option: {exc}", file=sys.stderr)
         return 2
-    daemon = Daemon(Paths.resolve(args.socket), settings)
+    daemon = Daemon(Paths.resolve(args.socket), settings, Notifier.from_env())
     try:
         anyio.run(daemon.run)
     except ListenerError as exc:

@@ -1,8 +1,12 @@
-"""Wiring: registry -> per-repository runtimes -> server; start-up recovery; shutdown.
+"""The composition root and the lifecycle: build the parts, run them, recover at start,
+shut down in order.
 
-``Daemon.run`` binds (or receives) the socket, loads the registry, takes each
-repository's lock, serves clients until SIGTERM/SIGINT or ``daemon.shutdown``, then stops
-accepting, lets running writes finish, closes clients, releases locks and returns.
+``Daemon.run`` binds (or receives) the socket, ends what a dead predecessor left
+running, loads the registry (taking each repository's lock), starts the daemon-wide
+services (inbox, battles, planning), serves clients until SIGTERM/SIGINT or
+``daemon.shutdown``, then stops accepting, stops the services in reverse order (running
+battles are left paused), closes the clients, releases the locks and returns.
+Nothing here decides anything about repositories, tasks or battles.
 """
 
 from __future__ import annotations
@@ -12,169 +16,103 @@ import os
 import signal
 import time
 import uuid
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import anyio.abc
 
 from pokeralphd import __version__
 from pokeralphd.battle.engine import BattleEngine
-from pokeralphd.errors import InvalidParams, NotAGitRepo, PokeralphError, RepoNotFound
 from pokeralphd.inbox.battle_hooks import InboxApprovals, offer_retry
 from pokeralphd.inbox.service import InboxService
 from pokeralphd.planning.service import PlanService
-from pokeralphd.runtime import RepoRuntime
-from pokeralphd.server.connection import ClientConnection
+from pokeralphd.proc import ProcessOwner
+from pokeralphd.repositories import Repositories
+from pokeralphd.repository import Repository
+from pokeralphd.server.context import Services
 from pokeralphd.server.dispatch import Dispatcher
 from pokeralphd.server.eventbus import EventBus
-from pokeralphd.server.listener import BoundSocket, activated_socket, bind_socket, peer_credentials
+from pokeralphd.server.listener import BoundSocket, activated_socket, bind_socket
 from pokeralphd.server.methods import build_table
 from pokeralphd.server.notify import Notifier
+from pokeralphd.server.server import Server
 from pokeralphd.settings import DaemonSettings
-from pokeralphd.store.registry import Registry, RegistryStore, RepoEntry
+from pokeralphd.store.registry import RegistryStore
+from pokeralphd.store.repo_store import RepoStore
 
 if TYPE_CHECKING:
-    from anyio.abc import SocketStream
-
     from pokeralphd.paths import Paths
+    from pokeralphd.ports import Lifecycle
+    from pokeralphd.store.registry import RepoEntry
 
 log = logging.getLogger(__name__)
 
 
 class Daemon:
-    def __init__(self, paths: Paths, settings: DaemonSettings | None = None) -> None:
+    def __init__(
+        self,
+        paths: Paths,
+        settings: DaemonSettings | None = None,
+        notifier: Notifier | None = None,
+    ) -> None:
         self.paths = paths
-        self.settings = settings or DaemonSettings()
-        self.bus = EventBus(self.settings.event_history)
-        self.table = build_table(debug=self.settings.debug_methods)
-        self.dispatcher = Dispatcher(self.table, self)
-        self.registry_store = RegistryStore(paths.state_dir)
-        self.registry = Registry()
-        self.runtimes: dict[str, RepoRuntime] = {}
-        self.connections: dict[int, ClientConnection] = {}
-        self.connections_gone = anyio.Event()
+        self.settings = settings = settings or DaemonSettings()
+        self.notifier = notifier or Notifier(None, None)
         self.started = time.monotonic()
         # Sequence numbers belong to one daemon process: the epoch tells clients which one.
         self.epoch = uuid.uuid4().hex[:16]
+        self.owner = ProcessOwner.for_state_dir(paths.state_dir)
         self.shutdown_requested = anyio.Event()
-        self.registry_lock = anyio.Lock()
+        self.ready = anyio.Event()  # set once clients are being served
         self.bound: BoundSocket | None = None
-        self.notifier = Notifier.from_env()
-        self.battles = BattleEngine(self.settings.max_concurrent_battles)
+
+        self.bus = EventBus(settings.event_history)
         self.inbox = InboxService()
+        self.battles = BattleEngine(
+            settings.max_concurrent_battles, owner=self.owner, socket_path=str(paths.socket)
+        )
         self.battles.approval_hooks.append(InboxApprovals())
         self.battles.failure_hooks.append(offer_retry)
-        # Extensions attach to each runtime and run beside the server (the inbox before
-        # battles, which use it).
-        self.planning = PlanService()
-        self.extensions: list[Any] = [self.inbox, self.battles, self.planning]
+        self.planning = PlanService(owner=self.owner)
+        # Started in this order, stopped in the reverse one.
+        self.services: list[Lifecycle] = [self.inbox, self.battles, self.planning]
+        self.repos = Repositories(
+            RegistryStore(paths.state_dir), self.bus, self._build_repo, self._release_repo
+        )
+        self.table = build_table(debug=settings.debug_methods)
+        self.server = Server(
+            Dispatcher(self.table),
+            Services(
+                repos=self.repos,
+                bus=self.bus,
+                battles=self.battles,
+                inbox=self.inbox,
+                discover=self.table.discover,
+                epoch=self.epoch,
+                status=self.status,
+                request_shutdown=self.shutdown_requested.set,
+            ),
+            settings,
+        )
 
     # -- repositories
-    def attach(self, entry: RepoEntry) -> RepoRuntime:
-        runtime = RepoRuntime(self, entry)
-        try:
-            if not runtime.path.is_dir():
-                raise RepoNotFound(f"{runtime.path} no longer exists", path=str(runtime.path))
-            runtime.lock.acquire()
-            runtime.files.init()
-        except PokeralphError as exc:
-            runtime.failure = exc
-            log.warning("repository %s unavailable: %s", entry.name, exc.message)
-        for ext in self.extensions:
-            ext.attach(runtime)
-        self.runtimes[entry.name] = runtime
-        return runtime
-
-    def resolve(self, repo: str | None, *, usable: bool = True) -> RepoRuntime:
-        """The runtime a client means: a short name, or a path inside a registered repository."""
-        found = self._find(repo)
-        if usable and found.error:
-            raise RepoNotFound(
-                f"repository {found.name} is unavailable: {found.error}", repo=found.name
-            )
-        return found
-
-    def _find(self, repo: str | None) -> RepoRuntime:
-        if repo is None:
-            if len(self.runtimes) == 1:
-                return next(iter(self.runtimes.values()))
-            raise RepoNotFound(
-                "name a repository (by path or name); registered: "
-                + (", ".join(sorted(self.runtimes)) or "none"),
-                repo=None,
-                known=sorted(self.runtimes),
-            )
-        if repo in self.runtimes:
-            return self.runtimes[repo]
-        if "/" in repo or repo in (".", ".."):
-            try:
-                target = Path(repo).expanduser().resolve()
-            except (OSError, RuntimeError) as exc:
-                raise RepoNotFound(f"cannot resolve {repo!r}: {exc}", repo=repo) from exc
-            best: RepoRuntime | None = None
-            for runtime in self.runtimes.values():
-                inside = target == runtime.path or runtime.path in target.parents
-                if inside and (best is None or len(runtime.path.parts) > len(best.path.parts)):
-                    best = runtime
-            if best is not None:
-                return best
-        raise RepoNotFound(
-            f"no registered repository matches {repo!r}; register it with `pokeralphctl init`",
-            repo=repo,
-            known=sorted(self.runtimes),
+    def _build_repo(self, entry: RepoEntry) -> Repository:
+        store = RepoStore(entry, self.bus, self.paths.user_config_file)
+        store.open()
+        if store.failure is not None:
+            log.warning("repository %s unavailable: %s", entry.name, store.failure.message)
+        inbox = self.inbox.attach(store)
+        return Repository(
+            store=store,
+            inbox=inbox,
+            battles=self.battles.attach(store, inbox),
+            planner=self.planning.attach(store, inbox),
         )
 
-    async def register(self, path: str, name: str | None, git_init: bool) -> RepoRuntime:
-        root = await anyio.to_thread.run_sync(_checked_root, path)
-        async with self.registry_lock:
-            existing = self.registry.by_path(str(root))
-            if existing is not None:
-                return self.runtimes[existing.name]
-            if not await anyio.Path(root / ".git").exists():
-                if not git_init:
-                    raise NotAGitRepo(
-                        f"{root} is not a git repository; run `git init` there, "
-                        "or pass gitInit (`pokeralphctl init --git-init`)",
-                        path=str(root),
-                    )
-                await anyio.run_process(["git", "init", "-q", str(root)])
-            entry = RepoEntry(name=self.registry.unique_name(name or root.name), path=str(root))
-            if name is not None and entry.name != name:
-                raise InvalidParams(
-                    f"name {name!r} is taken or invalid; try {entry.name!r}", field="name"
-                )
-            runtime = self.attach(entry)
-            if runtime.failure is not None:
-                self.runtimes.pop(entry.name, None)
-                runtime.lock.release()
-                raise runtime.failure
-            new = self.registry.model_copy(deep=True)
-            new.repos.append(entry)
-            try:
-                await anyio.to_thread.run_sync(self.registry_store.save, new)
-            except BaseException:
-                self.runtimes.pop(entry.name, None)
-                runtime.lock.release()
-                raise
-            self.registry = new
-        self.bus.publish("repo_registered", entry.name, {"name": entry.name, "path": entry.path})
-        return runtime
-
-    async def unregister(self, runtime: RepoRuntime) -> None:
-        async with self.registry_lock:
-            if runtime.battles is not None:
-                runtime.battles.ensure_idle()
-            new = self.registry.model_copy(deep=True)
-            new.repos = [r for r in new.repos if r.name != runtime.name]
-            await anyio.to_thread.run_sync(self.registry_store.save, new)
-            self.registry = new
-            for ext in self.extensions:
-                await ext.detach(runtime)
-            self.runtimes.pop(runtime.name, None)
-            runtime.lock.release()
-        self.bus.publish(
-            "repo_unregistered", runtime.name, {"name": runtime.name, "path": str(runtime.path)}
-        )
+    async def _release_repo(self, repo: Repository) -> None:
+        self.battles.detach(repo.battles)
+        await self.planning.detach(repo.planner)
+        repo.store.close()
 
     # -- status
     def status(self) -> dict[str, Any]:
@@ -184,34 +122,20 @@ class Daemon:
             "uptime": round(time.monotonic() - self.started, 3),
             "socket": str(self.paths.socket),
             "activated": bool(self.bound and self.bound.activated),
-            "repositories": [r.describe() for r in self.runtimes.values()],
-            "clients": len(self.connections),
+            "repositories": [r.describe() for r in self.repos],
+            "clients": len(self.server.connections),
             "seq": self.bus.seq,
             "epoch": self.epoch,
         }
 
-    # -- serving
-    async def _serve_client(self, stream: SocketStream) -> None:
-        raw = stream.extra(anyio.abc.SocketAttribute.raw_socket)
-        try:
-            pid, uid = peer_credentials(raw)
-        except OSError:
-            pid, uid = None, None
-        if uid is not None and uid != os.getuid():
-            log.warning("refused a connection from uid %s (pid %s)", uid, pid)
-            await stream.aclose()
-            return
-        await ClientConnection(self, stream, pid).serve()
-
     def summary_line(self) -> str:
-        battles = sum(
-            1 for r in self.runtimes.values() if r.battles is not None and r.battles.active
-        )
+        battles = sum(1 for r in self.repos if r.battles.active is not None)
         return (
-            f"serving {len(self.runtimes)} repositories, {len(self.connections)} clients, "
+            f"serving {len(self.repos)} repositories, {len(self.server.connections)} clients, "
             f"{battles} active battles"
         )
 
+    # -- lifecycle
     async def _status_loop(self) -> None:
         """Keep systemd's STATUS= line current (only when a notify socket was given)."""
         if not self.notifier.enabled:
@@ -224,10 +148,6 @@ class Daemon:
                 last = line
             await anyio.sleep(5)
 
-    async def _accept(self, listener: Any, scope: anyio.CancelScope, tg: Any) -> None:
-        with scope:
-            await listener.serve(self._serve_client, tg)
-
     async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async for signum in signals:
@@ -238,12 +158,7 @@ class Daemon:
                 log.info("received %s; shutting down", signal.Signals(signum).name)
                 self.shutdown_requested.set()
 
-    def load_registry(self) -> None:
-        self.registry = self.registry_store.load()
-        for entry in self.registry.repos:
-            self.attach(entry)
-
-    async def run(self) -> None:
+    async def run(self, *, handle_signals: bool = True) -> None:
         activated = activated_socket()
         self.bound = (
             BoundSocket(activated, self.paths.socket, activated=True)
@@ -251,50 +166,42 @@ class Daemon:
             else bind_socket(self.paths.socket)
         )
         try:
-            self.load_registry()
+            # Whatever a dead predecessor left running (agents, feedback loops) goes first.
+            await anyio.to_thread.run_sync(self.owner.sweep_orphans)
+            self.repos.load()
             listener = await anyio.abc.SocketListener.from_socket(self.bound.sock)
             log.info(
                 "pokeralphd %s listening on %s (%d repositories)",
                 __version__,
                 self.paths.socket,
-                len(self.runtimes),
+                len(self.repos),
             )
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self._signals)
-                for ext in self.extensions:
-                    await tg.start(ext.run, self)
-                accepting = anyio.CancelScope()
-                tg.start_soon(self._accept, listener, accepting, tg)
+                if handle_signals:
+                    tg.start_soon(self._signals)
+                for service in self.services:
+                    await tg.start(_run_service, service)
+                await tg.start(self.server.serve, listener)
                 self.notifier.ready(self.summary_line())
+                self.ready.set()
                 tg.start_soon(self.notifier.watchdog_loop)
                 tg.start_soon(self._status_loop)
                 await self.shutdown_requested.wait()
                 self.notifier.stopping()
                 log.info("stopping: no new connections; finishing writes")
-                accepting.cancel()
-                for ext in reversed(self.extensions):
+                self.server.stop_accepting()
+                for service in reversed(self.services):
                     with anyio.CancelScope(shield=True):
-                        await ext.stop(self)
-                for conn in list(self.connections.values()):
-                    conn.close()
-                with anyio.move_on_after(3):
-                    if self.connections:
-                        self.connections_gone = anyio.Event()
-                        await self.connections_gone.wait()
+                        await service.stop()
+                await self.server.close_all(grace=3)
                 tg.cancel_scope.cancel()
         finally:
-            for runtime in self.runtimes.values():
-                runtime.lock.release()
+            self.repos.close_all()
             self.bound.close()
             log.info("pokeralphd stopped")
 
 
-def _checked_root(path: str) -> Path:
-    """An absolute, resolved, existing directory, or :class:`RepoNotFound`."""
-    root = Path(path).expanduser()
-    if not root.is_absolute():
-        raise RepoNotFound(f"path must be absolute, got {path!r}", path=path)
-    root = root.resolve()
-    if not root.is_dir():
-        raise RepoNotFound(f"{root} is not a directory", path=str(root))
-    return root
+async def _run_service(
+    service: Lifecycle, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
+    await service.run(task_status=task_status)

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from pokeralphd.domain.models import AgentConfig, Usage
+    from pokeralphd.proc import ProcessOwner
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +98,7 @@ class AgentRequest:
     timeout: float | None = None
     idle_timeout: float | None = None
     kill_grace: float = 5.0
+    owner: ProcessOwner | None = None  # the daemon's mark on the child (see proc.py)
 
 
 @dataclass

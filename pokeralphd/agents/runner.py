@@ -1,10 +1,7 @@
-"""Running an agent: spawn it in its own process group, feed the prompt on stdin and close
-it, stream stdout and stderr line by line (lines of any size), enforce the run timeout and
-the idle watchdog, and end the whole process tree when it must stop.
-
-Ending a tree escalates: SIGTERM to the process group, a grace period, then SIGKILL to the
-group and to every process that carries this run's token in its environment (so a
-grandchild that left the group with ``setsid`` is found too). The same sweep runs after a
+"""Running an agent: start it (``proc.spawn``: its own process group, a run token), feed
+the prompt on stdin and close it, stream stdout and stderr line by line (each line bounded,
+see ``proc.iter_lines``), enforce the run timeout and the idle watchdog, and end the whole
+process tree when it must stop (``proc.end_tree``). The token sweep also runs after a
 normal exit, so an agent never leaves processes behind.
 """
 
@@ -13,15 +10,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
-import os
-import signal
 import subprocess
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
-import psutil
 
 from pokeralphd.agents.base import (
     AgentBackend,
@@ -35,87 +29,13 @@ from pokeralphd.agents.base import (
     AgentText,
 )
 from pokeralphd.errors import AgentError
+from pokeralphd.proc import end_tree, iter_lines, reap, spawn, sweep
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from anyio.abc import ByteReceiveStream, Process
-
 log = logging.getLogger(__name__)
-TOKEN_VAR = "POKERALPH_RUN_TOKEN"
 STDERR_TAIL = 12
-
-
-async def iter_lines(stream: ByteReceiveStream) -> Any:
-    """Lines (without the newline) of any length; the last one even without a newline."""
-    buf = bytearray()
-    while True:
-        try:
-            chunk = await stream.receive(1 << 16)
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            break
-        start = 0
-        buf += chunk
-        while True:
-            newline = buf.find(b"\n", start)
-            if newline < 0:
-                break
-            yield bytes(buf[start:newline])
-            start = newline + 1
-        if start:
-            del buf[:start]
-    if buf:
-        yield bytes(buf)
-
-
-def _token_processes(token: str) -> list[psutil.Process]:
-    found = []
-    me = os.getpid()
-    for proc in psutil.process_iter(["pid"]):
-        if proc.pid == me:
-            continue
-        try:
-            if proc.environ().get(TOKEN_VAR) == token:
-                found.append(proc)
-        except (psutil.Error, OSError):
-            continue
-    return found
-
-
-def end_tree(pid: int, token: str | None, grace: float) -> None:
-    """Synchronously end ``pid``'s group and every process carrying ``token`` (blocking)."""
-    victims: dict[int, psutil.Process] = {}
-    with contextlib.suppress(psutil.Error):
-        root = psutil.Process(pid)
-        victims[pid] = root
-        for child in root.children(recursive=True):
-            victims[child.pid] = child
-    if token:
-        for proc in _token_processes(token):
-            victims[proc.pid] = proc
-    with contextlib.suppress(OSError):
-        os.killpg(pid, signal.SIGTERM)
-    for proc in victims.values():
-        with contextlib.suppress(psutil.Error):
-            proc.terminate()
-    _, alive = psutil.wait_procs(list(victims.values()), timeout=grace)
-    with contextlib.suppress(OSError):
-        os.killpg(pid, signal.SIGKILL)
-    for proc in alive:
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
-    psutil.wait_procs(alive, timeout=2)
-
-
-def sweep(token: str) -> None:
-    """After a normal exit: kill whatever the run left behind (same token)."""
-    left = _token_processes(token)
-    for proc in left:
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
-    if left:
-        psutil.wait_procs(left, timeout=2)
-        log.info("ended %d process(es) the agent left behind", len(left))
 
 
 async def run_agent(
@@ -127,27 +47,16 @@ async def run_agent(
     """Run one agent to its end (or its timeout, idle stop, or cancellation)."""
     argv = backend.argv(request)
     token = uuid.uuid4().hex
-    env = {**os.environ, **request.config.env, **request.env, TOKEN_VAR: token}
-    for var in (
-        "NOTIFY_SOCKET",
-        "LISTEN_FDS",
-        "LISTEN_PID",
-        "LISTEN_FDNAMES",
-        "WATCHDOG_USEC",
-        "WATCHDOG_PID",
-    ):
-        env.pop(var, None)
     stdin_data = backend.stdin_bytes(request)
     started = time.monotonic()
     try:
-        process = await anyio.open_process(
+        process = await spawn(
             argv,
-            stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
             cwd=str(request.cwd),
-            env=env,
-            start_new_session=True,
+            env={**request.config.env, **request.env},
+            owner=request.owner,
+            token=token,
+            stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
         )
     except FileNotFoundError as exc:
         raise AgentError(
@@ -255,12 +164,12 @@ async def run_agent(
     except anyio.get_cancelled_exc_class():
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(end_tree, process.pid, token, request.kill_grace)
-            await _reap(process)
+            await reap(process)
         raise
     if outcome.reason in ("timeout", "idle") or outcome.exit_code is None:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(end_tree, process.pid, token, request.kill_grace)
-            await _reap(process)
+            await reap(process)
         outcome.exit_code = process.returncode
         minutes = (request.timeout or 0) / 60
         outcome.error = (
@@ -270,15 +179,10 @@ async def run_agent(
         )
     else:
         await anyio.to_thread.run_sync(sweep, token)
-        await _reap(process)
+        await reap(process)
         outcome.error = _error_of(backend, outcome, stderr_tail)
     outcome.duration_ms = int((time.monotonic() - started) * 1000)
     return outcome
-
-
-async def _reap(process: Process) -> None:
-    with anyio.move_on_after(5):
-        await process.aclose()
 
 
 AUTH_WORDS = (

@@ -1,6 +1,6 @@
 """BattleEngine: the daemon-wide side of battles.
 
-It attaches a :class:`BattleOrchestrator` to each repository runtime, owns the task group
+It attaches a :class:`BattleOrchestrator` to each repository, owns the task group
 where battle runners live, limits how many battles run at once (the rest wait, visible as
 ``queued``), recovers battles a previous daemon left behind, and at shutdown stops every
 agent and leaves running battles paused so ``battle.resume`` continues them.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -18,38 +18,35 @@ from pokeralphd.battle.orchestrator import BattleOrchestrator
 from pokeralphd.battle.runner import run_battle
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable
+    from collections.abc import AsyncIterator
 
     from anyio.abc import TaskGroup, TaskStatus
 
-    from pokeralphd.battle.state import ActiveBattle
-    from pokeralphd.daemon import Daemon
-    from pokeralphd.runtime import RepoRuntime
+    from pokeralphd.battle.state import ActiveBattle, ApprovalHook, BattleControl, FailureHook
+    from pokeralphd.ports import Inbox
+    from pokeralphd.proc import ProcessOwner
+    from pokeralphd.store.repo_store import RepoStore
 
 log = logging.getLogger(__name__)
 
 
-class ApprovalHook(Protocol):
-    """Told when a battle starts and stops waiting for approval (the inbox uses it)."""
-
-    async def opened(
-        self, orch: BattleOrchestrator, active: ActiveBattle, iteration: int
-    ) -> None: ...
-
-    async def closed(
-        self, orch: BattleOrchestrator, active: ActiveBattle, iteration: int
-    ) -> None: ...
-
-
 class BattleEngine:
-    def __init__(self, max_concurrent: int) -> None:
+    def __init__(
+        self,
+        max_concurrent: int,
+        *,
+        owner: ProcessOwner | None = None,
+        socket_path: str = "",
+    ) -> None:
         self._slots = anyio.Semaphore(max_concurrent)
         self.waiting = 0
         self._tg: TaskGroup | None = None
-        self._pending: list[tuple[BattleOrchestrator, ActiveBattle, bool]] = []
+        self._pending: list[tuple[BattleControl, ActiveBattle, bool]] = []
         self.approval_hooks: list[ApprovalHook] = []
-        self.failure_hooks: list[Callable[[BattleOrchestrator, ActiveBattle], Awaitable[None]]] = []
-        self.daemon: Daemon | None = None
+        self.failure_hooks: list[FailureHook] = []
+        self.owner = owner  # the daemon's mark on agents and feedback loops
+        self.socket_path = socket_path  # what agents call back on (pokeralphctl deliver)
+        self.orchestrators: dict[str, BattleOrchestrator] = {}
 
     # -- slots
     def slot_free(self) -> bool:
@@ -68,7 +65,7 @@ class BattleEngine:
             self._slots.release()
 
     # -- runners
-    def launch(self, orch: BattleOrchestrator, active: ActiveBattle, paused: bool = False) -> None:
+    def launch(self, orch: BattleControl, active: ActiveBattle, paused: bool = False) -> None:
         if self._tg is None:
             self._pending.append((orch, active, paused))
         else:
@@ -77,44 +74,43 @@ class BattleEngine:
                 orch,
                 active,
                 paused,
-                name=f"battle {orch.runtime.name}/{active.task_id}",
+                name=f"battle {orch.repo.name}/{active.task_id}",
             )
 
-    # -- daemon extension protocol
-    def attach(self, runtime: RepoRuntime) -> None:
-        runtime.battles = BattleOrchestrator(runtime, self)
+    # -- repositories
+    def attach(self, repo: RepoStore, inbox: Inbox) -> BattleOrchestrator:
+        orch = BattleOrchestrator(repo, self, inbox)
+        self.orchestrators[repo.name] = orch
+        return orch
 
-    async def detach(self, runtime: RepoRuntime) -> None:
-        orch = runtime.battles
-        if isinstance(orch, BattleOrchestrator):
-            orch.ensure_idle()
+    def detach(self, orch: BattleOrchestrator) -> None:
+        """Forget a repository's orchestrator (refused while a battle is active)."""
+        orch.ensure_idle()
+        self.orchestrators.pop(orch.repo.name, None)
 
-    async def run(
-        self, daemon: Daemon, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-    ) -> None:
-        self.daemon = daemon
+    # -- lifecycle
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         async with anyio.create_task_group() as tg:
             self._tg = tg
-            for runtime in list(daemon.runtimes.values()):
-                if runtime.failure is None and isinstance(runtime.battles, BattleOrchestrator):
+            for orch in list(self.orchestrators.values()):
+                if orch.repo.failure is None:
                     try:
-                        await runtime.battles.recover()
+                        await orch.recover()
                     except Exception:
-                        log.exception("recovering battles of %s failed", runtime.name)
-            for orch, active, paused in self._pending:
-                self.launch(orch, active, paused)
+                        log.exception("recovering battles of %s failed", orch.repo.name)
+            for control, active, paused in self._pending:
+                self.launch(control, active, paused)
             self._pending.clear()
             task_status.started()
             await anyio.sleep_forever()
 
-    async def stop(self, daemon: Daemon) -> None:
+    async def stop(self) -> None:
         """Stop every runner: agents are ended, running battles are left paused."""
         actives: list[ActiveBattle] = []
-        for runtime in daemon.runtimes.values():
-            orch = runtime.battles
-            if isinstance(orch, BattleOrchestrator) and orch.active is not None:
+        for orch in self.orchestrators.values():
+            if orch.active is not None:
                 active = orch.active
-                active.stop_reason = active.stop_reason or "shutdown"
+                active.request_stop("shutdown")
                 active.runner_scope.cancel()
                 actives.append(active)
         with anyio.move_on_after(30):

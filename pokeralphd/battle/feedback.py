@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import subprocess
 import time
@@ -20,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from pokeralphd.agents.runner import end_tree, iter_lines
 from pokeralphd.domain.models import FeedbackResult
+from pokeralphd.proc import ProcessOwner, end_tree, iter_lines, kill_group, reap, spawn
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -128,7 +127,12 @@ def _trim(data: bytes, dropped: int) -> str:
 
 
 async def run_loop(
-    name: str, command: str | None, cwd: Path, timeout: float, env: dict[str, str] | None = None
+    name: str,
+    command: str | None,
+    cwd: Path,
+    timeout: float,
+    env: dict[str, str] | None = None,
+    owner: ProcessOwner | None = None,
 ) -> FeedbackResult:
     """Run one loop; passed is exit status 0. Never raises for the command's own failure."""
     if command is None:
@@ -140,14 +144,12 @@ async def run_loop(
     started = time.monotonic()
     buf = bytearray()
     dropped = 0
-    process = await anyio.open_process(
+    process = await spawn(
         ["/bin/sh", "-c", command],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
         cwd=str(cwd),
-        env={**os.environ, **(env or {})},
-        start_new_session=True,
+        env=env or {},
+        owner=owner,
+        stderr=subprocess.STDOUT,
     )
 
     async def collect() -> None:
@@ -168,12 +170,12 @@ async def run_loop(
     except anyio.get_cancelled_exc_class():
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(end_tree, process.pid, None, 2.0)
-            await process.aclose()
+            await reap(process)
         raise
     if timed_out:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(end_tree, process.pid, None, 2.0)
-            await process.aclose()
+            await reap(process)
         output = (
             _trim(bytes(buf), dropped) + f"\n[timed out after {timeout:g} s; the loop was stopped]"
         )
@@ -184,9 +186,8 @@ async def run_loop(
             command=command,
             exit_code=None,
         )
-    with contextlib.suppress(OSError):
-        os.killpg(process.pid, 9)  # leftovers of a finished loop
-    await process.aclose()
+    kill_group(process.pid)  # leftovers of a finished loop
+    await reap(process)
     return FeedbackResult(
         passed=process.returncode == 0,
         output=_trim(bytes(buf), dropped),

@@ -47,8 +47,7 @@ from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import AgentError, PokeralphError
 
 if TYPE_CHECKING:
-    from pokeralphd.battle.orchestrator import BattleOrchestrator
-    from pokeralphd.battle.state import ActiveBattle
+    from pokeralphd.battle.state import ActiveBattle, BattleControl
 
 log = logging.getLogger(__name__)
 MAX_PROGRESS_LOGS = 50
@@ -63,21 +62,21 @@ class IterationVerdict:
 
 
 class IterationRun:
-    def __init__(self, orch: BattleOrchestrator, active: ActiveBattle, number: int, config: Config):
+    def __init__(self, orch: BattleControl, active: ActiveBattle, number: int, config: Config):
         self.orch = orch
         self.active = active
         self.number = number
         self.config = config
-        self.runtime = orch.runtime
+        self.repo = orch.repo
         self.task_id = active.task_id
-        self.git = GitService(self.runtime.path)
+        self.git = GitService(self.repo.path)
         self.result: AgentResult | None = None
         self._progress_dirty = anyio.Event()
         self.timings: dict[str, float] = {}
         self.note_used: str | None = None
         self._mark = time.perf_counter()
         self.stream = OutputStream(
-            self.runtime.files.log_path(self.task_id, number),
+            self.repo.files.log_path(self.task_id, number),
             lambda chunks: orch.publish(
                 "iteration_output", {"iteration": number, "chunks": chunks}, self.task_id
             ),
@@ -231,8 +230,8 @@ class IterationRun:
         )
 
     async def _prompt(self) -> str:
-        prd, _ = await self.runtime.prd()
-        task, _ = await self.runtime.task(self.task_id)
+        prd, _ = await self.repo.prd()
+        task, _ = await self.repo.task(self.task_id)
         if prd is None:
             raise PokeralphError("the PRD disappeared during the battle")
         note, self.active.approval_note = self.active.approval_note, None
@@ -250,21 +249,21 @@ class IterationRun:
 
     async def _run_agent(self, prompt: str) -> AgentOutcome:
         backend = get_backend(self.config.agent)
-        daemon = self.runtime.daemon
         request = AgentRequest(
             prompt=prompt,
-            cwd=self.runtime.path,
+            cwd=self.repo.path,
             mode="execute",
             config=self.config.agent,
             env={
-                "POKERALPH_SOCKET": str(daemon.paths.socket),
-                "POKERALPH_REPO": self.runtime.name,
-                "POKERALPH_REPO_PATH": str(self.runtime.path),
+                "POKERALPH_SOCKET": self.orch.host.socket_path,
+                "POKERALPH_REPO": self.repo.name,
+                "POKERALPH_REPO_PATH": str(self.repo.path),
                 "POKERALPH_TASK_ID": self.task_id,
                 "POKERALPH_ITERATION": str(self.number),
             },
             timeout=self.config.timeout_minutes * 60,
             idle_timeout=self.config.idle_timeout_minutes * 60,
+            owner=self.orch.host.owner,
         )
         return await run_agent(backend, request, self.on_event, self.stream.raw)
 
@@ -278,7 +277,7 @@ class IterationRun:
         feedback: dict[str, FeedbackResult] = {}
         if outcome.reason != "exited":
             return completion, feedback
-        detected = await anyio.to_thread.run_sync(detect_loops, self.runtime.path)
+        detected = await anyio.to_thread.run_sync(detect_loops, self.repo.path)
         loops = resolve_loops(
             list(self.config.feedback_loops), detected, dict(self.config.feedback_commands)
         )
@@ -287,7 +286,9 @@ class IterationRun:
             if command is None:
                 result = skipped_loop(name)
             else:
-                result = await run_loop(name, command, self.runtime.path, timeout)
+                result = await run_loop(
+                    name, command, self.repo.path, timeout, owner=self.orch.host.owner
+                )
             feedback[name] = result
             self.active.progress.feedback_results = dict(feedback)
             self.orch.publish(

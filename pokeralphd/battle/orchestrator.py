@@ -10,14 +10,13 @@ the seed's mapping.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import signal
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from pokeralphd.battle.gitservice import GitService
 from pokeralphd.battle.state import ActiveBattle
 from pokeralphd.domain.ids import validate_task_id
 from pokeralphd.domain.models import Battle, Iteration, Progress
@@ -33,10 +32,12 @@ from pokeralphd.domain.statuses import (
 )
 from pokeralphd.domain.timeutil import now_iso, utcnow
 from pokeralphd.errors import BattleActive, InvalidParams, InvalidState, NoBattle, NotFound
+from pokeralphd.proc import end_recorded
 
 if TYPE_CHECKING:
-    from pokeralphd.battle.engine import BattleEngine
-    from pokeralphd.runtime import RepoRuntime
+    from pokeralphd.battle.state import BattleHost
+    from pokeralphd.ports import Inbox
+    from pokeralphd.store.repo_store import RepoStore
 
 log = logging.getLogger(__name__)
 ACTIVE = frozenset(set(BattleStatus) - TERMINAL_BATTLE_STATUSES)
@@ -44,14 +45,21 @@ B = BattleStatus
 
 
 class BattleOrchestrator:
-    def __init__(self, runtime: RepoRuntime, engine: BattleEngine) -> None:
-        self.runtime = runtime
-        self.engine = engine
+    def __init__(self, repo: RepoStore, host: BattleHost, inbox: Inbox) -> None:
+        self.repo = repo
+        self.host = host
+        self.inbox = inbox
         self.active: ActiveBattle | None = None
         self.write_lock = anyio.Lock()
+        # battle.start is checked and reserved under this lock, so two starts at once
+        # cannot both pass the "no active battle" check.
+        self._start_lock = anyio.Lock()
+        self._starting: str | None = None  # the task a start is being prepared for
 
     # ------------------------------------------------------------------ guards
     def ensure_task_editable(self, task_id: str) -> None:
+        if self._starting == task_id:
+            raise BattleActive(f"a battle for {task_id} is starting", taskId=task_id)
         if self.active is not None and self.active.task_id == task_id:
             raise BattleActive(
                 f"task {task_id} is in a battle ({self.active.battle.status}); "
@@ -60,9 +68,14 @@ class BattleOrchestrator:
             )
 
     def ensure_idle(self) -> None:
+        if self._starting is not None:
+            raise BattleActive(
+                f"a battle for {self._starting} is starting in {self.repo.name}",
+                taskId=self._starting,
+            )
         if self.active is not None:
             raise BattleActive(
-                f"a battle for {self.active.task_id} is active in {self.runtime.name}; cancel it first",
+                f"a battle for {self.active.task_id} is active in {self.repo.name}; cancel it first",
                 taskId=self.active.task_id,
                 status=self.active.battle.status.value,
             )
@@ -84,10 +97,10 @@ class BattleOrchestrator:
     def _resolve(self, task_id: str | None) -> ActiveBattle:
         active = self.active
         if active is None:
-            raise NoBattle(f"no active battle in {self.runtime.name}", repo=self.runtime.name)
+            raise NoBattle(f"no active battle in {self.repo.name}", repo=self.repo.name)
         if task_id is not None and task_id != active.task_id:
             raise NoBattle(
-                f"the active battle in {self.runtime.name} is for {active.task_id}, not {task_id}",
+                f"the active battle in {self.repo.name} is for {active.task_id}, not {task_id}",
                 taskId=task_id,
                 active=active.task_id,
             )
@@ -95,17 +108,17 @@ class BattleOrchestrator:
 
     # ------------------------------------------------------------------ persistence
     def publish(self, type_: str, payload: dict[str, Any], task_id: str) -> None:
-        self.runtime.publish(type_, {"taskId": task_id, **payload}, task_id)
+        self.repo.publish(type_, {"taskId": task_id, **payload}, task_id)
 
     async def save(self, active: ActiveBattle, *, progress: bool = True) -> None:
         """Write history (and progress) for the battle; one writer, serialised."""
-        files = self.runtime.files
+        files = self.repo.files
         async with self.write_lock:
             with anyio.CancelScope(shield=True):
-                await self.runtime.io(files.save_history, active.battle)
+                await self.repo.io(files.save_history, active.battle)
                 if progress:
                     active.progress.last_update = utcnow()
-                    await self.runtime.io(files.save_progress, active.progress)
+                    await self.repo.io(files.save_progress, active.progress)
         if progress:
             self.publish("progress_update", {"progress": active.progress.dump()}, active.task_id)
 
@@ -117,8 +130,7 @@ class BattleOrchestrator:
             setattr(battle, key, value)
         battle.status = status
         if status in TERMINAL_BATTLE_STATUSES:
-            if self.active is active:
-                self.active = None  # a new battle may start as soon as this one is over
+            self.release(active)  # a new battle may start as soon as this one is over
             battle.completed_at = utcnow()
             battle.duration_ms = int(
                 (battle.completed_at - battle.started_at).total_seconds() * 1000
@@ -135,23 +147,37 @@ class BattleOrchestrator:
         await self.save(active)
         await self.sync_task_status(active.task_id, status)
 
+    def release(self, active: ActiveBattle) -> None:
+        if self.active is active:
+            self.active = None
+
     async def sync_task_status(self, task_id: str, status: BattleStatus) -> None:
         try:
-            task, _ = await self.runtime.task(task_id)
+            task, _ = await self.repo.task(task_id)
         except NotFound:
             return
         except Exception:  # the task was deleted or the PRD is broken: the battle goes on
             log.warning("cannot update task %s status", task_id, exc_info=True)
             return
         for step in task_path_for_battle(task.status, status):
-            await self.runtime.update_task(task_id, {"status": step.value}, None, internal=True)
+            await self.repo.update_task(task_id, {"status": step.value}, None)
 
     # ------------------------------------------------------------------ control
     async def start(
         self, task_id: str, mode: str | None, max_iterations: int | None
     ) -> dict[str, Any]:
         validate_task_id(task_id)
-        task, _ = await self.runtime.task(task_id)
+        if max_iterations is not None and not 0 < max_iterations <= 100:
+            raise InvalidParams("maxIterations must be between 1 and 100", field="maxIterations")
+        async with self._start_lock:
+            self._check_startable(task_id)
+            self._starting = task_id
+            try:
+                return await self._start(task_id, mode, max_iterations)
+            finally:
+                self._starting = None
+
+    def _check_startable(self, task_id: str) -> None:
         if self.active is not None:
             if self.active.task_id == task_id and self.active.battle.status == B.PAUSED:
                 raise BattleActive(
@@ -159,21 +185,22 @@ class BattleOrchestrator:
                     taskId=task_id,
                 )
             self.ensure_idle()
+
+    async def _start(
+        self, task_id: str, mode: str | None, max_iterations: int | None
+    ) -> dict[str, Any]:
+        task, _ = await self.repo.task(task_id)
         if task.status == TaskStatus.COMPLETED:
             raise InvalidState(f"task {task_id} is already completed", taskId=task_id)
         if task.status == TaskStatus.PLANNING:
             raise InvalidState(f"task {task_id} is being planned", taskId=task_id)
-        config = await self.runtime.config()
-        if max_iterations is not None and not 0 < max_iterations <= 100:
-            raise InvalidParams("maxIterations must be between 1 and 100", field="maxIterations")
-        files = self.runtime.files
-        previous = await self.runtime.io(files.load_history, task_id)
+        config = await self.repo.config()
+        files = self.repo.files
+        previous = await self.repo.io(files.load_history, task_id)
         attempt = previous.value.attempt + 1 if previous else 1
         if previous:
-            await self.runtime.io(
-                _archive_attempt, files.battle_dir(task_id), previous.value.attempt
-            )
-        await self.runtime.io(files.create_battle_folder, task_id)
+            await self.repo.io(_archive_attempt, files.battle_dir(task_id), previous.value.attempt)
+        await self.repo.io(files.create_battle_folder, task_id)
         battle = Battle(
             task_id=task_id,
             status=B.PENDING,
@@ -185,18 +212,23 @@ class BattleOrchestrator:
         active = ActiveBattle(battle, Progress(task_id=task_id), task.title)
         self.active = active
         await self.save(active)
-        self.engine.launch(self, active)
+        self.host.launch(self, active)
         return {"battle": battle.dump(), "queued": active.queued}
 
     async def pause(self, task_id: str | None, now: bool) -> dict[str, Any]:
         active = self._resolve(task_id)
+        if active.stopping:
+            raise InvalidState(
+                f"the battle for {active.task_id} is being "
+                + ("cancelled" if active.stop_reason == "cancel" else "stopped"),
+                taskId=active.task_id,
+            )
         status = active.battle.status
         if status == B.PAUSED:
             return {"battle": active.battle.dump()}
         if status in (B.PENDING, B.QUEUED, B.AWAITING_APPROVAL) or (now and status == B.RUNNING):
             active.pause_requested = True
-            if now and active.iteration_scope is not None:
-                active.stop_reason = "pause_now"
+            if now and active.iteration_scope is not None and active.request_stop("pause_now"):
                 active.iteration_scope.cancel()
             active.approval_event.set()  # an approval wait ends as a pause
         elif status == B.RUNNING:
@@ -216,7 +248,7 @@ class BattleOrchestrator:
 
     async def cancel(self, task_id: str | None) -> dict[str, Any]:
         active = self._resolve(task_id)
-        active.stop_reason = "cancel"
+        active.request_stop("cancel")
         active.runner_scope.cancel()
         with anyio.fail_after(60):
             await active.finished.wait()
@@ -236,12 +268,26 @@ class BattleOrchestrator:
         active.approval_event.set()
         return {"battle": active.battle.dump(), "approved": approve}
 
+    async def revert(self, task_id: str) -> dict[str, Any]:
+        """Undo the task's last PokéRalph commit with a revert commit."""
+        active = self.active
+        if active is not None and active.task_id == task_id and active.battle.status == B.RUNNING:
+            raise InvalidState(
+                "pause or cancel the battle before reverting its commit", taskId=task_id
+            )
+        task, _ = await self.repo.task(task_id)
+        git = GitService(self.repo.path)
+        prefix = git.format_commit_message(task_id, "").rstrip(": ").rstrip()
+        new_hash = await anyio.to_thread.run_sync(git.revert_last, prefix)
+        self.publish("battle_reverted", {"commitHash": new_hash, "title": task.title}, task_id)
+        return {"taskId": task_id, "revertCommit": new_hash}
+
     # ------------------------------------------------------------------ inspection
     async def history(self, task_id: str) -> dict[str, Any]:
         validate_task_id(task_id)
         if self.active is not None and self.active.task_id == task_id:
             return {"battle": self.active.battle.dump()}
-        loaded = await self.runtime.io(self.runtime.files.load_history, task_id)
+        loaded = await self.repo.io(self.repo.files.load_history, task_id)
         return {
             "battle": loaded.value.dump() if loaded else None,
             "version": loaded.version if loaded else 0,
@@ -251,14 +297,14 @@ class BattleOrchestrator:
         validate_task_id(task_id)
         if self.active is not None and self.active.task_id == task_id:
             return {"progress": self.active.progress.dump()}
-        loaded = await self.runtime.io(self.runtime.files.load_progress, task_id)
+        loaded = await self.repo.io(self.repo.files.load_progress, task_id)
         return {"progress": loaded.value.dump() if loaded else None}
 
     async def log(
         self, task_id: str, iteration: int | None, offset: int | None, tail: int | None, limit: int
     ) -> dict[str, Any]:
         validate_task_id(task_id)
-        files = self.runtime.files
+        files = self.repo.files
         if iteration is None:
             history = await self.history(task_id)
             iterations = history["battle"]["iterations"] if history["battle"] else []
@@ -278,12 +324,10 @@ class BattleOrchestrator:
                 f"no log for {task_id} iteration {iteration}", taskId=task_id, iteration=iteration
             )
         if tail is not None:
-            data, size = await self.runtime.io(_tail_lines, path, tail, limit)
+            data, size = await self.repo.io(_tail_lines, path, tail, limit)
             start = size - len(data)
         else:
-            data, size = await self.runtime.io(
-                files.read_log, task_id, iteration, offset or 0, limit
-            )
+            data, size = await self.repo.io(files.read_log, task_id, iteration, offset or 0, limit)
             start = max(0, size + (offset or 0)) if (offset or 0) < 0 else min(offset or 0, size)
         return {
             "iteration": iteration,
@@ -296,19 +340,20 @@ class BattleOrchestrator:
     # ------------------------------------------------------------------ recovery
     async def recover(self) -> None:
         """After a restart: settle battles the previous daemon left active; leave them paused."""
-        files = self.runtime.files
-        for task_id in await self.runtime.io(files.battle_task_ids):
+        files = self.repo.files
+        for task_id in await self.repo.io(files.battle_task_ids):
             try:
-                loaded = await self.runtime.io(files.load_history, task_id)
-                progress = await self.runtime.io(files.load_progress, task_id)
+                loaded = await self.repo.io(files.load_history, task_id)
+                progress = await self.repo.io(files.load_progress, task_id)
             except Exception as exc:
-                log.error("%s: cannot recover battle %s: %s", self.runtime.name, task_id, exc)
+                log.error("%s: cannot recover battle %s: %s", self.repo.name, task_id, exc)
                 continue
             if loaded is None or loaded.value.status in TERMINAL_BATTLE_STATUSES:
                 continue
             battle = loaded.value
             prog = progress.value if progress else Progress(task_id=task_id)
-            await anyio.to_thread.run_sync(_end_leftover_agent, prog)
+            if prog.agent_pid:
+                await anyio.to_thread.run_sync(end_recorded, prog.agent_pid, prog.agent_started)
             recorded = {i.number for i in battle.iterations}
             if prog.current_iteration and prog.current_iteration not in recorded:
                 battle.iterations.append(
@@ -334,11 +379,11 @@ class BattleOrchestrator:
                 await self.save(active)
                 await self.sync_task_status(task_id, B.PAUSED)
                 self.publish("battle_paused", {"reason": reason, "recovered": True}, task_id)
-                self.engine.launch(self, active, paused=True)
+                self.host.launch(self, active, paused=True)
 
     async def _task_title(self, task_id: str) -> str:
         try:
-            task, _ = await self.runtime.task(task_id)
+            task, _ = await self.repo.task(task_id)
         except Exception:
             return task_id
         return task.title
@@ -370,24 +415,3 @@ def _tail_lines(path: Any, lines: int, limit: int) -> tuple[bytes, int]:
     else:
         data = b"\n".join(parts[-lines:])
     return data, size
-
-
-def _end_leftover_agent(progress: Progress) -> None:
-    """End the process group of an agent a dead daemon left running (pid and start time match)."""
-    if not progress.agent_pid:
-        return
-    import psutil
-
-    try:
-        proc = psutil.Process(progress.agent_pid)
-        if progress.agent_started and abs(proc.create_time() - progress.agent_started) > 1:
-            return  # the pid was reused by something else
-        procs = [proc, *proc.children(recursive=True)]
-    except psutil.Error:
-        return
-    with contextlib.suppress(OSError):
-        os.killpg(progress.agent_pid, signal.SIGKILL)
-    for p in procs:
-        with contextlib.suppress(psutil.Error):
-            p.kill()
-    psutil.wait_procs(procs, timeout=5)

@@ -18,15 +18,14 @@ from pokeralphd.battle.iteration import IterationRun
 from pokeralphd.domain.statuses import BattleStatus, ExecutionMode, IterationResult
 
 if TYPE_CHECKING:
-    from pokeralphd.battle.orchestrator import BattleOrchestrator
-    from pokeralphd.battle.state import ActiveBattle
+    from pokeralphd.battle.state import ActiveBattle, BattleControl
 
 log = logging.getLogger(__name__)
 B = BattleStatus
 COUNTED = frozenset({IterationResult.SUCCESS, IterationResult.FAILURE, IterationResult.TIMEOUT})
 
 
-async def run_battle(orch: BattleOrchestrator, active: ActiveBattle, paused: bool) -> None:
+async def run_battle(orch: BattleControl, active: ActiveBattle, paused: bool) -> None:
     """Drive ``active`` to a terminal state (or leave it paused at daemon shutdown)."""
     try:
         with active.runner_scope:
@@ -34,7 +33,7 @@ async def run_battle(orch: BattleOrchestrator, active: ActiveBattle, paused: boo
                 await _wait_resume(orch, active)
             await _acquire_and_loop(orch, active)
     except Exception as exc:  # a bug or a broken file: the battle fails, the daemon goes on
-        log.exception("battle %s in %s crashed", active.task_id, orch.runtime.name)
+        log.exception("battle %s in %s crashed", active.task_id, orch.repo.name)
         with anyio.CancelScope(shield=True):
             try:
                 await _fail(orch, active, f"internal error: {exc}")
@@ -53,8 +52,8 @@ async def run_battle(orch: BattleOrchestrator, active: ActiveBattle, paused: boo
             await _settle(orch, active)
 
 
-async def _acquire_and_loop(orch: BattleOrchestrator, active: ActiveBattle) -> None:
-    engine = orch.engine
+async def _acquire_and_loop(orch: BattleControl, active: ActiveBattle) -> None:
+    engine = orch.host
     while True:
         if not engine.slot_free():
             active.queued = True
@@ -85,14 +84,14 @@ async def _acquire_and_loop(orch: BattleOrchestrator, active: ActiveBattle) -> N
         await _wait_resume(orch, active)  # paused between iterations: wait, then take a slot again
 
 
-async def _loop(orch: BattleOrchestrator, active: ActiveBattle) -> bool:
+async def _loop(orch: BattleControl, active: ActiveBattle) -> bool:
     """Run iterations; True when the battle reached a terminal state, False when paused."""
     battle = active.battle
     while True:
         if active.pause_requested:
             await _pause(orch, active, "paused at your request")
             return False
-        config = await orch.runtime.config()
+        config = await orch.repo.config()
         limit = battle.max_iterations or config.max_iterations_per_task
         number = max((i.number for i in battle.iterations), default=0) + 1
         verdict = await IterationRun(orch, active, number, config).run()
@@ -121,7 +120,7 @@ async def _loop(orch: BattleOrchestrator, active: ActiveBattle) -> bool:
             await _rate_limit_pause(orch, active, verdict.rate_limited_until)
             continue
         if active.pause_requested or active.stop_reason == "pause_now":
-            active.stop_reason = None
+            active.clear_pause_now()
             await _pause(
                 orch,
                 active,
@@ -142,7 +141,7 @@ async def _loop(orch: BattleOrchestrator, active: ActiveBattle) -> bool:
                 return False
 
 
-async def _await_approval(orch: BattleOrchestrator, active: ActiveBattle, number: int) -> bool:
+async def _await_approval(orch: BattleControl, active: ActiveBattle, number: int) -> bool:
     active.approval_event = anyio.Event()
     active.approved = True
     await orch.set_status(active, B.AWAITING_APPROVAL)
@@ -159,7 +158,7 @@ async def _await_approval(orch: BattleOrchestrator, active: ActiveBattle, number
         },
         active.task_id,
     )
-    hooks = orch.engine.approval_hooks
+    hooks = orch.host.approval_hooks
     for hook in hooks:
         await hook.opened(orch, active, number)
     await active.approval_event.wait()
@@ -177,17 +176,17 @@ async def _await_approval(orch: BattleOrchestrator, active: ActiveBattle, number
     return active.approved
 
 
-async def _pause(orch: BattleOrchestrator, active: ActiveBattle, reason: str) -> None:
+async def _pause(orch: BattleControl, active: ActiveBattle, reason: str) -> None:
     await orch.set_status(active, B.PAUSED, paused_reason=reason)
     orch.publish("battle_paused", {"reason": reason}, active.task_id)
 
 
-async def _wait_resume(orch: BattleOrchestrator, active: ActiveBattle) -> None:
+async def _wait_resume(orch: BattleControl, active: ActiveBattle) -> None:
     await active.resume_event.wait()
     active.pause_requested = False
 
 
-async def _rate_limit_pause(orch: BattleOrchestrator, active: ActiveBattle, until: float) -> None:
+async def _rate_limit_pause(orch: BattleControl, active: ActiveBattle, until: float) -> None:
     reason = f"rate limited until {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(until))}"
     await orch.set_status(active, B.PAUSED, paused_reason=reason)
     orch.publish("battle_paused", {"reason": reason, "rateLimitedUntil": until}, active.task_id)
@@ -198,7 +197,7 @@ async def _rate_limit_pause(orch: BattleOrchestrator, active: ActiveBattle, unti
     orch.publish("battle_resumed", {"reason": "rate limit reset"}, active.task_id)
 
 
-async def _fail(orch: BattleOrchestrator, active: ActiveBattle, error: str) -> None:
+async def _fail(orch: BattleControl, active: ActiveBattle, error: str) -> None:
     if active.battle.status in (B.COMPLETED, B.FAILED, B.CANCELLED):
         return
     if active.battle.status != B.RUNNING:
@@ -209,27 +208,32 @@ async def _fail(orch: BattleOrchestrator, active: ActiveBattle, error: str) -> N
         {"error": error, "iterations": len(active.battle.iterations)},
         active.task_id,
     )
-    for hook in orch.engine.failure_hooks:
+    for hook in orch.host.failure_hooks:
         await hook(orch, active)
 
 
-async def _settle(orch: BattleOrchestrator, active: ActiveBattle) -> None:
-    """After the runner ends: record a cancel, or leave the battle paused at shutdown."""
-    status = active.battle.status
-    if active.stop_reason == "cancel" and status not in (B.COMPLETED, B.FAILED, B.CANCELLED):
-        await orch.set_status(active, B.CANCELLED)
-        orch.publish(
-            "battle_cancelled", {"iterations": len(active.battle.iterations)}, active.task_id
-        )
-    elif active.stop_reason == "shutdown" and status not in (
-        B.COMPLETED,
-        B.FAILED,
-        B.CANCELLED,
-        B.PAUSED,
-    ):
-        reason = "the daemon stopped; resume with `pokeralphctl battle resume`"
-        await orch.set_status(active, B.PAUSED, paused_reason=reason)
-        orch.publish("battle_paused", {"reason": reason}, active.task_id)
-    if orch.active is active and active.stop_reason != "shutdown":
-        orch.active = None
-    active.finished.set()
+async def _settle(orch: BattleControl, active: ActiveBattle) -> None:
+    """After the runner ends, the battle always has a final word: a cancel is recorded as
+    cancelled; at shutdown it is left paused (resumable after the restart); a runner that
+    ended any other way without a final status is recorded as failed."""
+    try:
+        status = active.battle.status
+        if status not in (B.COMPLETED, B.FAILED, B.CANCELLED):
+            if active.stop_reason == "cancel":
+                await orch.set_status(active, B.CANCELLED)
+                orch.publish(
+                    "battle_cancelled",
+                    {"iterations": len(active.battle.iterations)},
+                    active.task_id,
+                )
+            elif active.stop_reason == "shutdown":
+                if status != B.PAUSED:
+                    reason = "the daemon stopped; resume with `pokeralphctl battle resume`"
+                    await orch.set_status(active, B.PAUSED, paused_reason=reason)
+                    orch.publish("battle_paused", {"reason": reason}, active.task_id)
+            else:
+                await _fail(orch, active, "the battle's runner stopped unexpectedly")
+    finally:
+        if active.stop_reason != "shutdown":
+            orch.release(active)
+        active.finished.set()

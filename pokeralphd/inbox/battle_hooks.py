@@ -15,8 +15,7 @@ from pokeralphd.domain.inbox import Delivery, Feedback, Source
 from pokeralphd.errors import PokeralphError
 
 if TYPE_CHECKING:
-    from pokeralphd.battle.orchestrator import BattleOrchestrator
-    from pokeralphd.battle.state import ActiveBattle
+    from pokeralphd.battle.state import ActiveBattle, BattleControl
 
 RETRY_MORE = 5
 
@@ -52,8 +51,8 @@ def _approval_body(active: ActiveBattle, iteration: int) -> str:
 class InboxApprovals:
     """The battle engine's approval hook, backed by the inbox."""
 
-    async def opened(self, orch: BattleOrchestrator, active: ActiveBattle, iteration: int) -> None:
-        inbox = orch.runtime.inbox
+    async def opened(self, orch: BattleControl, active: ActiveBattle, iteration: int) -> None:
+        inbox = orch.inbox
         if inbox is None:
             return
 
@@ -83,8 +82,8 @@ class InboxApprovals:
             active.task_id,
         )
 
-    async def closed(self, orch: BattleOrchestrator, active: ActiveBattle, iteration: int) -> None:
-        inbox = orch.runtime.inbox
+    async def closed(self, orch: BattleControl, active: ActiveBattle, iteration: int) -> None:
+        inbox = orch.inbox
         delivery_id, active.approval_delivery = active.approval_delivery, None
         if inbox is None or delivery_id is None:
             return
@@ -96,9 +95,9 @@ class InboxApprovals:
             )
 
 
-async def offer_retry(orch: BattleOrchestrator, active: ActiveBattle) -> None:
+async def offer_retry(orch: BattleControl, active: ActiveBattle) -> None:
     """Failure hook: after max iterations, offer a retry with more iterations, or stop."""
-    inbox = orch.runtime.inbox
+    inbox = orch.inbox
     error = active.battle.error or ""
     if inbox is None or not error.startswith("max iterations"):
         return

@@ -11,14 +11,12 @@ import contextlib
 import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import anyio
 from pydantic import TypeAdapter, ValidationError
 
-from pokeralphd.domain.ids import validate_delivery_id
 from pokeralphd.domain.inbox import (
     DELIVERY_TRANSITIONS,
     Annotation,
@@ -38,13 +36,14 @@ from pokeralphd.store.inbox import InboxStore
 from pokeralphd.validation import validated
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from anyio.abc import TaskStatus
 
-    from pokeralphd.daemon import Daemon
-    from pokeralphd.runtime import RepoRuntime
+    from pokeralphd.ports import AnswerCallback
+    from pokeralphd.store.repo_store import RepoStore
 
 log = logging.getLogger(__name__)
-AnswerCallback = Callable[[Delivery, Feedback], Awaitable[None]]
 _schema_adapter: TypeAdapter[Any] = TypeAdapter(FeedbackSchema)
 SCHEMA_TYPES = ("confirm", "select", "form", "rating")
 
@@ -87,14 +86,27 @@ def parse_schema(raw: dict[str, Any] | None) -> Any:
 
 
 class RepoInbox:
-    def __init__(self, runtime: RepoRuntime, service: InboxService) -> None:
-        self.runtime = runtime
+    """One repository's inbox (it satisfies :class:`pokeralphd.ports.Inbox`)."""
+
+    def __init__(self, repo: RepoStore, service: InboxService) -> None:
+        self.repo = repo
         self.service = service
-        self.store = InboxStore(runtime.files.dir)
+        self.store = InboxStore(repo.files.dir)
         self.lock = anyio.Lock()
 
+    @property
+    def name(self) -> str:
+        return self.repo.name
+
     def publish(self, type_: str, payload: dict[str, Any], delivery: Delivery) -> None:
-        self.runtime.publish(type_, {"id": delivery.id, **payload}, delivery.source.task_id)
+        self.repo.publish(type_, {"id": delivery.id, **payload}, delivery.source.task_id)
+
+    def on_answer(self, delivery_id: str, callback: AnswerCallback) -> None:
+        self.service.callbacks[delivery_id] = callback
+
+    def holds(self, delivery_id: str) -> bool:
+        """Whether this inbox has ``delivery_id`` (never for an unusable repository)."""
+        return self.repo.failure is None and self.store.exists(delivery_id)
 
     async def io(self, func: Callable[..., Any], *args: Any) -> Any:
         return await anyio.to_thread.run_sync(func, *args)
@@ -141,7 +153,7 @@ class RepoInbox:
         feedback = await self.io(self.store.feedback, delivery_id)
         annotations = await self.io(self.store.annotations, delivery_id)
         return {
-            "repo": self.runtime.name,
+            "repo": self.repo.name,
             "delivery": delivery.dump(),
             "feedback": [f.dump() for f in feedback],
             "annotations": [a.dump() for a in annotations],
@@ -235,12 +247,12 @@ class RepoInbox:
                             _move(delivery, "timeout")
                             await self.io(self.store.save, delivery)
                     self.publish("delivery_timeout", {"delivery": delivery.dump()}, delivery)
-                return {"status": "timeout", "id": delivery_id, "repo": self.runtime.name}
+                return {"status": "timeout", "id": delivery_id, "repo": self.repo.name}
         feedback = await self.io(self.store.feedback, delivery_id)
         return {
             "status": "answered" if feedback else "closed",
             "id": delivery_id,
-            "repo": self.runtime.name,
+            "repo": self.repo.name,
             "answer": feedback[-1].dump() if feedback else None,
         }
 
@@ -254,13 +266,13 @@ def _move(delivery: Delivery, status: str) -> None:
 
 
 class InboxService:
-    """Daemon extension: one :class:`RepoInbox` per runtime, waiters, answer callbacks."""
+    """Daemon-wide side of the inbox: ids, waiters, answer callbacks; a
+    :class:`RepoInbox` per repository (``attach``)."""
 
     def __init__(self) -> None:
         self.ids = IdMaker()
         self.callbacks: dict[str, AnswerCallback] = {}
         self._waiters: dict[str, anyio.Event] = {}
-        self.daemon: Daemon | None = None
 
     def waiter(self, delivery_id: str) -> anyio.Event:
         event = self._waiters.get(delivery_id)
@@ -273,33 +285,13 @@ class InboxService:
         if event is not None:
             event.set()
 
-    def find(self, delivery_id: str, repo: str | None = None) -> RepoInbox:
-        validate_delivery_id(delivery_id)
-        assert self.daemon is not None
-        runtimes = [self.daemon.resolve(repo)] if repo else list(self.daemon.runtimes.values())
-        for runtime in runtimes:
-            inbox = runtime.inbox
-            if (
-                isinstance(inbox, RepoInbox)
-                and runtime.failure is None
-                and inbox.store.exists(delivery_id)
-            ):
-                return inbox
-        raise DeliveryNotFound(f"no delivery {delivery_id}", id=delivery_id)
+    # -- lifecycle
+    def attach(self, repo: RepoStore) -> RepoInbox:
+        return RepoInbox(repo, self)
 
-    # -- daemon extension protocol
-    def attach(self, runtime: RepoRuntime) -> None:
-        runtime.inbox = RepoInbox(runtime, self)
-
-    async def detach(self, runtime: RepoRuntime) -> None:
-        return None
-
-    async def run(
-        self, daemon: Daemon, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-    ) -> None:
-        self.daemon = daemon
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
 
-    async def stop(self, daemon: Daemon) -> None:
+    async def stop(self) -> None:
         for event in self._waiters.values():
             event.set()

@@ -1,25 +1,23 @@
 """PlanService: per repository, one planning session at a time.
 
-States follow the seed: ``idle`` → ``planning`` (the agent works, in plan mode) →
-``waiting_input`` (it asked questions: an inbox item too) → ``planning`` (the answer
-continues the same agent session, resumed by id) → … → ``completed`` (a PRD draft came in
-the final turn). ``planning.finish`` validates the draft and saves it only when asked.
+The session (``domain.planning.PlanningSession``) says where it stands; each agent turn
+runs in plan mode, resumed by session id, and its questions become an inbox item.
+``planning.finish`` validates the draft and saves it only when asked.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from pydantic import Field
 
 from pokeralphd.agents import AgentRequest, get_backend, run_agent
 from pokeralphd.agents.base import AgentEvent, AgentResult, AgentText, AgentToolUse
 from pokeralphd.battle.output import OutputStream
 from pokeralphd.domain.ids import next_task_id
 from pokeralphd.domain.inbox import Delivery, Feedback, Source
-from pokeralphd.domain.models import Model
+from pokeralphd.domain.planning import MAX_LAST_OUTPUT, PlanningSession
 from pokeralphd.errors import InvalidParams, InvalidState, PokeralphError
 from pokeralphd.planning.parse import draft_from, questions_in, validate_draft
 from pokeralphd.planning.prompts import (
@@ -33,28 +31,12 @@ from pokeralphd.store.documents import DocumentKind
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup, TaskStatus
 
-    from pokeralphd.daemon import Daemon
     from pokeralphd.domain.models import PRD
-    from pokeralphd.runtime import RepoRuntime
+    from pokeralphd.ports import Inbox
+    from pokeralphd.proc import ProcessOwner
+    from pokeralphd.store.repo_store import RepoStore
 
 log = logging.getLogger(__name__)
-State = Literal["idle", "planning", "waiting_input", "completed"]
-
-
-class PlanningSession(Model):
-    """``.pokeralph/planning/session.json``: a planning session, so a restart keeps it."""
-
-    state: State = "idle"
-    idea: str | None = None
-    breakdown: bool = False
-    session_id: str | None = None
-    questions: list[str] = Field(default_factory=list)
-    delivery_id: str | None = None
-    prd: dict[str, Any] | None = None
-    problems: list[Any] = Field(default_factory=list)
-    error: str | None = None
-    turns: int = 0
-    last_output: str = ""
 
 
 SESSION_KIND = DocumentKind("planning-session", PlanningSession)
@@ -62,137 +44,99 @@ RESTARTED = "the daemon restarted during a planning turn: answer to continue the
 
 
 class RepoPlanner:
-    state: State
-    idea: str | None
-    breakdown: bool
-    session_id: str | None
-    questions: list[str]
-    delivery_id: str | None
-    draft: dict[str, Any] | None
-    problems: list[Any]
-    error: str | None
-    turns: int
-    last_text: str
-    _scope: anyio.CancelScope | None
+    """One repository's planning: its session (the one source of truth) and its turns."""
 
-    def __init__(self, runtime: RepoRuntime, service: PlanService) -> None:
-        self.runtime = runtime
+    def __init__(self, repo: RepoStore, service: PlanService, inbox: Inbox) -> None:
+        self.repo = repo
         self.service = service
-        self._clear()
-        self.path = runtime.files.dir / "planning" / "session.json"
+        self.inbox = inbox
+        self.session = PlanningSession()
+        self._scope: anyio.CancelScope | None = None
+        self.path = repo.files.dir / "planning" / "session.json"
 
     def restore(self) -> None:
         """Pick up a session a previous daemon left (a turn cut short waits for an answer)."""
         try:
             loaded = documents.load(SESSION_KIND, self.path)
         except PokeralphError as exc:
-            log.warning("%s: planning session not restored: %s", self.runtime.name, exc.message)
+            log.warning("%s: planning session not restored: %s", self.repo.name, exc.message)
             return
         if loaded is None or loaded.value.state == "idle":
             return
-        saved = loaded.value
-        self.state, self.idea, self.breakdown = saved.state, saved.idea, saved.breakdown
-        self.session_id, self.questions, self.delivery_id = (
-            saved.session_id,
-            saved.questions,
-            saved.delivery_id,
-        )
-        self.draft, self.problems, self.error = saved.prd, saved.problems, saved.error
-        self.turns, self.last_text = saved.turns, saved.last_output
-        if self.state == "planning":
-            self.state, self.error = "waiting_input", RESTARTED
-            self.questions = self.questions or [RESTARTED]
-        if self.state == "waiting_input" and self.delivery_id:
-            self.service_callbacks_for(self.delivery_id)
+        session = self.session = loaded.value
+        if session.state == "planning":
+            session.state, session.error = "waiting_input", RESTARTED
+            session.questions = session.questions or [RESTARTED]
+        if session.state == "waiting_input" and session.delivery_id:
+            self._listen(session.delivery_id)
 
     async def _persist(self) -> None:
-        session = PlanningSession.model_validate(self.status())
         try:
-            await self.runtime.io(documents.save, SESSION_KIND, self.path, session)
+            await self.repo.io(documents.save, SESSION_KIND, self.path, self.session)
         except PokeralphError as exc:
-            log.warning("%s: planning session not saved: %s", self.runtime.name, exc.message)
+            log.warning("%s: planning session not saved: %s", self.repo.name, exc.message)
 
-    def service_callbacks_for(self, delivery_id: str) -> None:
-        inbox = self.runtime.inbox
-        if inbox is None:
-            return
-
+    def _listen(self, delivery_id: str) -> None:
         async def on_answer(delivery: Delivery, feedback: Feedback) -> None:
-            if self.delivery_id == delivery.id:
+            if self.session.delivery_id == delivery.id:
                 answer = str(feedback.values.get("values", {}).get("answer", ""))
                 await self.answer(answer, from_inbox=True)
 
-        inbox.service.callbacks[delivery_id] = on_answer
-
-    def _clear(self) -> None:
-        self.state = "idle"
-        self.idea = None
-        self.breakdown = False
-        self.session_id = None
-        self.questions = []
-        self.delivery_id = None
-        self.draft = None
-        self.problems = []
-        self.error = None
-        self.turns = 0
-        self.last_text = ""
-        self._scope = None
+        self.inbox.on_answer(delivery_id, on_answer)
 
     def status(self) -> dict[str, Any]:
-        return {
-            "state": self.state,
-            "idea": self.idea,
-            "breakdown": self.breakdown,
-            "sessionId": self.session_id,
-            "questions": self.questions,
-            "deliveryId": self.delivery_id,
-            "prd": self.draft,
-            "problems": self.problems,
-            "error": self.error,
-            "turns": self.turns,
-            "lastOutput": self.last_text[-2000:],
-        }
+        data = self.session.dump()
+        data["lastOutput"] = data["lastOutput"][-MAX_LAST_OUTPUT:]
+        return data
 
     def publish(self, type_: str, payload: dict[str, Any]) -> None:
-        self.runtime.publish(type_, payload)
+        self.repo.publish(type_, payload)
 
     # -- control
     async def start(self, idea: str | None, breakdown: bool) -> dict[str, Any]:
-        if self.state in ("planning", "waiting_input"):
+        if self.session.active:
             raise InvalidState(
-                f"a planning session is {self.state} in {self.runtime.name}; answer it, finish it "
-                "or reset it (`pokeralphctl plan --reset`)",
-                state=self.state,
+                f"a planning session is {self.session.state} in {self.repo.name}; answer it, "
+                "finish it or reset it (`pokeralphctl plan --reset`)",
+                state=self.session.state,
             )
-        if breakdown:
-            prd, _ = await self.runtime.prd()
-            if prd is None:
-                raise InvalidState("breakdown needs an existing PRD (prd.update first)")
-            prompt = build_breakdown_prompt(prd)
-            idea = idea or prd.description
-        else:
-            if not idea or not idea.strip():
-                raise InvalidParams("idea must not be empty", field="idea")
-            prompt = build_planning_prompt(idea)
-        self._clear()
-        self.idea, self.breakdown, self.state = idea, breakdown, "planning"
-        await self._persist()
+        if not breakdown and (not idea or not idea.strip()):
+            raise InvalidParams("idea must not be empty", field="idea")
+        # Reserve the session before the first await: a second start must see it taken.
+        previous, self.session = (
+            self.session,
+            PlanningSession(state="planning", idea=idea, breakdown=breakdown),
+        )
+        try:
+            if breakdown:
+                prd, _ = await self.repo.prd()
+                if prd is None:
+                    raise InvalidState("breakdown needs an existing PRD (prd.update first)")
+                prompt = build_breakdown_prompt(prd)
+                self.session.idea = idea or prd.description
+            else:
+                prompt = build_planning_prompt(idea or "")
+            await self._persist()
+        except BaseException:
+            self.session = previous
+            raise
         self.service.spawn(self._turn, prompt)
         return self.status()
 
     async def answer(self, answer: str, *, from_inbox: bool = False) -> dict[str, Any]:
-        if self.state != "waiting_input":
+        session = self.session
+        if session.state != "waiting_input":
             raise InvalidState(
-                f"planning is {self.state}, not waiting for an answer", state=self.state
+                f"planning is {session.state}, not waiting for an answer", state=session.state
             )
         if not answer.strip():
             raise InvalidParams("answer must not be empty", field="answer")
-        delivery_id, self.delivery_id = self.delivery_id, None
-        if delivery_id and not from_inbox and self.runtime.inbox is not None:
-            await self.runtime.inbox.record_outside_answer(
+        delivery_id, session.delivery_id = session.delivery_id, None
+        session.state, session.questions, session.error = "planning", [], None
+        if delivery_id and not from_inbox:
+            await self.inbox.record_outside_answer(
                 delivery_id, {"values": {"answer": answer}}, None
             )
-        self.state, self.questions, self.error = "planning", [], None
         await self._persist()
         self.service.spawn(self._turn, build_answer_prompt(answer))
         return self.status()
@@ -200,9 +144,10 @@ class RepoPlanner:
     async def reset(self) -> dict[str, Any]:
         if self._scope is not None:
             self._scope.cancel()
-        if self.delivery_id and self.runtime.inbox is not None:
-            await self.runtime.inbox.close(self.delivery_id, "planning was reset")
-        self._clear()
+        delivery_id = self.session.delivery_id
+        self.session = PlanningSession()
+        if delivery_id:
+            await self.inbox.close(delivery_id, "planning was reset")
         await self._persist()
         self.publish("planning_reset", {})
         return self.status()
@@ -210,18 +155,21 @@ class RepoPlanner:
     async def finish(self, save: bool, merge: str) -> dict[str, Any]:
         if merge not in ("replace", "merge"):
             raise InvalidParams("merge must be 'replace' or 'merge'", field="merge")
-        if self.draft is None:
-            raise InvalidState(f"no PRD draft yet (planning is {self.state})", state=self.state)
-        prd, problems = validate_draft(self.draft, self.idea)
+        session = self.session
+        if session.prd is None:
+            raise InvalidState(
+                f"no PRD draft yet (planning is {session.state})", state=session.state
+            )
+        prd, problems = validate_draft(session.prd, session.idea)
         if prd is None:
-            self.problems = problems
-            return {"valid": False, "problems": problems, "saved": False, "prd": self.draft}
+            session.problems = problems
+            return {"valid": False, "problems": problems, "saved": False, "prd": session.prd}
         if not save:
             return {"valid": True, "problems": [], "saved": False, "prd": prd.dump()}
-        existing, _ = await self.runtime.prd()
+        existing, _ = await self.repo.prd()
         if merge == "merge" and existing is not None:
-            ids = [t.id for t in existing.tasks] + await self.runtime.io(
-                self.runtime.files.battle_task_ids
+            ids = [t.id for t in existing.tasks] + await self.repo.io(
+                self.repo.files.battle_task_ids
             )
             base = max((t.priority for t in existing.tasks), default=0)
             added = []
@@ -236,14 +184,14 @@ class RepoPlanner:
                 old.tasks.extend(added)
                 return old
 
-            saved, version = await self.runtime.update_prd(
+            saved, version = await self.repo.update_prd(
                 change, None, "prd_updated", lambda p: {"prd": p.dump()}
             )
         else:
-            saved, version = await self.runtime.update_prd(
+            saved, version = await self.repo.update_prd(
                 lambda _old: prd, None, "prd_updated", lambda p: {"prd": p.dump()}
             )
-        self._clear()
+        self.session = PlanningSession()
         await self._persist()
         return {
             "valid": True,
@@ -255,19 +203,21 @@ class RepoPlanner:
 
     # -- one agent turn
     async def _turn(self, prompt: str) -> None:
+        session = self.session
         try:
-            await self._turn_once(prompt)
+            await self._turn_once(session, prompt)
         finally:
-            with anyio.CancelScope(shield=True):
-                await self._persist()
+            if self.session is session:
+                with anyio.CancelScope(shield=True):
+                    await self._persist()
 
-    async def _turn_once(self, prompt: str) -> None:
-        self.turns += 1
-        turn = self.turns
+    async def _turn_once(self, session: PlanningSession, prompt: str) -> None:
+        session.turns += 1
+        turn = session.turns
         texts: list[str] = []
         result: list[AgentResult] = []
         stream = OutputStream(
-            self.runtime.files.dir / "planning" / f"turn-{turn}.log",
+            self.repo.files.dir / "planning" / f"turn-{turn}.log",
             lambda chunks: self.publish("planning_output", {"turn": turn, "chunks": chunks}),
             10,
         )
@@ -281,19 +231,20 @@ class RepoPlanner:
             elif isinstance(event, AgentResult):
                 result.append(event)
 
-        config = await self.runtime.config()
+        config = await self.repo.config()
         request = AgentRequest(
             prompt=prompt,
-            cwd=self.runtime.path,
+            cwd=self.repo.path,
             mode="plan",
             config=config.agent,
             env={
-                "POKERALPH_REPO": self.runtime.name,
-                "POKERALPH_REPO_PATH": str(self.runtime.path),
+                "POKERALPH_REPO": self.repo.name,
+                "POKERALPH_REPO_PATH": str(self.repo.path),
             },
-            resume_session=self.session_id,
+            resume_session=session.session_id,
             timeout=config.timeout_minutes * 60,
             idle_timeout=config.idle_timeout_minutes * 60,
+            owner=self.service.owner,
         )
         self._scope = anyio.CancelScope()
         outcome = None
@@ -307,27 +258,27 @@ class RepoPlanner:
                     )
                     tg.cancel_scope.cancel()
         except PokeralphError as exc:
-            self._failed(exc.message)
+            self._failed(session, exc.message)
             return
         finally:
             stream.close()
             self._scope = None
-        if outcome is None:
+        if outcome is None or self.session is not session:
             return  # reset while running
-        self.session_id = outcome.session_id or self.session_id
+        session.session_id = outcome.session_id or session.session_id
         if outcome.error:
-            self._failed(outcome.error)
+            self._failed(session, outcome.error)
             return
         final = result[-1].text if result and result[-1].text else "\n".join(texts[-1:])
-        self.last_text = final
+        session.last_output = final
         draft, problems = draft_from(final)
         if draft is not None:
-            self.draft = draft
-            _, self.problems = validate_draft(draft, self.idea)
-            self.state = "completed"
+            session.prd = draft
+            _, session.problems = validate_draft(draft, session.idea)
+            session.state = "completed"
             self.publish(
                 "planning_completed",
-                {"prd": draft, "valid": not self.problems, "problems": self.problems},
+                {"prd": draft, "valid": not session.problems, "problems": session.problems},
             )
             return
         questions = questions_in(final)
@@ -338,78 +289,76 @@ class RepoPlanner:
                 else "The agent neither asked a <question> nor produced a <prd>. Its last words:\n\n"
                 + final[-1500:]
             ]
-        self.questions = questions
-        self.state = "waiting_input"
-        await self._ask(questions)
+        session.questions = questions
+        session.state = "waiting_input"
+        await self._ask(session)
 
-    async def _ask(self, questions: list[str]) -> None:
-        inbox = self.runtime.inbox
-        if inbox is not None:
-            body = "\n\n".join(f"{i}. {q}" for i, q in enumerate(questions, 1))
-            delivery = await inbox.create(
-                f"Planning: {len(questions)} question(s) about “{(self.idea or '')[:60]}”",
-                body,
-                "interactive",
-                {
-                    "type": "form",
-                    "fields": [
-                        {
-                            "name": "answer",
-                            "type": "textarea",
-                            "label": "Your answer",
-                            "required": True,
-                        }
-                    ],
-                },
-                Source(kind="planning"),
-            )
-            self.delivery_id = delivery.id
-            self.service_callbacks_for(delivery.id)
+    async def _ask(self, session: PlanningSession) -> None:
+        questions = session.questions
+        body = "\n\n".join(f"{i}. {q}" for i, q in enumerate(questions, 1))
+        delivery = await self.inbox.create(
+            f"Planning: {len(questions)} question(s) about “{(session.idea or '')[:60]}”",
+            body,
+            "interactive",
+            {
+                "type": "form",
+                "fields": [
+                    {
+                        "name": "answer",
+                        "type": "textarea",
+                        "label": "Your answer",
+                        "required": True,
+                    }
+                ],
+            },
+            Source(kind="planning"),
+        )
+        session.delivery_id = delivery.id
+        self._listen(delivery.id)
         self.publish(
             "planning_question",
             {
-                "questions": self.questions,
-                "question": "\n\n".join(self.questions),
-                "deliveryId": self.delivery_id,
+                "questions": questions,
+                "question": "\n\n".join(questions),
+                "deliveryId": session.delivery_id,
             },
         )
 
-    def _failed(self, error: str) -> None:
-        self.error = error
-        self.state = "waiting_input" if self.session_id else "idle"
-        self.publish("planning_failed", {"error": error, "state": self.state})
+    def _failed(self, session: PlanningSession, error: str) -> None:
+        session.error = error
+        session.state = "waiting_input" if session.session_id else "idle"
+        self.publish("planning_failed", {"error": error, "state": session.state})
 
 
 class PlanService:
-    """Daemon extension: a planner per runtime, and the task group their turns run in."""
+    """Daemon-wide side of planning: a planner per repository (``attach``) and the task
+    group their turns run in."""
 
-    def __init__(self) -> None:
+    def __init__(self, owner: ProcessOwner | None = None) -> None:
         self._tg: TaskGroup | None = None
+        self.owner = owner  # the daemon's mark on planning agents
 
     def spawn(self, func: Any, *args: Any) -> None:
         if self._tg is None:
             raise InvalidState("the daemon is not serving yet")
         self._tg.start_soon(func, *args)
 
-    def attach(self, runtime: RepoRuntime) -> None:
-        planner = RepoPlanner(runtime, self)
-        runtime.planning = planner
-        if runtime.failure is None:
+    def attach(self, repo: RepoStore, inbox: Inbox) -> RepoPlanner:
+        planner = RepoPlanner(repo, self, inbox)
+        if repo.failure is None:
             planner.restore()
+        return planner
 
-    async def detach(self, runtime: RepoRuntime) -> None:
-        planner = runtime.planning
-        if isinstance(planner, RepoPlanner) and planner.state == "planning":
+    async def detach(self, planner: RepoPlanner) -> None:
+        if planner.session.state == "planning":
             await planner.reset()
 
-    async def run(
-        self, daemon: Daemon, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-    ) -> None:
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         async with anyio.create_task_group() as tg:
             self._tg = tg
             task_status.started()
             await anyio.sleep_forever()
 
-    async def stop(self, daemon: Daemon) -> None:
+    async def stop(self) -> None:
         if self._tg is not None:
             self._tg.cancel_scope.cancel()

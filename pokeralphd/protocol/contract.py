@@ -4,27 +4,27 @@
 - ``shared/schemas/events/{type}.json``: each event's payload;
 - ``shared/schemas/{document}.json``: the ``.pokeralph/`` documents.
 
-Run ``python -m pokeralphd.protocol.contract [ROOT]`` after changing a method, an event or
+Run ``python -m pokeralphd.contract [ROOT]`` after changing a method, an event or
 a document; a test regenerates the files and fails on any drift.
 """
 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from pokeralphd.domain.inbox import AnnotationList, Delivery, FeedbackList, Index
 from pokeralphd.domain.models import PRD, Battle, Config, Progress
-from pokeralphd.planning.service import PlanningSession
+from pokeralphd.domain.planning import PlanningSession
+from pokeralphd.domain.registry import Registry
 from pokeralphd.protocol.events import EVENT_TYPES, Envelope
-from pokeralphd.protocol.openrpc import openrpc_document
-from pokeralphd.store.registry import Registry
+from pokeralphd.protocol.openrpc import MethodSpec, openrpc_document
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from pydantic import BaseModel
 
 DOCUMENTS: dict[str, tuple[type[BaseModel], str]] = {
@@ -65,36 +65,15 @@ def event_schema(name: str, payload: type[msgspec.Struct]) -> dict[str, Any]:
     return schema
 
 
-def render(table: Any) -> dict[str, str]:
+def render(methods: Iterable[MethodSpec]) -> dict[str, str]:
     """Relative path -> file content, for the whole contract."""
 
     def dump(obj: Any) -> str:
         return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
-    files = {"openrpc.json": dump(openrpc_document(table))}
+    files = {"openrpc.json": dump(openrpc_document(methods))}
     for name, (model, where) in DOCUMENTS.items():
         files[f"schemas/{name}.json"] = dump(document_schema(model, where))
     for name, payload in EVENT_TYPES.items():
         files[f"schemas/events/{name}.json"] = dump(event_schema(name, payload))
     return files
-
-
-def write(root: Path) -> list[Path]:
-    from pokeralphd.server.methods import build_table
-
-    written = []
-    for rel, content in render(build_table()).items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.exists() or path.read_text() != content:
-            path.write_text(content)
-            written.append(path)
-    return written
-
-
-if __name__ == "__main__":
-    target = (
-        Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[2] / "shared"
-    )
-    for changed in write(target):
-        print(f"wrote {changed}")

@@ -6,7 +6,7 @@ contract can never drift from the code without a test noticing.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
@@ -15,11 +15,26 @@ from pokeralphd.protocol.codes import ERROR_DESCRIPTIONS
 from pokeralphd.protocol.results import RESULTS, model_components
 
 if TYPE_CHECKING:
-    from pokeralphd.server.dispatch import MethodTable
+    from collections.abc import Iterable
+
+    from pokeralphd.protocol.params import Params
 
 
-def openrpc_document(table: MethodTable) -> dict[str, Any]:
-    methods = sorted(table.methods.values(), key=lambda m: m.name)
+class MethodSpec(Protocol):
+    """What the document needs of a method: its name, params struct and summary."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def params(self) -> type[Params]: ...
+
+    @property
+    def summary(self) -> str: ...
+
+
+def openrpc_document(specs: Iterable[MethodSpec]) -> dict[str, Any]:
+    methods = sorted(specs, key=lambda m: m.name)
     param_types = [m.params for m in methods]
     schemas, components = msgspec.json.schema_components(
         param_types, ref_template="#/components/schemas/{name}"

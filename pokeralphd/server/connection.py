@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import msgspec
@@ -17,14 +17,16 @@ import msgspec
 from pokeralphd.protocol import jsonrpc
 from pokeralphd.protocol.codes import ErrorCode
 from pokeralphd.protocol.framing import FrameDecoder, FrameError, FrameTooLarge, encode_frame
-from pokeralphd.server.dispatch import CallContext, Dispatcher
+from pokeralphd.server.context import CallContext
 from pokeralphd.server.eventbus import Event, overflow_notice
 from pokeralphd.server.outbox import Outbox
 
 if TYPE_CHECKING:
     from anyio.abc import ByteStream, TaskGroup
 
-    from pokeralphd.daemon import Daemon
+    from pokeralphd.server.context import Services
+    from pokeralphd.server.dispatch import Dispatcher
+    from pokeralphd.settings import DaemonSettings
 
 log = logging.getLogger(__name__)
 _ids = itertools.count(1)
@@ -32,14 +34,28 @@ READ_SIZE = 1 << 18
 REPLY_BACKLOG = 4 << 20
 
 
+class ConnectionHost(Protocol):
+    """What a connection needs of the server it belongs to."""
+
+    settings: DaemonSettings
+    dispatcher: Dispatcher
+    services: Services
+
+    def opened(self, conn: ClientConnection) -> None: ...
+
+    def closed(self, conn: ClientConnection) -> None: ...
+
+
 class ClientConnection:
-    def __init__(self, daemon: Daemon, stream: ByteStream, peer_pid: int | None = None) -> None:
+    def __init__(
+        self, host: ConnectionHost, stream: ByteStream, peer_pid: int | None = None
+    ) -> None:
         self.id = next(_ids)
-        self.daemon = daemon
+        self.host = host
         self.stream = stream
         self.peer_pid = peer_pid
-        self.decoder = FrameDecoder(daemon.settings.max_message)
-        self.outbox = Outbox(stream, daemon.settings.max_subscriber_backlog)
+        self.decoder = FrameDecoder(host.settings.max_message)
+        self.outbox = Outbox(stream, host.settings.max_subscriber_backlog)
         self.subscriptions: set[int] = set()
         self._reader_scope = anyio.CancelScope()
 
@@ -88,8 +104,8 @@ class ClientConnection:
         return await self._dispatch(parsed)
 
     async def _dispatch(self, parsed: jsonrpc.Request) -> dict[str, Any] | None:
-        ctx = CallContext(self.daemon, self)
-        reply = await self.daemon.dispatcher.call(parsed, ctx)
+        ctx = CallContext(self.host.services, self)
+        reply = await self.host.dispatcher.call(parsed, ctx)
         if ctx.after_reply:
             # Replay queued by the handler goes out after its reply.
             if reply is not None:
@@ -109,8 +125,7 @@ class ClientConnection:
             self._send(reply)
 
     async def serve(self) -> None:
-        daemon = self.daemon
-        daemon.connections[self.id] = self
+        self.host.opened(self)
         try:
             async with anyio.create_task_group() as outer:
                 outer.start_soon(self.outbox.run)
@@ -122,14 +137,13 @@ class ClientConnection:
                         inner.cancel_scope.cancel()
                 self.outbox.close_after_flush()
         finally:
+            bus = self.host.services.bus
             for sub_id in self.subscriptions:
-                daemon.bus.unsubscribe(sub_id)
-            daemon.connections.pop(self.id, None)
-            if not daemon.connections:
-                daemon.connections_gone.set()
+                bus.unsubscribe(sub_id)
+            self.host.closed(self)
 
     async def _read_loop(self, tg: TaskGroup) -> None:
-        dispatcher = self.daemon.dispatcher
+        dispatcher = self.host.dispatcher
         while not self.outbox.closed:
             try:
                 data = await self.stream.receive(READ_SIZE)

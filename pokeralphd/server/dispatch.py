@@ -21,25 +21,14 @@ from pokeralphd.domain.statuses import IllegalTransition
 from pokeralphd.errors import InvalidParams, PokeralphError
 from pokeralphd.protocol import jsonrpc
 from pokeralphd.protocol.codes import ErrorCode
+from pokeralphd.protocol.openrpc import openrpc_document
 
 if TYPE_CHECKING:
-    from pokeralphd.daemon import Daemon
     from pokeralphd.protocol.params import Params
-    from pokeralphd.server.connection import ClientConnection
+    from pokeralphd.server.context import CallContext
 
 log = logging.getLogger(__name__)
 Handler = Callable[["CallContext", Any], Awaitable[Any]]
-
-
-class CallContext:
-    """What a handler may use: the daemon, the calling connection, hooks run after the reply."""
-
-    __slots__ = ("after_reply", "conn", "daemon")
-
-    def __init__(self, daemon: Daemon, conn: ClientConnection | None) -> None:
-        self.daemon = daemon
-        self.conn = conn
-        self.after_reply: list[Callable[[], None]] = []
 
 
 @dataclass(frozen=True)
@@ -54,6 +43,13 @@ class Method:
 class MethodTable:
     def __init__(self) -> None:
         self.methods: dict[str, Method] = {}
+        self._discover: dict[str, Any] | None = None
+
+    def discover(self) -> dict[str, Any]:
+        """The OpenRPC document (built once: the table never changes once serving)."""
+        if self._discover is None:
+            self._discover = openrpc_document(self.methods.values())
+        return self._discover
 
     def add(
         self,
@@ -67,6 +63,7 @@ class MethodTable:
             if name in self.methods:
                 raise ValueError(f"method {name} registered twice")
             self.methods[name] = Method(name, handler, params, summary, concurrent)
+            self._discover = None
             return handler
 
         return decorate
@@ -107,9 +104,8 @@ def decode_params(method: Method, raw: list[Any] | dict[str, Any] | None) -> Par
 
 
 class Dispatcher:
-    def __init__(self, table: MethodTable, daemon: Daemon) -> None:
+    def __init__(self, table: MethodTable) -> None:
         self.table = table
-        self.daemon = daemon
         self.concurrent_names = [n.encode() for n, m in table.methods.items() if m.concurrent]
         # Params structs of methods called without params, decoded once (they are never mutated).
         self._no_params: dict[str, Params] = {}

@@ -11,7 +11,7 @@
     │   └── logs/iteration-{n}.log  what the agent printed
     └── daemon.lock                 held by the daemon that owns this repository
 
-All methods are synchronous and do plain file I/O; the repository runtime serialises
+All methods are synchronous and do plain file I/O; the repository store serialises
 writes and runs them off the event loop. Task ids are validated before any path is built.
 """
 

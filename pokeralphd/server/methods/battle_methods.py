@@ -4,11 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
-from pokeralphd.battle.gitservice import GitService
-from pokeralphd.battle.orchestrator import BattleOrchestrator
-from pokeralphd.errors import InvalidState
 from pokeralphd.protocol.params import (
     BattleApproveParams,
     BattleControlParams,
@@ -20,13 +15,13 @@ from pokeralphd.protocol.params import (
 )
 
 if TYPE_CHECKING:
-    from pokeralphd.server.dispatch import CallContext, MethodTable
+    from pokeralphd.battle.orchestrator import BattleOrchestrator
+    from pokeralphd.server.context import CallContext
+    from pokeralphd.server.dispatch import MethodTable
 
 
 def _orch(ctx: CallContext, repo: str | None) -> BattleOrchestrator:
-    orch = ctx.daemon.resolve(repo).battles
-    assert isinstance(orch, BattleOrchestrator)
-    return orch
+    return ctx.repos.resolve(repo).battles
 
 
 def register(table: MethodTable) -> None:
@@ -76,13 +71,12 @@ def register(table: MethodTable) -> None:
         "Active battles: of one repository when repo is given, else of every repository.",
     )
     async def current(ctx: CallContext, p: RepoParams) -> dict[str, Any]:
-        runtimes = [ctx.daemon.resolve(p.repo)] if p.repo else list(ctx.daemon.runtimes.values())
-        out = []
-        for runtime in runtimes:
-            orch = runtime.battles
-            if isinstance(orch, BattleOrchestrator) and (summary := orch.summary()):
-                out.append({"repo": runtime.name, **summary})
-        return {"battles": out, "engine": ctx.daemon.battles.summary()}
+        out = [
+            {"repo": repo.name, **summary}
+            for repo in ctx.repos.scope(p.repo)
+            if (summary := repo.battles.summary())
+        ]
+        return {"battles": out, "engine": ctx.services.battles.summary()}
 
     @table.add("battle.progress", TaskRef, "The task's progress.json (live while it runs).")
     async def progress(ctx: CallContext, p: TaskRef) -> dict[str, Any]:
@@ -107,18 +101,4 @@ def register(table: MethodTable) -> None:
         "Undo the task's last PokéRalph commit with a revert commit (refused if HEAD is not one).",
     )
     async def revert(ctx: CallContext, p: TaskRef) -> dict[str, Any]:
-        orch = _orch(ctx, p.repo)
-        if (
-            orch.active is not None
-            and orch.active.task_id == p.task_id
-            and orch.active.battle.status == "running"
-        ):
-            raise InvalidState(
-                "pause or cancel the battle before reverting its commit", taskId=p.task_id
-            )
-        task, _ = await orch.runtime.task(p.task_id)
-        git = GitService(orch.runtime.path)
-        prefix = git.format_commit_message(p.task_id, "").rstrip(": ").rstrip()
-        new_hash = await anyio.to_thread.run_sync(git.revert_last, prefix)
-        orch.publish("battle_reverted", {"commitHash": new_hash, "title": task.title}, p.task_id)
-        return {"taskId": p.task_id, "revertCommit": new_hash}
+        return await _orch(ctx, p.repo).revert(p.task_id)

@@ -7,13 +7,14 @@ from typing import TYPE_CHECKING, Any
 from pokeralphd.protocol.params import ConfigUpdateParams, RepoParams
 
 if TYPE_CHECKING:
-    from pokeralphd.server.dispatch import CallContext, MethodTable
+    from pokeralphd.server.context import CallContext
+    from pokeralphd.server.dispatch import MethodTable
 
 
 def register(table: MethodTable) -> None:
     @table.add("config.get", RepoParams, "Effective config, which layer set each key, version.")
     async def get(ctx: CallContext, params: RepoParams) -> dict[str, Any]:
-        return await ctx.daemon.resolve(params.repo).config_get()
+        return await ctx.repos.resolve(params.repo).store.config_get()
 
     @table.add(
         "config.update",
@@ -21,5 +22,5 @@ def register(table: MethodTable) -> None:
         "Set keys in the repository layer (null unsets); validated before anything is written.",
     )
     async def update(ctx: CallContext, params: ConfigUpdateParams) -> dict[str, Any]:
-        runtime = ctx.daemon.resolve(params.repo)
-        return await runtime.config_update(params.patch, params.expected_version)
+        store = ctx.repos.resolve(params.repo).store
+        return await store.config_update(params.patch, params.expected_version)

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 from pokeralphd.protocol.params import NoParams
 
 if TYPE_CHECKING:
-    from pokeralphd.server.dispatch import CallContext, MethodTable
+    from pokeralphd.server.context import CallContext
+    from pokeralphd.server.dispatch import MethodTable
 
 
 def register(table: MethodTable) -> None:
@@ -17,15 +18,13 @@ def register(table: MethodTable) -> None:
 
     @table.add("daemon.status", NoParams, "Version, pid, uptime, socket, repositories, clients.")
     async def status(ctx: CallContext, params: NoParams) -> dict[str, Any]:
-        return ctx.daemon.status()
+        return ctx.services.status()
 
     @table.add("daemon.shutdown", NoParams, "Stop the daemon gracefully (as SIGTERM does).")
     async def shutdown(ctx: CallContext, params: NoParams) -> dict[str, Any]:
-        ctx.daemon.shutdown_requested.set()
+        ctx.services.request_shutdown()
         return {"stopping": True}
 
     @table.add("rpc.discover", NoParams, "The OpenRPC document of every method.")
     async def discover(ctx: CallContext, params: NoParams) -> dict[str, Any]:
-        from pokeralphd.protocol.openrpc import openrpc_document
-
-        return openrpc_document(ctx.daemon.table)
+        return ctx.services.discover()

@@ -9,7 +9,8 @@ from pokeralphd.errors import InvalidParams
 from pokeralphd.protocol.params import DebugEmitParams
 
 if TYPE_CHECKING:
-    from pokeralphd.server.dispatch import CallContext, MethodTable
+    from pokeralphd.server.context import CallContext
+    from pokeralphd.server.dispatch import MethodTable
 
 
 def register(table: MethodTable) -> None:
@@ -18,7 +19,7 @@ def register(table: MethodTable) -> None:
         if not 0 < p.count <= 1_000_000 or not 0 <= p.size <= 65536:
             raise InvalidParams("count must be 1..1000000 and size 0..65536", field="count")
         pad = "x" * p.size
-        bus = ctx.daemon.bus
+        bus = ctx.services.bus
         for i in range(p.count):
             bus.publish("debug", None, {"i": i, "t": time.time(), "pad": pad})
         return {"published": p.count, "seq": bus.seq}

@@ -8,7 +8,8 @@ from pokeralphd.errors import InvalidState, NotFound
 from pokeralphd.protocol.params import SubscribeParams, UnsubscribeParams
 
 if TYPE_CHECKING:
-    from pokeralphd.server.dispatch import CallContext, MethodTable
+    from pokeralphd.server.context import CallContext
+    from pokeralphd.server.dispatch import MethodTable
 
 
 def register(table: MethodTable) -> None:
@@ -22,11 +23,15 @@ def register(table: MethodTable) -> None:
         conn = ctx.conn
         if conn is None:
             raise InvalidState("events.subscribe needs a connection")
-        repo = ctx.daemon.resolve(params.repo, usable=False).name if params.repo else None
-        bus = ctx.daemon.bus
+        repo = ctx.repos.resolve(params.repo, usable=False).name if params.repo else None
+        bus = ctx.services.bus
         sub = bus.subscribe(conn.deliver, repo, params.types, params.task_id)
         conn.subscriptions.add(sub.id)
-        result: dict[str, Any] = {"subscription": sub.id, "seq": bus.seq, "epoch": ctx.daemon.epoch}
+        result: dict[str, Any] = {
+            "subscription": sub.id,
+            "seq": bus.seq,
+            "epoch": ctx.services.epoch,
+        }
         if params.since is not None:
             events, lost = bus.replay(sub, params.since)
             result["replayed"] = len(events)
@@ -58,5 +63,5 @@ def register(table: MethodTable) -> None:
             if sub_id not in conn.subscriptions:
                 raise NotFound(f"no subscription {sub_id} on this connection", subscription=sub_id)
             conn.subscriptions.discard(sub_id)
-            ctx.daemon.bus.unsubscribe(sub_id)
+            ctx.services.bus.unsubscribe(sub_id)
         return {"unsubscribed": ids}

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pokeralphd.domain.ids import validate_delivery_id
 from pokeralphd.domain.inbox import Source
 from pokeralphd.errors import InvalidParams
-from pokeralphd.inbox.service import RepoInbox
+from pokeralphd.inbox.service import DeliveryNotFound
 from pokeralphd.protocol.params import (
     DeliveryRef,
     InboxAnnotateParams,
@@ -18,9 +19,20 @@ from pokeralphd.protocol.params import (
 )
 
 if TYPE_CHECKING:
-    from pokeralphd.server.dispatch import CallContext, MethodTable
+    from pokeralphd.inbox.service import RepoInbox
+    from pokeralphd.server.context import CallContext
+    from pokeralphd.server.dispatch import MethodTable
 
 STATUSES = ("delivered", "awaiting_feedback", "completed", "timeout", "open")
+
+
+def _find(ctx: CallContext, delivery_id: str, repo: str | None) -> RepoInbox:
+    """The inbox holding ``delivery_id``: of the named repository, else of any."""
+    validate_delivery_id(delivery_id)
+    for candidate in ctx.repos.scope(repo):
+        if candidate.inbox.holds(delivery_id):
+            return candidate.inbox
+    raise DeliveryNotFound(f"no delivery {delivery_id}", id=delivery_id)
 
 
 def register(table: MethodTable) -> None:
@@ -32,24 +44,21 @@ def register(table: MethodTable) -> None:
     async def list_(ctx: CallContext, p: InboxListParams) -> dict[str, Any]:
         if p.status is not None and p.status not in STATUSES:
             raise InvalidParams(f"status must be one of {', '.join(STATUSES)}", field="status")
-        runtimes = [ctx.daemon.resolve(p.repo)] if p.repo else list(ctx.daemon.runtimes.values())
         items: list[dict[str, Any]] = []
-        for runtime in runtimes:
-            if runtime.failure is not None or not isinstance(runtime.inbox, RepoInbox):
-                continue
-            index = await runtime.inbox.io(runtime.inbox.store.index)
+        for repo in ctx.repos.scope(p.repo):
+            index = await repo.inbox.io(repo.inbox.store.index)
             for entry in index.items:
                 if p.status == "open" and entry.status not in ("awaiting_feedback", "timeout"):
                     continue
                 if p.status not in (None, "open") and entry.status != p.status:
                     continue
-                items.append({"repo": runtime.name, **entry.dump()})
+                items.append({"repo": repo.name, **entry.dump()})
         items.sort(key=lambda e: (e["createdAt"], e["id"]))
         return {"items": items}
 
     @table.add("inbox.get", DeliveryRef, "One delivery with its feedback and annotations.")
     async def get(ctx: CallContext, p: DeliveryRef) -> dict[str, Any]:
-        return await ctx.daemon.inbox.find(p.id, p.repo).get(p.id)
+        return await _find(ctx, p.id, p.repo).get(p.id)
 
     @table.add(
         "inbox.create",
@@ -57,14 +66,14 @@ def register(table: MethodTable) -> None:
         "Publish a delivery (markdown body; schema confirm/select/form/rating unless passive).",
     )
     async def create(ctx: CallContext, p: InboxCreateParams) -> dict[str, Any]:
-        runtime = ctx.daemon.resolve(p.repo)
+        repo = ctx.repos.resolve(p.repo)
         if p.timeout_seconds is not None and p.timeout_seconds <= 0:
             raise InvalidParams("timeoutSeconds must be positive", field="timeoutSeconds")
         source = Source(kind="agent" if p.task_id else "user", task_id=p.task_id)
-        delivery = await runtime.inbox.create(
+        delivery = await repo.inbox.create(
             p.title, p.body, p.mode, p.schema, source, p.timeout_seconds
         )
-        return {"repo": runtime.name, "delivery": delivery.dump()}
+        return {"repo": repo.name, "delivery": delivery.dump()}
 
     @table.add(
         "inbox.answer",
@@ -72,19 +81,19 @@ def register(table: MethodTable) -> None:
         "Answer a delivery; the values are checked against its schema before anything is stored.",
     )
     async def answer(ctx: CallContext, p: InboxAnswerParams) -> dict[str, Any]:
-        inbox = ctx.daemon.inbox.find(p.id, p.repo)
+        inbox = _find(ctx, p.id, p.repo)
         feedback = await inbox.answer(p.id, p.values, p.note)
-        return {"repo": inbox.runtime.name, "feedback": feedback.dump()}
+        return {"repo": inbox.name, "feedback": feedback.dump()}
 
     @table.add("inbox.annotate", InboxAnnotateParams, "Add a comment or highlight to a delivery.")
     async def annotate(ctx: CallContext, p: InboxAnnotateParams) -> dict[str, Any]:
-        inbox = ctx.daemon.inbox.find(p.id, p.repo)
+        inbox = _find(ctx, p.id, p.repo)
         annotation = await inbox.annotate(p.id, p.type, p.content, p.target)
         return {"annotation": annotation.dump()}
 
     @table.add("inbox.close", DeliveryRef, "Close a delivery without answering it.")
     async def close(ctx: CallContext, p: DeliveryRef) -> dict[str, Any]:
-        delivery = await ctx.daemon.inbox.find(p.id, p.repo).close(p.id, "closed by a person")
+        delivery = await _find(ctx, p.id, p.repo).close(p.id, "closed by a person")
         return {"delivery": delivery.dump()}
 
     @table.add(
@@ -96,4 +105,4 @@ def register(table: MethodTable) -> None:
     async def wait(ctx: CallContext, p: InboxWaitParams) -> dict[str, Any]:
         if p.timeout is not None and p.timeout < 0:
             raise InvalidParams("timeout must not be negative", field="timeout")
-        return await ctx.daemon.inbox.find(p.id, p.repo).wait(p.id, p.timeout)
+        return await _find(ctx, p.id, p.repo).wait(p.id, p.timeout)

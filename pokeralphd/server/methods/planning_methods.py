@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pokeralphd.planning.service import RepoPlanner
 from pokeralphd.protocol.params import (
     PlanningAnswerParams,
     PlanningFinishParams,
@@ -13,13 +12,13 @@ from pokeralphd.protocol.params import (
 )
 
 if TYPE_CHECKING:
-    from pokeralphd.server.dispatch import CallContext, MethodTable
+    from pokeralphd.planning.service import RepoPlanner
+    from pokeralphd.server.context import CallContext
+    from pokeralphd.server.dispatch import MethodTable
 
 
 def _planner(ctx: CallContext, repo: str | None) -> RepoPlanner:
-    planner = ctx.daemon.resolve(repo).planning
-    assert isinstance(planner, RepoPlanner)
-    return planner
+    return ctx.repos.resolve(repo).planner
 
 
 def register(table: MethodTable) -> None:

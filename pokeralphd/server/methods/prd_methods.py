@@ -10,13 +10,14 @@ from pokeralphd.protocol.params import PrdUpdateParams, RepoParams
 from pokeralphd.validation import validated
 
 if TYPE_CHECKING:
-    from pokeralphd.server.dispatch import CallContext, MethodTable
+    from pokeralphd.server.context import CallContext
+    from pokeralphd.server.dispatch import MethodTable
 
 
 def register(table: MethodTable) -> None:
     @table.add("prd.get", RepoParams, "The PRD with its tasks (null if none yet) and its version.")
     async def get(ctx: CallContext, params: RepoParams) -> dict[str, Any]:
-        prd, version = await ctx.daemon.resolve(params.repo).prd()
+        prd, version = await ctx.repos.resolve(params.repo).store.prd()
         return {"prd": prd.dump() if prd else None, "version": version}
 
     @table.add(
@@ -25,11 +26,11 @@ def register(table: MethodTable) -> None:
         "Replace the PRD (prd) or set name/description/metadata; expectedVersion guards.",
     )
     async def update(ctx: CallContext, params: PrdUpdateParams) -> dict[str, Any]:
-        runtime = ctx.daemon.resolve(params.repo)
+        store = ctx.repos.resolve(params.repo).store
         if params.prd is not None:
             if params.name or params.description or params.metadata:
                 raise InvalidParams("pass either prd or name/description/metadata", field="prd")
-            prd, version = await runtime.replace_prd(params.prd, params.expected_version)
+            prd, version = await store.replace_prd(params.prd, params.expected_version)
             return {"prd": prd.dump(), "version": version}
         if params.name is None and params.description is None and params.metadata is None:
             raise InvalidParams(
@@ -51,7 +52,7 @@ def register(table: MethodTable) -> None:
             return old
 
         try:
-            prd, version = await runtime.update_prd(
+            prd, version = await store.update_prd(
                 change, params.expected_version, "prd_updated", lambda p: {"prd": p.dump()}
             )
         except ValueError as exc:  # validate_assignment on name/description

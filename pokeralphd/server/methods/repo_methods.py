@@ -11,21 +11,21 @@ from pokeralphd.protocol.params import (
 )
 
 if TYPE_CHECKING:
-    from pokeralphd.server.dispatch import CallContext, MethodTable
+    from pokeralphd.repository import Repository
+    from pokeralphd.server.context import CallContext
+    from pokeralphd.server.dispatch import MethodTable
 
 
-async def repo_summary(ctx: CallContext, name: str) -> dict[str, Any]:
-    runtime = ctx.daemon.runtimes[name]
-    out = runtime.describe()
-    if runtime.error:
+async def repo_summary(repo: Repository) -> dict[str, Any]:
+    out = repo.describe()
+    if repo.error:
         return out
-    prd, version = await runtime.prd()
+    prd, version = await repo.store.prd()
     counts: dict[str, int] = {}
     for task in prd.tasks if prd else []:
         counts[task.status.value] = counts.get(task.status.value, 0) + 1
     out.update({"prd": prd.name if prd else None, "prdVersion": version, "tasks": counts})
-    if runtime.battles is not None:
-        out["battle"] = runtime.battles.summary()
+    out["battle"] = repo.battles.summary()
     return out
 
 
@@ -36,20 +36,19 @@ def register(table: MethodTable) -> None:
         "Register a git repository (absolute path); creates .pokeralph/ with defaults.",
     )
     async def register_(ctx: CallContext, params: RepoRegisterParams) -> dict[str, Any]:
-        runtime = await ctx.daemon.register(params.path, params.name, params.git_init)
-        return await repo_summary(ctx, runtime.name)
+        repo = await ctx.repos.register(params.path, params.name, params.git_init)
+        return await repo_summary(repo)
 
     @table.add("repo.unregister", RepoParams, "Forget a repository (its files stay).")
     async def unregister(ctx: CallContext, params: RepoParams) -> dict[str, Any]:
-        runtime = ctx.daemon.resolve(params.repo, usable=False)
-        await ctx.daemon.unregister(runtime)
-        return {"name": runtime.name, "path": str(runtime.path)}
+        repo = ctx.repos.resolve(params.repo, usable=False)
+        await ctx.repos.unregister(repo)
+        return {"name": repo.name, "path": str(repo.path)}
 
     @table.add("repo.list", NoParams, "Every registered repository.")
     async def list_(ctx: CallContext, params: NoParams) -> list[dict[str, Any]]:
-        return [await repo_summary(ctx, name) for name in sorted(ctx.daemon.runtimes)]
+        return [await repo_summary(repo) for repo in sorted(ctx.repos, key=lambda r: r.name)]
 
     @table.add("repo.status", RepoParams, "One repository: PRD, task counts, battle.")
     async def status(ctx: CallContext, params: RepoParams) -> dict[str, Any]:
-        runtime = ctx.daemon.resolve(params.repo, usable=False)
-        return await repo_summary(ctx, runtime.name)
+        return await repo_summary(ctx.repos.resolve(params.repo, usable=False))

@@ -15,7 +15,8 @@ from pokeralphd.protocol.params import (
 )
 
 if TYPE_CHECKING:
-    from pokeralphd.server.dispatch import CallContext, MethodTable
+    from pokeralphd.server.context import CallContext
+    from pokeralphd.server.dispatch import MethodTable
 
 
 def _status(value: str, field: str = "status") -> TaskStatus:
@@ -31,7 +32,7 @@ def register(table: MethodTable) -> None:
         "task.list", TaskListParams, "Tasks of the PRD, in priority order; filter by status."
     )
     async def list_(ctx: CallContext, params: TaskListParams) -> dict[str, Any]:
-        prd, version = await ctx.daemon.resolve(params.repo).prd()
+        prd, version = await ctx.repos.resolve(params.repo).store.prd()
         tasks = sorted(prd.tasks if prd else [], key=lambda t: (t.priority, t.id))
         if params.status is not None:
             wanted = _status(params.status)
@@ -40,7 +41,7 @@ def register(table: MethodTable) -> None:
 
     @table.add("task.get", TaskRef, "One task.")
     async def get(ctx: CallContext, params: TaskRef) -> dict[str, Any]:
-        task, version = await ctx.daemon.resolve(params.repo).task(params.task_id)
+        task, version = await ctx.repos.resolve(params.repo).store.task(params.task_id)
         return {"task": task.dump(), "version": version}
 
     @table.add(
@@ -56,7 +57,7 @@ def register(table: MethodTable) -> None:
         }
         if params.priority is not None:
             fields["priority"] = params.priority
-        task, version = await ctx.daemon.resolve(params.repo).create_task(
+        task, version = await ctx.repos.resolve(params.repo).store.create_task(
             fields, params.id, params.expected_version
         )
         return {"task": task.dump(), "version": version}
@@ -80,7 +81,7 @@ def register(table: MethodTable) -> None:
             fields["status"] = _status(params.status).value
         if not fields:
             raise InvalidParams("nothing to update", field="taskId")
-        task, version = await ctx.daemon.resolve(params.repo).update_task(
+        task, version = await ctx.repos.resolve(params.repo).update_task(
             params.task_id, fields, params.expected_version
         )
         return {"task": task.dump(), "version": version}
@@ -89,7 +90,7 @@ def register(table: MethodTable) -> None:
         "task.delete", TaskDeleteParams, "Remove a task from the PRD (its battle files stay)."
     )
     async def delete(ctx: CallContext, params: TaskDeleteParams) -> dict[str, Any]:
-        version = await ctx.daemon.resolve(params.repo).delete_task(
+        version = await ctx.repos.resolve(params.repo).delete_task(
             params.task_id, params.expected_version
         )
         return {"taskId": params.task_id, "version": version}

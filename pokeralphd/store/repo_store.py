@@ -1,8 +1,9 @@
-"""RepoRuntime: everything the daemon holds for one registered repository.
+"""RepoStore: one registered repository's documents: config layers, the PRD, its tasks.
 
-It is the single writer of the repository's ``.pokeralph/`` files: every change goes
-through one lock, runs its file I/O off the event loop, and is published as an event.
-Battles and planning attach to it (``self.battles``).
+It is the single writer of those files: every change goes through one lock, runs its
+file I/O off the event loop, and is published as an event. It also holds the
+repository's lock (one daemon per repository) and why the repository is unusable, if it
+is. Battles, the inbox and planning are built on top of it (``pokeralphd.repository``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pokeralphd.domain.ids import next_task_id, validate_task_id
 from pokeralphd.domain.models import PRD, Config, Task
 from pokeralphd.domain.statuses import TaskStatus, check_task_transition
 from pokeralphd.domain.timeutil import utcnow
-from pokeralphd.errors import InvalidParams, PokeralphError, TaskNotFound
+from pokeralphd.errors import InvalidParams, PokeralphError, RepoNotFound, TaskNotFound
 from pokeralphd.store import config_layers
 from pokeralphd.store.filemanager import FileManager
 from pokeralphd.store.locks import RepoLock
@@ -25,28 +26,40 @@ from pokeralphd.validation import validated
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from pokeralphd.daemon import Daemon
+    from pokeralphd.ports import EventSink
     from pokeralphd.store.registry import RepoEntry
 
 R = TypeVar("R")
 
 
-class RepoRuntime:
-    def __init__(self, daemon: Daemon, entry: RepoEntry) -> None:
-        self.daemon = daemon
+class RepoStore:
+    def __init__(self, entry: RepoEntry, events: EventSink, user_config_file: Path) -> None:
         self.name = entry.name
         self.path = Path(entry.path)
         self.files = FileManager(self.path)
         self.lock = RepoLock(self.files.lock_path)
         self.write_lock = anyio.Lock()
         self.failure: PokeralphError | None = None  # why it is unusable (locked, missing)
-        self.battles: Any = None  # the BattleOrchestrator, attached by the battle engine
-        self.inbox: Any = None  # the RepoInbox, attached by the inbox service
-        self.planning: Any = None  # the RepoPlanner, attached by the plan service
+        self._events = events
+        self._user_config_file = user_config_file
 
     # -- plumbing
+    def open(self) -> None:
+        """Take the repository's lock and create ``.pokeralph/``; on failure, say why in
+        :attr:`failure` (the repository stays registered but unusable)."""
+        try:
+            if not self.path.is_dir():
+                raise RepoNotFound(f"{self.path} no longer exists", path=str(self.path))
+            self.lock.acquire()
+            self.files.init()
+        except PokeralphError as exc:
+            self.failure = exc
+
+    def close(self) -> None:
+        self.lock.release()
+
     def publish(self, type_: str, payload: dict[str, Any], task_id: str | None = None) -> None:
-        self.daemon.bus.publish(type_, self.name, payload, task_id)
+        self._events.publish(type_, self.name, payload, task_id)
 
     async def io(self, func: Callable[..., R], *args: Any) -> R:
         """Run blocking file I/O in a worker thread (not abandoned on cancel: writes finish)."""
@@ -61,9 +74,7 @@ class RepoRuntime:
 
     # -- config
     def _config(self) -> tuple[Config, dict[str, str], int]:
-        config, sources = config_layers.effective(
-            self.daemon.paths.user_config_file, self.files.config_path
-        )
+        config, sources = config_layers.effective(self._user_config_file, self.files.config_path)
         _, version = config_layers.read_layer(self.files.config_path)
         return config, sources, version
 
@@ -81,7 +92,7 @@ class RepoRuntime:
 
             def write() -> int:
                 layer, _ = config_layers.read_layer(self.files.config_path)
-                user, _ = config_layers.read_layer(self.daemon.paths.user_config_file)
+                user, _ = config_layers.read_layer(self._user_config_file)
                 new_layer = config_layers.merge(layer, patch)
                 merged = config_layers.merge(
                     config_layers.merge(config_layers.default_layer(), user), new_layer
@@ -168,7 +179,7 @@ class RepoRuntime:
         return created[0], version
 
     async def update_task(
-        self, task_id: str, fields: dict[str, Any], expected: int | None, *, internal: bool = False
+        self, task_id: str, fields: dict[str, Any], expected: int | None
     ) -> tuple[Task, int]:
         validate_task_id(task_id)
         updated: list[Task] = []
@@ -187,8 +198,6 @@ class RepoRuntime:
             updated.append(new_task)
             return prd
 
-        if not internal and self.battles is not None:
-            self.battles.ensure_task_editable(task_id)
         _, version = await self.update_prd(
             change,
             expected,
@@ -200,8 +209,6 @@ class RepoRuntime:
 
     async def delete_task(self, task_id: str, expected: int | None) -> int:
         validate_task_id(task_id)
-        if self.battles is not None:
-            self.battles.ensure_task_editable(task_id)
 
         def change(prd: PRD) -> PRD:
             task = prd.task(task_id)

@@ -1,0 +1,306 @@
+"""Child processes: the one owner of every process the daemon starts.
+
+- :func:`spawn` starts a command in its own process group, with the daemon's service
+  variables removed from its environment, a per-run token (``POKERALPH_RUN_TOKEN``) and
+  the owner's mark (``POKERALPH_OWNER``), which every descendant inherits. On Linux the
+  child is started under ``setpriv --pdeathsig KILL`` when that tool is there, so it dies
+  with the daemon even after a ``kill -9``.
+- :func:`iter_lines` reads a child's output line by line with a bound on a line's length:
+  a longer line is cut into pieces, never held whole in memory.
+- :func:`end_tree` ends a process group and every process carrying a run's token (so a
+  grandchild that left the group with ``setsid`` is found too): SIGTERM, a grace period,
+  then SIGKILL. :func:`sweep` kills what a finished run left behind.
+- :class:`ProcessOwner` marks the children of one daemon; at start the next daemon ends
+  every process whose mark names a previous daemon of the same state folder that is no
+  longer alive (:meth:`ProcessOwner.sweep_orphans`): agents, feedback loops and whatever
+  they started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import anyio
+import psutil
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Mapping, Sequence
+
+    from anyio.abc import ByteReceiveStream, Process
+
+log = logging.getLogger(__name__)
+TOKEN_VAR = "POKERALPH_RUN_TOKEN"
+OWNER_VAR = "POKERALPH_OWNER"
+MAX_LINE = 1 << 20  # a longer line is delivered in pieces of this size
+# Variables a service manager gives the daemon; a child must not think they are its own.
+SERVICE_VARS = (
+    "NOTIFY_SOCKET",
+    "LISTEN_FDS",
+    "LISTEN_PID",
+    "LISTEN_FDNAMES",
+    "WATCHDOG_USEC",
+    "WATCHDOG_PID",
+)
+
+
+@dataclass(frozen=True)
+class ProcessOwner:
+    """The mark of one daemon process on its children: ``{scope}:{pid}:{start time}``.
+
+    ``scope`` names the daemon's state folder, so daemons of other users or other test
+    homes never touch each other's children.
+    """
+
+    scope: str
+    pid: int
+    started: float
+
+    @classmethod
+    def for_state_dir(cls, state_dir: object) -> ProcessOwner:
+        scope = hashlib.sha256(os.fsencode(str(state_dir))).hexdigest()[:16]
+        return cls(scope, os.getpid(), _create_time(os.getpid()) or 0.0)
+
+    @classmethod
+    def anonymous(cls) -> ProcessOwner:
+        """An owner whose children no start-up sweep will ever look for (tests, tools)."""
+        return cls("anonymous-" + uuid.uuid4().hex[:8], os.getpid(), 0.0)
+
+    @property
+    def mark(self) -> str:
+        return f"{self.scope}:{self.pid}:{self.started:.2f}"
+
+    def sweep_orphans(self) -> int:
+        """End every process a dead daemon of the same scope left behind (blocking).
+
+        A process is an orphan when its mark has our scope but names another daemon that
+        is no longer running (its pid is gone, or reused by a process started at another
+        time). Returns how many processes were ended.
+        """
+        prefix = self.scope + ":"
+        victims: list[psutil.Process] = []
+        me = os.getpid()
+        for proc in psutil.process_iter(["pid"]):
+            if proc.pid == me:
+                continue
+            try:
+                mark = proc.environ().get(OWNER_VAR, "")
+            except (psutil.Error, OSError):
+                continue
+            if not mark.startswith(prefix) or mark == self.mark:
+                continue
+            if not _owner_alive(mark):
+                victims.append(proc)
+        for proc in victims:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        if victims:
+            psutil.wait_procs(victims, timeout=5)
+            log.warning("ended %d process(es) a previous daemon left running", len(victims))
+        return len(victims)
+
+
+def _create_time(pid: int) -> float | None:
+    try:
+        return float(psutil.Process(pid).create_time())
+    except psutil.Error:
+        return None
+
+
+def _owner_alive(mark: str) -> bool:
+    try:
+        _scope, pid_text, started_text = mark.rsplit(":", 2)
+        pid, started = int(pid_text), float(started_text)
+    except ValueError:
+        return False
+    created = _create_time(pid)
+    return created is not None and abs(created - started) < 1
+
+
+def child_env(
+    extra: Mapping[str, str], owner: ProcessOwner | None, token: str | None
+) -> dict[str, str]:
+    """The environment of a child: ours, less the service manager's, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k not in SERVICE_VARS}
+    env.update(extra)
+    env.pop(OWNER_VAR, None)
+    if owner is not None:
+        env[OWNER_VAR] = owner.mark
+    if token is not None:
+        env[TOKEN_VAR] = token
+    return env
+
+
+_SETPRIV = shutil.which("setpriv") if sys.platform.startswith("linux") else None
+
+
+def _with_death_signal(argv: Sequence[str]) -> list[str]:
+    """``argv`` run so that the kernel kills it when the daemon dies (Linux, setpriv)."""
+    if _SETPRIV is None:
+        return list(argv)
+    return [_SETPRIV, "--pdeathsig", "KILL", "--", *argv]
+
+
+async def spawn(
+    argv: Sequence[str],
+    *,
+    cwd: str,
+    env: Mapping[str, str],
+    owner: ProcessOwner | None,
+    token: str | None = None,
+    stdin: int | None = subprocess.DEVNULL,
+    stderr: int | None = subprocess.PIPE,
+) -> Process:
+    """Start ``argv`` in a new process group (raises OSError as ``open_process`` does)."""
+    full_env = child_env(env, owner, token)
+    _check_program(argv, cwd, full_env.get("PATH"))
+    return await anyio.open_process(
+        _with_death_signal(argv),
+        stdin=stdin,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        cwd=cwd,
+        env=full_env,
+        start_new_session=True,
+    )
+
+
+def _check_program(argv: Sequence[str], cwd: str, path: str | None) -> None:
+    """Raise what ``exec`` would (FileNotFoundError, PermissionError) before we start:
+    behind setpriv a missing program would only show as an exit status."""
+    if not argv or not argv[0]:
+        raise FileNotFoundError("empty command")
+    program = argv[0]
+    if os.sep in program:
+        found = program if os.path.isabs(program) else os.path.join(cwd, program)
+        if not os.path.exists(found):
+            raise FileNotFoundError(program)
+    else:
+        which = shutil.which(program, mode=os.F_OK, path=path)
+        if which is None:
+            raise FileNotFoundError(program)
+        found = which
+    if os.path.isdir(found) or not os.access(found, os.X_OK):
+        raise PermissionError(program)
+
+
+async def iter_lines(stream: ByteReceiveStream, max_line: int = MAX_LINE) -> AsyncIterator[bytes]:
+    """Lines (without the newline), the last one even without a newline.
+
+    A line longer than ``max_line`` bytes comes in pieces of ``max_line`` bytes, so a
+    child printing one endless line never makes us hold more than that.
+    """
+    buf = bytearray()
+    while True:
+        try:
+            chunk = await stream.receive(1 << 16)
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            break
+        start = 0
+        buf += chunk
+        while True:
+            newline = buf.find(b"\n", start)
+            if newline < 0:
+                break
+            while newline - start > max_line:
+                yield bytes(buf[start : start + max_line])
+                start += max_line
+            yield bytes(buf[start:newline])
+            start = newline + 1
+        if start:
+            del buf[:start]
+        while len(buf) > max_line:
+            yield bytes(buf[:max_line])
+            del buf[:max_line]
+    if buf:
+        yield bytes(buf)
+
+
+def token_processes(token: str) -> list[psutil.Process]:
+    """Every process (but us) whose environment carries ``token``."""
+    found = []
+    me = os.getpid()
+    for proc in psutil.process_iter(["pid"]):
+        if proc.pid == me:
+            continue
+        try:
+            if proc.environ().get(TOKEN_VAR) == token:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def end_tree(pid: int, token: str | None, grace: float) -> None:
+    """End ``pid``'s group and every process carrying ``token`` (blocking: run in a thread)."""
+    victims: dict[int, psutil.Process] = {}
+    with contextlib.suppress(psutil.Error):
+        root = psutil.Process(pid)
+        victims[pid] = root
+        for child in root.children(recursive=True):
+            victims[child.pid] = child
+    if token:
+        for proc in token_processes(token):
+            victims[proc.pid] = proc
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal.SIGTERM)
+    for proc in victims.values():
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+    _, alive = psutil.wait_procs(list(victims.values()), timeout=grace)
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal.SIGKILL)
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(alive, timeout=2)
+
+
+def sweep(token: str) -> int:
+    """After a normal exit: kill whatever the run left behind (same token)."""
+    left = token_processes(token)
+    for proc in left:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    if left:
+        psutil.wait_procs(left, timeout=2)
+        log.info("ended %d process(es) a run left behind", len(left))
+    return len(left)
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL a finished child's process group (what it left in its group)."""
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def end_recorded(pid: int, started: float | None) -> None:
+    """End the group of a process recorded by a dead daemon, if it is still that process."""
+    try:
+        proc = psutil.Process(pid)
+        if started and abs(proc.create_time() - started) > 1:
+            return  # the pid was reused by something else
+        procs = [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal.SIGKILL)
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    psutil.wait_procs(procs, timeout=5)
+
+
+async def reap(process: Process, timeout: float = 5) -> None:
+    """Wait for a child we ended, and close its pipes (bounded)."""
+    with anyio.move_on_after(timeout):
+        await process.aclose()

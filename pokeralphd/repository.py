@@ -1,0 +1,59 @@
+"""Repository: everything the daemon holds for one registered repository, typed.
+
+Its store (config, PRD, tasks, the lock), its battles, its inbox and its planner, built
+together by the composition root. Task edits go through here so that a task in a
+battle cannot be edited under the battle's feet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from pokeralphd.battle.orchestrator import BattleOrchestrator
+    from pokeralphd.domain.models import Task
+    from pokeralphd.errors import PokeralphError
+    from pokeralphd.inbox.service import RepoInbox
+    from pokeralphd.planning.service import RepoPlanner
+    from pokeralphd.store.repo_store import RepoStore
+
+
+@dataclass(eq=False)
+class Repository:
+    store: RepoStore
+    inbox: RepoInbox
+    battles: BattleOrchestrator
+    planner: RepoPlanner
+
+    @property
+    def name(self) -> str:
+        return self.store.name
+
+    @property
+    def path(self) -> Path:
+        return self.store.path
+
+    @property
+    def failure(self) -> PokeralphError | None:
+        return self.store.failure
+
+    @property
+    def error(self) -> str | None:
+        return self.store.error
+
+    def describe(self) -> dict[str, Any]:
+        return self.store.describe()
+
+    async def update_task(
+        self, task_id: str, fields: dict[str, Any], expected: int | None
+    ) -> tuple[Task, int]:
+        """A person's edit: refused while the task is in a battle."""
+        self.battles.ensure_task_editable(task_id)
+        return await self.store.update_task(task_id, fields, expected)
+
+    async def delete_task(self, task_id: str, expected: int | None) -> int:
+        self.battles.ensure_task_editable(task_id)
+        return await self.store.delete_task(task_id, expected)

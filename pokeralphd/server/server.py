@@ -1,0 +1,88 @@
+"""The Unix-socket transport: accept clients, check who they are, serve each one.
+
+A client whose uid is not ours is refused before it can send a byte. Each accepted
+client is a :class:`ClientConnection` in the server's task group; the server knows the
+open connections so that shutdown can close them and wait for them to go.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING
+
+import anyio
+import anyio.abc
+
+from pokeralphd.server.connection import ClientConnection
+from pokeralphd.server.listener import peer_credentials
+
+if TYPE_CHECKING:
+    from anyio.abc import SocketListener, SocketStream, TaskStatus
+
+    from pokeralphd.server.context import Services
+    from pokeralphd.server.dispatch import Dispatcher
+    from pokeralphd.settings import DaemonSettings
+
+log = logging.getLogger(__name__)
+
+
+class Server:
+    def __init__(self, dispatcher: Dispatcher, services: Services, settings: DaemonSettings):
+        self.dispatcher = dispatcher
+        self.services = services
+        self.settings = settings
+        self.connections: dict[int, ClientConnection] = {}
+        self._gone = anyio.Event()
+        self._accepting: anyio.CancelScope | None = None
+
+    # -- ConnectionHost
+    def opened(self, conn: ClientConnection) -> None:
+        self.connections[conn.id] = conn
+
+    def closed(self, conn: ClientConnection) -> None:
+        self.connections.pop(conn.id, None)
+        if not self.connections:
+            self._gone.set()
+
+    # -- serving
+    async def serve(
+        self,
+        listener: SocketListener,
+        *,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Accept clients (until :meth:`stop_accepting`) and serve each in its own task,
+        until cancelled."""
+        async with anyio.create_task_group() as tg:
+            self._accepting = anyio.CancelScope()
+            task_status.started()
+            with self._accepting:
+                await listener.serve(self.serve_client, tg)
+            await anyio.sleep_forever()  # the clients go on until the daemon stops us
+
+    def stop_accepting(self) -> None:
+        if self._accepting is not None:
+            self._accepting.cancel()
+
+    async def serve_client(self, stream: SocketStream) -> None:
+        raw = stream.extra(anyio.abc.SocketAttribute.raw_socket)
+        try:
+            pid, uid = peer_credentials(raw)
+        except OSError:
+            pid, uid = None, None
+        if uid is not None and uid != os.getuid():
+            log.warning("refused a connection from uid %s (pid %s)", uid, pid)
+            await stream.aclose()
+            return
+        await ClientConnection(self, stream, pid).serve()
+
+    async def close_all(self, grace: float) -> None:
+        """Stop reading from every client (queued replies still go out), then wait up to
+        ``grace`` seconds for them to close."""
+        for conn in list(self.connections.values()):
+            conn.close()
+        with anyio.move_on_after(grace):
+            if self.connections:
+                self._gone = anyio.Event()
+                await self._gone.wait()

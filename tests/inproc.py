@@ -1,0 +1,147 @@
+"""The daemon inside the test's own event loop, and an async JSON-RPC client for it.
+
+``running_daemon(home)`` builds a real :class:`Daemon` on a real Unix socket in a short
+temp folder and serves it in the test's task group; ``Client`` speaks newline-delimited
+JSON-RPC to it over a real connection. Most integration tests use these; subprocess
+daemons are kept for what needs a process boundary (signals, kill -9, the CLI).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import SocketStream
+
+from pokeralphd.daemon import Daemon
+from pokeralphd.paths import Paths
+from pokeralphd.settings import DaemonSettings
+
+
+class RpcError(Exception):
+    """Raised by :meth:`Client.call` when the daemon answers with an error object."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(f"{error.get('code')}: {error.get('message')}")
+        self.code: int = error["code"]
+        self.message: str = error["message"]
+        self.data: Any = error.get("data")
+
+
+class Client:
+    """One connection: calls by id (concurrently), events into a queue."""
+
+    def __init__(self, stream: SocketStream) -> None:
+        self.stream = stream
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, tuple[anyio.Event, list[dict[str, Any]]]] = {}
+        self.events_send, self.events = anyio.create_memory_object_stream[dict[str, Any]](10_000)
+        self._buf = b""
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                chunk = await self.stream.receive(1 << 16)
+                self._buf += chunk
+                *lines, self._buf = self._buf.split(b"\n")
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    message = json.loads(line)
+                    if "id" in message and message.get("id") in self._waiting:
+                        event, box = self._waiting.pop(message["id"])
+                        box.append(message)
+                        event.set()
+                    elif message.get("method") == "event":
+                        await self.events_send.send(message["params"])
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
+        finally:
+            for event, _box in self._waiting.values():
+                event.set()
+
+    async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        rid = next(self._ids)
+        event: anyio.Event = anyio.Event()
+        box: list[dict[str, Any]] = []
+        self._waiting[rid] = (event, box)
+        message = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params or {}}
+        await self.stream.send(json.dumps(message).encode() + b"\n")
+        with anyio.fail_after(30):
+            await event.wait()
+        if not box:
+            raise ConnectionError(f"the connection closed before {method} was answered")
+        if "error" in box[0]:
+            raise RpcError(box[0]["error"])
+        return box[0]["result"]
+
+    async def next_event(self, timeout: float = 30) -> dict[str, Any]:
+        with anyio.fail_after(timeout):
+            return await self.events.receive()
+
+    async def events_until(self, types: set[str], timeout: float = 60) -> list[dict[str, Any]]:
+        """Events up to and including the first of ``types``."""
+        seen = []
+        with anyio.fail_after(timeout):
+            while True:
+                event = await self.events.receive()
+                seen.append(event)
+                if event["type"] in types:
+                    return seen
+
+
+@dataclass
+class InProcDaemon:
+    daemon: Daemon
+    paths: Paths
+    home: Path
+    _tg: Any
+
+    @asynccontextmanager
+    async def client(self) -> AsyncIterator[Client]:
+        stream = await anyio.connect_unix(self.paths.socket)
+        client = Client(stream)
+        scope = anyio.CancelScope()
+
+        async def read() -> None:
+            with scope:
+                await client._read()
+
+        # The reader runs in the daemon's task group, so errors of the test's own body
+        # are not wrapped in an exception group.
+        self._tg.start_soon(read)
+        try:
+            yield client
+        finally:
+            await stream.aclose()
+            scope.cancel()
+            client.events_send.close()
+            client.events.close()
+
+    async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        async with self.client() as client:
+            return await client.call(method, params)
+
+
+@asynccontextmanager
+async def running_daemon(
+    home: Path, settings: DaemonSettings | None = None
+) -> AsyncIterator[InProcDaemon]:
+    paths = Paths(
+        socket=home / "run" / "d.sock", state_dir=home / "state", config_dir=home / "config"
+    )
+    daemon = Daemon(paths, settings)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: daemon.run(handle_signals=False))
+        with anyio.fail_after(20):
+            await daemon.ready.wait()
+        try:
+            yield InProcDaemon(daemon, paths, home, tg)
+        finally:
+            daemon.shutdown_requested.set()

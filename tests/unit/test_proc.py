@@ -1,0 +1,103 @@
+"""proc: bounded line reading, and the start-up sweep of a dead daemon's children."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import psutil
+import pytest
+
+from pokeralphd.proc import OWNER_VAR, ProcessOwner, iter_lines, spawn
+from tests.helpers import wait_until
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_an_endless_line_comes_in_bounded_pieces() -> None:
+    send, receive = anyio.create_memory_object_stream[bytes](100)
+
+    class Bytes:
+        async def receive(self, max_bytes: int = 65536) -> bytes:
+            return await receive.receive()
+
+    async def produce() -> None:
+        async with send:
+            for _ in range(40):
+                await send.send(b"x" * 50_000)  # 2 MB without a newline
+            await send.send(b"y\nshort\n")
+
+    pieces: list[bytes] = []
+    async with receive, anyio.create_task_group() as tg:
+        tg.start_soon(produce)
+        async for line in iter_lines(Bytes(), max_line=1 << 18):  # type: ignore[arg-type]
+            pieces.append(line)
+    assert max(map(len, pieces)) <= 1 << 18
+    assert b"".join(pieces[:-1]) == b"x" * 2_000_000 + b"y"
+    assert pieces[-1] == b"short"
+
+
+def _marked_sleeper(mark: str) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, **{OWNER_VAR: mark})
+    return subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(120)"], env=env, start_new_session=True
+    )
+
+
+def test_the_sweep_ends_children_of_a_dead_daemon_and_spares_the_rest() -> None:
+    owner = ProcessOwner("scope-test-" + str(os.getpid()), os.getpid(), 0.0)
+    dead = _marked_sleeper(f"{owner.scope}:999999999:12.00")  # a daemon that is gone
+    alive = _marked_sleeper(f"{owner.scope}:{os.getpid()}:{psutil.Process().create_time():.2f}")
+    other = _marked_sleeper("another-scope:999999999:12.00")
+    try:
+        wait_until(
+            lambda: all(
+                psutil.Process(p.pid).environ().get(OWNER_VAR) for p in (dead, alive, other)
+            ),
+            10,
+            "the children to start",
+        )
+        assert owner.sweep_orphans() == 1
+        assert dead.wait(timeout=10) is not None
+        assert alive.poll() is None and other.poll() is None
+    finally:
+        for proc in (dead, alive, other):
+            proc.kill()
+            proc.wait()
+
+
+async def test_spawn_marks_the_child_and_strips_service_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("NOTIFY_SOCKET", "/run/x")
+    owner = ProcessOwner.anonymous()
+    process = await spawn(
+        [
+            sys.executable,
+            "-c",
+            "import os; print(os.environ.get('POKERALPH_OWNER'), os.environ.get('NOTIFY_SOCKET'))",
+        ],
+        cwd="/",
+        env={},
+        owner=owner,
+    )
+    assert process.stdout is not None
+    out = b"".join([line async for line in iter_lines(process.stdout)])
+    await process.wait()
+    await process.aclose()
+    assert out.decode() == f"{owner.mark} None"
+
+
+async def test_spawn_says_what_exec_would(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        await spawn(["no-such-program-here"], cwd="/", env={}, owner=None)
+    with pytest.raises(FileNotFoundError):
+        await spawn(["./missing"], cwd=str(tmp_path), env={}, owner=None)
+    plain = tmp_path / "plain.txt"
+    plain.write_text("not a program")
+    plain.chmod(0o644)
+    with pytest.raises(PermissionError):
+        await spawn([str(plain)], cwd="/", env={}, owner=None)
