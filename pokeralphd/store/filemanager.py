@@ -20,6 +20,7 @@ a :class:`StorageError` naming it instead of being read or written through.
 
 from __future__ import annotations
 
+import itertools
 import os
 from typing import TYPE_CHECKING
 
@@ -36,6 +37,7 @@ FOLDER = ".pokeralph"
 PRD_KIND = DocumentKind("prd", PRD)
 PROGRESS_KIND = DocumentKind("progress", Progress)
 HISTORY_KIND = DocumentKind("history", Battle)
+OWN_FOLDERS = ("battles", "inbox", "planning")  # what the daemon writes below .pokeralph/
 GITIGNORE = """# Written by pokeralphd: runtime files stay out of git.
 # config.json and prd.json may be committed.
 daemon.lock
@@ -86,12 +88,19 @@ class FileManager:
 
         Runs at every start, with the repository lock held: ``.pokeralph`` must be a real
         folder of ours, temp files of writes killed half-way are removed (returned), and
-        a link anywhere in the folder is refused (:class:`StorageError` naming it), so a
-        planted link makes the repository unavailable with a clear message at once.
+        a link in what the daemon keeps there is refused (:class:`StorageError` naming
+        it), so a planted link makes the repository unavailable with a clear message at
+        once. Only the folder's own files and the sub-folders we write (``OWN_FOLDERS``)
+        are looked into: a folder another part may keep there later (a worktree, with the
+        repository's own links and files) is left alone.
         """
         safefs.makedirs(self.dir / "battles")
-        removed = remove_stale_temp_files(self.dir, recursive=True, exclusive=True)
-        for entry in safefs.walk(self.dir):
+        removed = remove_stale_temp_files(self.dir, exclusive=True)
+        walks = [safefs.walk(self.dir, max_depth=0)]
+        for sub in OWN_FOLDERS:
+            removed += remove_stale_temp_files(self.dir / sub, recursive=True, exclusive=True)
+            walks.append(safefs.walk(self.dir / sub))
+        for entry in itertools.chain.from_iterable(walks):
             if entry.kind == "link":
                 raise safefs.link_refused(entry.path)
         if not safefs.is_file(self.config_path):

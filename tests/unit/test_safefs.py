@@ -399,3 +399,16 @@ def test_walk_never_enters_a_link(repo: Path, outside: Path) -> None:
     assert not any(str(outside) in str(p) or "deep" in p.parts for p in seen)
     assert atomic.remove_stale_temp_files(fm.dir, recursive=True, exclusive=True) == []
     assert (outside / "deep" / ".x.1.tmp").exists()
+
+
+def test_init_leaves_folders_it_does_not_own_alone(repo: Path, outside: Path) -> None:
+    """A folder kept in .pokeralph/ by someone else (a worktree, say) may hold links and
+    files named like our temp files: they are the repository's, not ours to judge."""
+    fm = FileManager(repo)
+    fm.init()
+    other = fm.dir / "worktrees" / "w1"
+    other.mkdir(parents=True)
+    _plant(other / "docs", outside)
+    (other / ".notes.4242.tmp").write_text("a user's file")
+    assert fm.init() == []
+    assert (other / "docs").is_symlink() and (other / ".notes.4242.tmp").exists()
