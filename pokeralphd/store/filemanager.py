@@ -20,7 +20,6 @@ a :class:`StorageError` naming it instead of being read or written through.
 
 from __future__ import annotations
 
-import itertools
 import os
 from typing import TYPE_CHECKING
 
@@ -96,13 +95,12 @@ class FileManager:
         """
         safefs.makedirs(self.dir / "battles")
         removed = remove_stale_temp_files(self.dir, exclusive=True)
-        walks = [safefs.walk(self.dir, max_depth=0)]
+        link = safefs.first_link(self.dir, max_depth=0)
         for sub in OWN_FOLDERS:
             removed += remove_stale_temp_files(self.dir / sub, recursive=True, exclusive=True)
-            walks.append(safefs.walk(self.dir / sub))
-        for entry in itertools.chain.from_iterable(walks):
-            if entry.kind == "link":
-                raise safefs.link_refused(entry.path)
+            link = link or safefs.first_link(self.dir / sub)
+        if link is not None:
+            raise safefs.link_refused(link)
         if not safefs.is_file(self.config_path):
             atomic_write(self.config_path, b'{\n  "schemaVersion": 1,\n  "version": 1\n}\n')
         ignore = self.dir / ".gitignore"

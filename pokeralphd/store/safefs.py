@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from pokeralphd.errors import StorageError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Generator, Iterator
 
 FOLDER = ".pokeralph"
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -256,7 +256,7 @@ class Entry:
     kind: str  # "file", "dir", "link" or "other"
 
 
-def walk(path: Path, max_depth: int = 8) -> Iterator[Entry]:
+def walk(path: Path, max_depth: int = 8) -> Generator[Entry, None, None]:
     """Every entry under folder ``path``, depth first, never entering a link.
 
     Folders deeper than ``max_depth`` below ``path`` are not entered (our layout is three
@@ -271,6 +271,15 @@ def walk(path: Path, max_depth: int = 8) -> Iterator[Entry]:
         yield from _walk_fd(fd, path, max_depth)
     finally:
         os.close(fd)
+
+
+def first_link(path: Path, max_depth: int = 8) -> Path | None:
+    """The first link :func:`walk` meets under folder ``path``, if any."""
+    with contextlib.closing(walk(path, max_depth)) as entries:
+        for entry in entries:
+            if entry.kind == "link":
+                return entry.path
+    return None
 
 
 def _walk_fd(fd: int, path: Path, depth: int) -> Iterator[Entry]:
