@@ -70,14 +70,16 @@ def guarded(path: Path) -> tuple[Path, tuple[str, ...]] | None:
     return None
 
 
-def _refusal(exc: OSError, dir_fd: int, name: str, path: Path, want_dir: bool) -> Exception:
-    """Turn a failed no-follow open into the precise refusal, or return the OSError."""
+def _refusal(
+    exc: OSError, dir_fd: int, name: str, path: Path, want_dir: bool
+) -> StorageError | None:
+    """The precise refusal a failed no-follow open stands for (None: a plain OSError)."""
     if exc.errno not in _REFUSED_ERRNOS:
-        return exc
+        return None
     try:
         info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except OSError:
-        return exc
+        return None
     if stat.S_ISLNK(info.st_mode):
         return link_refused(path)
     if want_dir and not stat.S_ISDIR(info.st_mode):
@@ -86,7 +88,7 @@ def _refusal(exc: OSError, dir_fd: int, name: str, path: Path, want_dir: bool) -
             file=str(path),
             reason="not_a_directory",
         )
-    return exc
+    return None
 
 
 def _check_folder(fd: int, path: Path) -> None:
@@ -114,7 +116,10 @@ def _walk(anchor: Path, parts: tuple[str, ...], create: bool) -> int:
             try:
                 child = os.open(name, _DIR_FLAGS, dir_fd=fd)
             except OSError as exc:
-                raise _refusal(exc, fd, name, here, want_dir=True) from exc
+                refused = _refusal(exc, fd, name, here, want_dir=True)
+                if refused is None:
+                    raise
+                raise refused from exc
             os.close(fd)
             fd = child
             _check_folder(fd, here)
@@ -164,7 +169,10 @@ def open_at(dir_fd: int, name: str, path: Path, flags: int, mode: int = 0o644) -
     try:
         fd = os.open(name, flags | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC, mode, dir_fd=dir_fd)
     except OSError as exc:
-        raise _refusal(exc, dir_fd, name, path, want_dir=False) from exc
+        refused = _refusal(exc, dir_fd, name, path, want_dir=False)
+        if refused is None:
+            raise
+        raise refused from exc
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
