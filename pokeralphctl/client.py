@@ -7,19 +7,28 @@ Unix socket, one request at a time, notifications (events) handed to a callback.
 
     ClientError
     ├── DaemonNotRunning      nothing listens on the socket (exit code 3 in the CLI)
+    │   └── UntrustedSocket   the socket, or the process behind it, is not the user's own
     └── RequestFailed         the daemon answered with a JSON-RPC error (exit code 1)
+
+Before sending anything the client makes sure it talks to the user's own daemon: the
+socket file must not be a link and must belong to the user, and right after connecting
+the peer's uid (``SO_PEERCRED`` on Linux, ``LOCAL_PEERCRED`` on macOS) must be the
+user's. Otherwise another user who got hold of the socket's folder could pose as
+pokeralphd and read what the client sends (an API key in ``config.update``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
+import stat
+import sys
 
 from pokeralphctl.paths import socket_path
 
 TYPE_CHECKING = False  # typing costs ~3 ms of start-up: imported for mypy only
 if TYPE_CHECKING:
-    import os
     from collections.abc import Callable, Iterator
     from typing import Any
 
@@ -39,6 +48,56 @@ class DaemonNotRunning(ClientError):
         )
 
 
+class UntrustedSocket(DaemonNotRunning):
+    """Raised when the socket file or the process behind it does not belong to the user.
+
+    A kind of :class:`DaemonNotRunning`: the user's own daemon is not the one there.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        ClientError.__init__(
+            self,
+            f"refusing to talk to {path}: {reason}; it may be another user's impostor.\n"
+            "Remove it, or set XDG_RUNTIME_DIR (or POKERALPH_SOCKET) to a folder only you "
+            "can write.",
+        )
+
+
+def check_socket_file(path: str) -> None:
+    """Refuse a socket file that is a link or belongs to another user (before connecting)."""
+    if path.startswith("\0"):
+        return  # abstract socket: no file; the peer check still applies
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return  # connect() says what is wrong, in its own words
+    if stat.S_ISLNK(info.st_mode):
+        raise UntrustedSocket(path, "it is a symbolic link")
+    if info.st_uid != os.getuid():
+        raise UntrustedSocket(path, f"it belongs to uid {info.st_uid}, not to you")
+
+
+def peer_uid(sock: socket.socket) -> int | None:
+    """The uid of the process at the other end of a Unix socket (None: no way to tell)."""
+    if hasattr(socket, "SO_PEERCRED"):  # struct ucred {pid_t pid; uid_t uid; gid_t gid;}
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+        return int.from_bytes(raw[4:8], sys.byteorder)
+    if sys.platform == "darwin":  # pragma: no cover - LOCAL_PEERCRED, struct xucred
+        raw = sock.getsockopt(0, 0x001, 76)
+        return int.from_bytes(raw[4:8], sys.byteorder)
+    return None  # pragma: no cover
+
+
+def check_peer(path: str, uid: int | None, expected: int) -> None:
+    """Refuse a peer that runs as another user (``uid`` None: unknown, the file check stands)."""
+    if uid is not None and uid != expected:
+        raise UntrustedSocket(
+            path, f"the process behind it runs as uid {uid}, not as you (uid {expected})"
+        )
+
+
 class RequestFailed(ClientError):
     """Raised when the daemon answers a request with an error object."""
 
@@ -54,6 +113,7 @@ class Connection:
 
     def __init__(self, path: str | os.PathLike[str] | None = None, timeout: float | None = 30):
         self.path = socket_path(path)
+        check_socket_file(self.path)
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.settimeout(timeout)
         try:
@@ -67,6 +127,11 @@ class Connection:
         except OSError as exc:
             self._sock.close()
             raise DaemonNotRunning(self.path, exc.strerror or str(exc)) from exc
+        try:
+            check_peer(self.path, peer_uid(self._sock), os.getuid())
+        except BaseException:
+            self._sock.close()
+            raise
         self._buf = b""
         self._next_id = 0
         self.on_event: Callable[[dict[str, Any]], None] | None = None

@@ -3,9 +3,16 @@
 Order: ``$POKERALPH_SOCKET``, then an explicit path, then ``pokeralph/pokeralphd.sock``
 under the user runtime dir: ``$XDG_RUNTIME_DIR`` when it is a private directory we own
 (what platformdirs' ``user_runtime_dir`` also accepts), else ``/run/user/{uid}`` under the
-same check, else ``~/Library/Caches/TemporaryItems`` on macOS, else a private
-``pokeralph-{uid}`` folder in the temp dir. Standard library only: this runs on every
+same check, else ``~/Library/Caches/TemporaryItems`` on macOS, else
+``pokeralph-runtime-{uid}`` in the temp dir. Standard library only: this runs on every
 client start.
+
+That last name is predictable, so another user may have made it first. The path is
+still the same for daemon and clients (they must meet), but it is never trusted: the
+daemon refuses a socket folder on a way another user can change (a folder of theirs,
+or one others may write into without the sticky bit) and removes a lock or socket in
+its folder that is a link or not its own; the client refuses a socket file that is a
+link or not the user's, and a peer whose uid is not the user's, before sending a byte.
 """
 
 from __future__ import annotations

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from typing import IO, TYPE_CHECKING, Any
 
 import anyio
+
+from pokeralphd.errors import StorageError
+from pokeralphd.store import safefs
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -42,12 +46,22 @@ class OutputStream:
         self.log_error: str | None = None
 
     def open(self) -> None:
+        """Open the log for appending, never through a link planted under ``.pokeralph/``.
+
+        A refused or failed open is reported in ``log_error``; the battle goes on unlogged.
+        """
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
         try:
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.log_path, "ab")  # noqa: SIM115 - closed in close()
+            fd = safefs.open_file(self.log_path, flags, 0o644, create_dirs=True)
+        except StorageError as exc:
+            self.log_error = f"cannot write {self.log_path}: {exc.message}"
+            log.error("%s", self.log_error)
+            return
         except OSError as exc:
             self.log_error = f"cannot write {self.log_path}: {exc.strerror}"
             log.error("%s", self.log_error)
+            return
+        self._file = os.fdopen(fd, "ab")
 
     def raw(self, line: bytes) -> None:
         if self._file is not None:

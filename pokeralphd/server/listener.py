@@ -4,6 +4,10 @@ one handed over by systemd socket activation; and the peer-credential check.
 Start-up with our own socket follows pueue: take an exclusive lock beside the socket
 (so two daemons starting at once cannot both win), try to connect to an existing socket
 (someone answers: refuse), otherwise remove the stale file and bind.
+
+The folder is ours or nothing: it must be a real folder of ours (made 0700), on a way
+no other user can change, and a lock file or socket in it that is a link or belongs to
+someone else was planted, so it is removed before we use the name.
 """
 
 from __future__ import annotations
@@ -74,8 +78,44 @@ def activated_socket() -> socket.socket | None:
     return sock
 
 
+def _check_ancestors(folder: Path) -> None:
+    """Refuse a socket folder whose way can be changed by another user.
+
+    Every folder from ``/`` down to ``folder`` (its real path) must belong to us or to
+    root, and one that others may write into must be sticky (like ``/tmp``): otherwise
+    its owner, or anyone allowed to write there, could rename our folder away and put
+    theirs, with their socket, in its place (the ``$TMPDIR/pokeralph-runtime-{uid}``
+    fallback made by another user first is the case in point).
+    """
+    real = folder.resolve()
+    for here in (real, *real.parents):
+        info = os.stat(here)
+        if info.st_uid not in (os.getuid(), 0):
+            raise ListenerError(
+                f"{here} belongs to uid {info.st_uid}, not to you: that user could put "
+                "their own socket in pokeralphd's place; remove it, or set XDG_RUNTIME_DIR "
+                "(or --socket) to a folder of yours"
+            )
+        if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+            raise ListenerError(
+                f"{here} is writable by other users (mode {stat.S_IMODE(info.st_mode):o}): "
+                f"they could put their own socket in pokeralphd's place; `chmod go-w {here}` "
+                "or choose another --socket"
+            )
+
+
 def _ensure_private_dir(folder: Path) -> None:
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    """Create (0700, every missing level) or check the socket's folder: a real folder we
+    own, made 0700, on a way nobody else can change."""
+    folder = folder.absolute()
+    missing = [level for level in (folder, *folder.parents) if not os.path.lexists(level)]
+    # Check the way before making anything on it, and again once made (a level made
+    # meanwhile by someone else is theirs, not ours).
+    _check_ancestors(missing[-1].parent if missing else folder.parent)
+    for level in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(level, 0o700)
+    _check_ancestors(folder.parent)
     info = folder.lstat()
     if not stat.S_ISDIR(info.st_mode):
         raise ListenerError(f"{folder} exists and is not a directory")
@@ -85,6 +125,43 @@ def _ensure_private_dir(folder: Path) -> None:
         )
     if stat.S_IMODE(info.st_mode) & 0o077:
         os.chmod(folder, 0o700)
+
+
+def _remove_foreign(path: Path) -> None:
+    """Remove ``path`` if it is a link or belongs to someone else.
+
+    Such an entry was planted (while the folder was still open to others, or by root):
+    a lock link would have our pid written through it, a socket link would send clients
+    to an impostor. The folder is ours, so we may remove what is in it.
+    """
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(info.st_mode) or info.st_uid != os.getuid():
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise ListenerError(
+                f"{path} was planted by uid {info.st_uid} and cannot be removed "
+                f"({exc.strerror}); remove it by hand"
+            ) from exc
+
+
+def _open_lock(lock_path: Path) -> int:
+    _remove_foreign(lock_path)
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:
+        fd = os.open(lock_path, flags, 0o600)
+    except OSError as exc:
+        raise ListenerError(f"cannot open {lock_path}: {exc.strerror}") from exc
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_nlink != 1:
+        os.close(fd)
+        raise ListenerError(f"{lock_path} is not a plain file of yours; remove it by hand")
+    return fd
 
 
 def _someone_listens(path: Path) -> bool:
@@ -107,8 +184,7 @@ def bind_socket(path: Path, backlog: int = 128) -> BoundSocket:
     if len(os.fsencode(path)) >= 104:
         raise ListenerError(f"socket path is too long for AF_UNIX ({len(str(path))} bytes): {path}")
     _ensure_private_dir(path.parent)
-    lock_path = path.with_name(path.name + ".lock")
-    lock_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    lock_fd = _open_lock(path.with_name(path.name + ".lock"))
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
@@ -118,6 +194,7 @@ def bind_socket(path: Path, backlog: int = 128) -> BoundSocket:
             "stop it with `pokeralphctl daemon stop` or choose another --socket"
         ) from exc
     try:
+        _remove_foreign(path)  # never probe a planted socket: it would answer
         if path.exists() or path.is_symlink():
             if _someone_listens(path):
                 raise ListenerError(

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from pokeralphd.errors import CorruptFile, VersionConflict
+from pokeralphd.store import safefs
 from pokeralphd.store.atomic import atomic_write
 
 if TYPE_CHECKING:
@@ -67,9 +68,13 @@ class Loaded(Generic[M]):
 
 
 def read_json(path: Path) -> Any:
-    """Parse a JSON file; a parse failure is :class:`CorruptFile` naming line and column."""
+    """Parse a JSON file; a parse failure is :class:`CorruptFile` naming line and column.
+
+    Under ``.pokeralph/`` the file is reached without following links (a link is a
+    :class:`StorageError`); a missing file raises :class:`FileNotFoundError`.
+    """
     try:
-        raw = path.read_bytes()
+        raw = safefs.read_bytes(path)
     except PermissionError as exc:
         raise CorruptFile(path, "permission denied reading the file") from exc
     try:
@@ -117,9 +122,11 @@ def encode_document(kind: DocumentKind[M], value: M, version: int) -> bytes:
 
 def load(kind: DocumentKind[M], path: Path) -> Loaded[M] | None:
     """The document at ``path``, or ``None`` if there is no file."""
-    if not path.exists():
+    try:
+        raw = read_json(path)
+    except FileNotFoundError:
         return None
-    return decode_document(kind, path, read_json(path))
+    return decode_document(kind, path, raw)
 
 
 def current_version(kind: DocumentKind[M], path: Path) -> int:

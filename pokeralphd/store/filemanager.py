@@ -13,6 +13,9 @@
 
 All methods are synchronous and do plain file I/O; the repository store serialises
 writes and runs them off the event loop. Task ids are validated before any path is built.
+Nothing here follows a symbolic link (:mod:`pokeralphd.store.safefs`): an agent can write
+anything in the repository, ``.pokeralph/`` included, and a planted link is refused with
+a :class:`StorageError` naming it instead of being read or written through.
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ from typing import TYPE_CHECKING
 
 from pokeralphd.domain.ids import validate_task_id
 from pokeralphd.domain.models import PRD, Battle, Progress
-from pokeralphd.store import documents
-from pokeralphd.store.atomic import append_bytes, atomic_write
+from pokeralphd.store import documents, safefs
+from pokeralphd.store.atomic import append_bytes, atomic_write, remove_stale_temp_files
 from pokeralphd.store.documents import DocumentKind, Loaded
 
 if TYPE_CHECKING:
@@ -33,6 +36,7 @@ FOLDER = ".pokeralph"
 PRD_KIND = DocumentKind("prd", PRD)
 PROGRESS_KIND = DocumentKind("progress", Progress)
 HISTORY_KIND = DocumentKind("history", Battle)
+OWN_FOLDERS = ("battles", "inbox", "planning")  # what the daemon writes below .pokeralph/
 GITIGNORE = """# Written by pokeralphd: runtime files stay out of git.
 # config.json and prd.json may be committed.
 daemon.lock
@@ -78,14 +82,31 @@ class FileManager:
         return self.battle_dir(task_id) / "logs" / f"iteration-{iteration}.log"
 
     # -- initialisation
-    def init(self) -> None:
-        """Create the folder, an empty config layer and a .gitignore; keep what exists."""
-        (self.dir / "battles").mkdir(parents=True, exist_ok=True)
-        if not self.config_path.exists():
+    def init(self) -> list[Path]:
+        """Create the folder, an empty config layer and a .gitignore; keep what exists.
+
+        Runs at every start, with the repository lock held: ``.pokeralph`` must be a real
+        folder of ours, temp files of writes killed half-way are removed (returned), and
+        a link in what the daemon keeps there is refused (:class:`StorageError` naming
+        it), so a planted link makes the repository unavailable with a clear message at
+        once. Only the folder's own files and the sub-folders we write (``OWN_FOLDERS``)
+        are looked into: a folder another part may keep there later (a worktree, with the
+        repository's own links and files) is left alone.
+        """
+        safefs.makedirs(self.dir / "battles")
+        removed = remove_stale_temp_files(self.dir, exclusive=True)
+        link = safefs.first_link(self.dir, max_depth=0)
+        for sub in OWN_FOLDERS:
+            removed += remove_stale_temp_files(self.dir / sub, recursive=True, exclusive=True)
+            link = link or safefs.first_link(self.dir / sub)
+        if link is not None:
+            raise safefs.link_refused(link)
+        if not safefs.is_file(self.config_path):
             atomic_write(self.config_path, b'{\n  "schemaVersion": 1,\n  "version": 1\n}\n')
         ignore = self.dir / ".gitignore"
-        if not ignore.exists():
+        if not safefs.is_file(ignore):
             atomic_write(ignore, GITIGNORE.encode(), mode=0o644)
+        return removed
 
     # -- PRD
     def load_prd(self) -> Loaded[PRD] | None:
@@ -97,7 +118,7 @@ class FileManager:
     # -- battles
     def create_battle_folder(self, task_id: str) -> Path:
         folder = self.battle_dir(task_id)
-        (folder / "logs").mkdir(parents=True, exist_ok=True)
+        safefs.makedirs(folder / "logs")
         return folder
 
     def load_progress(self, task_id: str) -> Loaded[Progress] | None:
@@ -117,13 +138,10 @@ class FileManager:
         )
 
     def battle_task_ids(self) -> list[str]:
-        folder = self.dir / "battles"
-        if not folder.is_dir():
-            return []
         out = []
-        for entry in sorted(folder.iterdir()):
+        for name in safefs.listdir(self.dir / "battles"):
             try:
-                out.append(validate_task_id(entry.name))
+                out.append(validate_task_id(name))
             except ValueError:
                 continue
         return out
@@ -137,7 +155,7 @@ class FileManager:
     ) -> tuple[bytes, int]:
         """``limit`` bytes from ``offset`` (negative: from the end) and the file's size."""
         path = self.log_path(task_id, iteration)
-        with open(path, "rb") as handle:
+        with os.fdopen(safefs.open_file(path, os.O_RDONLY), "rb") as handle:
             size = os.fstat(handle.fileno()).st_size
             start = max(0, size + offset) if offset < 0 else min(offset, size)
             handle.seek(start)

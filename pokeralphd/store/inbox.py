@@ -7,8 +7,8 @@
         ├── feedback.json           answers, in order
         └── annotations.json        annotations, in order
 
-Every file is a versioned document written atomically. Delivery ids are validated
-before any path is built. Synchronous; the inbox service runs it off the event loop.
+Every file is a versioned document written atomically, never through a link (see
+:mod:`pokeralphd.store.safefs`). Delivery ids are validated before any path is built. Synchronous; the inbox service runs it off the event loop.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pokeralphd.domain.inbox import (
     IndexEntry,
 )
 from pokeralphd.errors import NotFound
-from pokeralphd.store import documents
+from pokeralphd.store import documents, safefs
 from pokeralphd.store.documents import DocumentKind
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ class InboxStore:
         return self.dir / "deliveries" / validate_delivery_id(delivery_id)
 
     def exists(self, delivery_id: str) -> bool:
-        return (self.folder(delivery_id) / "delivery.json").is_file()
+        return safefs.is_file(self.folder(delivery_id) / "delivery.json")
 
     # -- index
     def index(self) -> Index:

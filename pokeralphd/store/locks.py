@@ -2,7 +2,9 @@
 
 The lock is held for as long as the daemon keeps the repository registered and is
 released by the kernel when the daemon dies, so a crashed daemon never leaves a
-repository locked. The file holds the owner's pid for the error message.
+repository locked. The file holds the owner's pid for the error message. It is opened
+without following links (see :mod:`pokeralphd.store.safefs`): a ``daemon.lock`` planted as
+a link is refused, never written through.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 from typing import TYPE_CHECKING
 
 from pokeralphd.errors import RepoLocked, StorageError
+from pokeralphd.store import safefs
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -32,8 +35,7 @@ class RepoLock:
         if self._fd is not None:
             return
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = safefs.open_file(self.path, os.O_RDWR | os.O_CREAT, 0o600, create_dirs=True)
         except OSError as exc:
             raise StorageError(
                 f"cannot open {self.path}: {exc.strerror}", file=str(self.path)
