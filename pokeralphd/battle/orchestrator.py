@@ -33,8 +33,11 @@ from pokeralphd.domain.statuses import (
 from pokeralphd.domain.timeutil import now_iso, utcnow
 from pokeralphd.errors import BattleActive, InvalidParams, InvalidState, NoBattle, NotFound
 from pokeralphd.proc import end_recorded
+from pokeralphd.store import safefs
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from pokeralphd.battle.state import BattleHost
     from pokeralphd.ports import Inbox
     from pokeralphd.store.repo_store import RepoStore
@@ -319,7 +322,7 @@ class BattleOrchestrator:
         if not 0 < limit <= 4 << 20:
             raise InvalidParams("limit must be between 1 and 4194304 bytes", field="limit")
         path = files.log_path(task_id, iteration)
-        if not await anyio.Path(path).exists():
+        if not await self.repo.io(safefs.is_file, path):
             raise NotFound(
                 f"no log for {task_id} iteration {iteration}", taskId=task_id, iteration=iteration
             )
@@ -389,19 +392,22 @@ class BattleOrchestrator:
         return task.title
 
 
-def _archive_attempt(folder: Any, attempt: int) -> None:
-    """Keep an earlier attempt's history and logs beside the new battle's."""
-    for name, new in (("history.json", f"history-{attempt}.json"), ("logs", f"logs-{attempt}")):
-        src = folder / name
-        if src.exists():
-            dst = folder / new
-            if dst.exists():
-                dst = folder / f"{new}.{now_iso()}"
-            os.replace(src, dst)
+def _archive_attempt(folder: Path, attempt: int) -> None:
+    """Keep an earlier attempt's history and logs beside the new battle's (never through
+    a link planted in the battle folder)."""
+    with safefs.folder(folder) as fd:
+        for name, new in (
+            ("history.json", f"history-{attempt}.json"),
+            ("logs", f"logs-{attempt}"),
+        ):
+            if safefs.entry_kind(fd, name) is None:
+                continue
+            target = new if safefs.entry_kind(fd, new) is None else f"{new}.{now_iso()}"
+            os.replace(name, target, src_dir_fd=fd, dst_dir_fd=fd)
 
 
-def _tail_lines(path: Any, lines: int, limit: int) -> tuple[bytes, int]:
-    with open(path, "rb") as handle:
+def _tail_lines(path: Path, lines: int, limit: int) -> tuple[bytes, int]:
+    with os.fdopen(safefs.open_file(path, os.O_RDONLY), "rb") as handle:
         size = os.fstat(handle.fileno()).st_size
         start = max(0, size - limit)
         handle.seek(start)

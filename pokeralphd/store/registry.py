@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from pokeralphd.domain.registry import Registry, RepoEntry
 from pokeralphd.store import documents
+from pokeralphd.store.atomic import remove_stale_temp_files
 from pokeralphd.store.documents import DocumentKind
 
 if TYPE_CHECKING:
@@ -25,6 +26,9 @@ class RegistryStore:
         self.path = state_dir / "registry.json"
 
     def load(self) -> Registry:
+        """The registry (empty if none yet); first, temp files of writes a killed daemon
+        left half-way are removed."""
+        remove_stale_temp_files(self.path.parent)
         loaded = documents.load(REGISTRY_KIND, self.path)
         return loaded.value if loaded else Registry()
 
