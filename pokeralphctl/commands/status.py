@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pokeralphctl.output import counts, money
+from pokeralphctl.output import clean, counts, money
 
 TYPE_CHECKING = False  # typing costs ~3 ms of start-up: imported for mypy only
 if TYPE_CHECKING:
@@ -74,10 +74,10 @@ def battle_summary(out: Output, battle: dict[str, Any] | None) -> str:
     iteration = battle.get("iteration")
     limit = battle.get("maxIterations")
     it = f"it {iteration}/{limit}" if limit else f"it {iteration}"
-    parts = [out.status(battle.get("status")), str(battle.get("taskId", "?")), it]
+    parts = [out.status(battle.get("status")), clean(battle.get("taskId", "?")), it]
     parts.append(money(battle.get("costUsd")))
     if battle.get("pausedReason"):
-        parts.append(f"({battle['pausedReason']})")
+        parts.append(clean(f"({battle['pausedReason']})"))
     return " ".join(parts)
 
 
@@ -96,13 +96,14 @@ def print_status(out: Output, result: dict[str, Any]) -> None:
     rows = []
     for repo in repos:
         if repo.get("error"):
-            detail = out.style(f"unavailable: {repo['error']}", "red")
-            rows.append([out.style(repo["name"], "bold"), repo.get("path"), detail, "-"])
+            detail = out.style(clean(f"unavailable: {repo['error']}"), "red")
+            name = out.style(clean(repo["name"]), "bold")
+            rows.append([name, clean(repo.get("path")), detail, "-"])
             continue
         rows.append(
             [
-                out.style(repo["name"], "bold"),
-                repo.get("path"),
+                out.style(clean(repo["name"]), "bold"),
+                clean(repo.get("path")),
                 counts(repo.get("tasks")),
                 battle_summary(out, repo.get("battle")),
             ]
