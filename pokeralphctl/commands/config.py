@@ -1,7 +1,9 @@
 """``pokeralphctl config get|set|unset``: the repository's layered configuration.
 
-Keys are dotted paths into the config (``agent.backend``); ``snake_case`` segments are
-accepted and sent in the wire's camelCase. ``set`` parses VALUE as JSON when it parses
+Keys are dotted paths into the config (``agent.backend``); ``snake_case`` segments that
+name the config's own fields are accepted and sent in the wire's camelCase, while the keys
+of free-form maps (``agent.env.ANTHROPIC_API_KEY``, ``feedbackCommands.type_check``) are
+sent verbatim. ``set`` parses VALUE as JSON when it parses
 (numbers, booleans, lists, objects, null) and takes it as a string otherwise. Changes go
 to the repository layer; ``unset`` removes a key there, so the user or default applies.
 """
@@ -37,13 +39,22 @@ def add_config(parser: argparse.ArgumentParser) -> None:
     p.set_defaults(handler=unset)
 
 
+#: The objects of the config whose keys are its model's fields (so ``snake_case`` is
+#: camel-cased): the top level and ``agent``. Every other object is a free-form map whose
+#: keys are data (environment variable names, loop names) and are kept as typed.
+FIELD_OBJECTS = frozenset({(), ("agent",)})
+
+
 def camel(segment: str) -> str:
     head, *rest = segment.split("_")
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
 def split_key(key: str) -> list[str]:
-    parts = [camel(p) for p in key.strip().split(".")]
+    """A dotted key's segments, field names camel-cased, map keys verbatim."""
+    parts: list[str] = []
+    for segment in key.strip().split("."):
+        parts.append(camel(segment) if tuple(parts) in FIELD_OBJECTS else segment)
     if not all(parts):
         raise CommandError(
             f"invalid key {key!r}", "use a dotted key like agent.backend", code="usage"
