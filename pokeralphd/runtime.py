@@ -61,35 +61,35 @@ class RepoRuntime:
 
     # -- config
     def _config(self) -> tuple[Config, dict[str, str], int]:
-        config, sources = config_layers.effective(
-            self.daemon.paths.user_config_file, self.files.config_path
+        # both layers; the repository's sensitive keys apply only if the user trusts them
+        loaded = config_layers.load(
+            self.daemon.paths.user_config_file, self.files.config_path, self.path
         )
-        _, version = config_layers.read_layer(self.files.config_path)
-        return config, sources, version
+        return loaded.config, loaded.sources, loaded.version
 
     async def config(self) -> Config:
         config, _, _ = await self.io(self._config)
         return config
 
     async def config_get(self) -> dict[str, Any]:
-        config, sources, version = await self.io(self._config)
-        layer, _ = await self.io(config_layers.read_layer, self.files.config_path)
-        return {"config": config.dump(), "sources": sources, "repoLayer": layer, "version": version}
+        loaded = await self.io(
+            config_layers.load,
+            self.daemon.paths.user_config_file,
+            self.files.config_path,
+            self.path,
+        )
+        return loaded.describe()
 
     async def config_update(self, patch: dict[str, Any], expected: int | None) -> dict[str, Any]:
         async with self.write_lock:
-
-            def write() -> int:
-                layer, _ = config_layers.read_layer(self.files.config_path)
-                user, _ = config_layers.read_layer(self.daemon.paths.user_config_file)
-                new_layer = config_layers.merge(layer, patch)
-                merged = config_layers.merge(
-                    config_layers.merge(config_layers.default_layer(), user), new_layer
-                )
-                config_layers.validate(merged, None)  # InvalidParams naming the field
-                return config_layers.write_layer(self.files.config_path, new_layer, expected)
-
-            version = await self.io(write)
+            version = await self.io(
+                config_layers.update_repo_layer,
+                self.daemon.paths.user_config_file,
+                self.files.config_path,
+                self.path,
+                patch,
+                expected,
+            )
         result = await self.config_get()
         self.publish(
             "config_updated", {"config": result["config"], "version": version, "patch": patch}
