@@ -123,6 +123,9 @@ def battle_line(out: Output, battle: dict[str, Any]) -> str:
 
 def start(ctx: Context, args: argparse.Namespace) -> int:
     """Invoked when calling ``pokeralphctl battle start``."""
+    from pokeralphctl.commands.trust import check
+
+    check(ctx)  # warn first when the repository's config is not trusted
     if args.follow:
         from pokeralphctl.commands.follow import start_and_follow
 

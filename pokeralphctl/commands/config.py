@@ -6,6 +6,9 @@ of free-form maps (``agent.env.ANTHROPIC_API_KEY``, ``feedbackCommands.type_chec
 sent verbatim. ``set`` parses VALUE as JSON when it parses
 (numbers, booleans, lists, objects, null) and takes it as a string otherwise. Changes go
 to the repository layer; ``unset`` removes a key there, so the user or default applies.
+
+When the repository layer is not trusted (``pokeralphctl trust``), its sensitive keys are
+ignored: ``get`` shows the value that applies and says so, on stderr.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from pokeralphctl.commands import CommandError, sub
-from pokeralphctl.output import dumps
+from pokeralphctl.commands.trust import warn
+from pokeralphctl.output import clean, dumps
 
 if TYPE_CHECKING:
     import argparse
@@ -97,8 +101,32 @@ def lookup(tree: Any, parts: list[str]) -> tuple[bool, Any]:
     return True, tree
 
 
+def _ignored_keys(result: dict[str, Any]) -> list[str]:
+    return [str(k) for k in (result.get("trust") or {}).get("ignoredKeys") or []]
+
+
+def ignored(result: dict[str, Any], parts: list[str]) -> bool:
+    """Whether the repository layer sets this key but it is ignored (not trusted)."""
+    dotted = ".".join(parts)
+    return (
+        any(dotted == k or dotted.startswith(k + ".") for k in _ignored_keys(result))
+        and (lookup(result.get("repoLayer", {}), parts)[0])
+    )
+
+
+def touches_ignored(result: dict[str, Any], parts: list[str]) -> bool:
+    """Whether the key is, holds or lies under a key the untrusted repository layer sets."""
+    dotted = ".".join(parts)
+    return any(
+        dotted == k or dotted.startswith(k + ".") or k.startswith(dotted + ".")
+        for k in _ignored_keys(result)
+    )
+
+
 def source_of(result: dict[str, Any], parts: list[str]) -> str:
     """Which layer set a key: ``sources`` names top-level keys; nested keys are looked up."""
+    if ignored(result, parts):
+        return "user or default; repo value ignored: not trusted"
     top = result.get("sources", {}).get(parts[0], "default")
     if len(parts) == 1 or top == "default":
         return str(top)
@@ -107,7 +135,7 @@ def source_of(result: dict[str, Any], parts: list[str]) -> str:
 
 
 def show_value(value: Any) -> str:
-    return value if isinstance(value, str) else dumps(value)
+    return clean(value if isinstance(value, str) else dumps(value))
 
 
 def get(ctx: Context, args: argparse.Namespace) -> int:
@@ -120,13 +148,22 @@ def get(ctx: Context, args: argparse.Namespace) -> int:
             out.ok(result)
             return 0
         rows = [
-            [key, show_value(value), out.style(source_of(result, key.split(".")), "dim")]
+            [clean(key), show_value(value), out.style(source_of(result, key.split(".")), "dim")]
             for key, value in flatten(config)
         ]
         out.table(["key", "value", "source"], rows)
+        warn(out, result.get("trust"))
         return 0
     parts = split_key(args.key)
     found, value = lookup(config, parts)
+    if not found and ignored(result, parts):
+        warn(out, result.get("trust"))
+        raise CommandError(
+            f"{args.key} is set only by the repository's config, which is not trusted: "
+            "it is ignored",
+            "read .pokeralph/config.json, then run `pokeralphctl trust`",
+            data={"key": args.key, "trust": result.get("trust")},
+        )
     if not found:
         raise CommandError(
             f"no config key {args.key!r}",
@@ -138,6 +175,8 @@ def get(ctx: Context, args: argparse.Namespace) -> int:
         out.ok({"key": ".".join(parts), "value": value, "source": source})
     else:
         out.line(f"{show_value(value)}  {out.style(f'({source})', 'dim')}")
+        if touches_ignored(result, parts):
+            warn(out, result.get("trust"))
     return 0
 
 
@@ -154,11 +193,13 @@ def set_(ctx: Context, args: argparse.Namespace) -> int:
     if ctx.out.json:
         ctx.out.ok(result)
     else:
-        _, effective = lookup(result["config"], parts)
-        ctx.out.line(
-            f"{'.'.join(parts)} = {show_value(effective)}  "
-            + ctx.out.style(f"(repo layer, version {result.get('version')})", "dim")
-        )
+        where = f"repo layer, version {result.get('version')}"
+        if ignored(result, parts):  # written, but not in effect
+            shown, where = show_value(value), where + ", ignored: not trusted"
+        else:
+            shown = show_value(lookup(result["config"], parts)[1])
+        ctx.out.line(f"{clean('.'.join(parts))} = {shown}  " + ctx.out.style(f"({where})", "dim"))
+        warn(ctx.out, result.get("trust"))
     return 0
 
 
@@ -172,5 +213,6 @@ def unset(ctx: Context, args: argparse.Namespace) -> int:
         found, effective = lookup(result["config"], parts)
         now = show_value(effective) if found else "(not set)"
         source = source_of(result, parts)
-        ctx.out.line(f"{'.'.join(parts)} = {now}  " + ctx.out.style(f"({source})", "dim"))
+        ctx.out.line(f"{clean('.'.join(parts))} = {now}  " + ctx.out.style(f"({source})", "dim"))
+        warn(ctx.out, result.get("trust"))
     return 0

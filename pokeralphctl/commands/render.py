@@ -145,7 +145,9 @@ SUMMARIES: dict[str, Callable[[dict[str, Any]], str]] = {
     "task_created": lambda p: f"created: {(p.get('task') or {}).get('title')}",
     "task_updated": _task_updated,
     "task_deleted": lambda p: "deleted",
-    "config_updated": lambda p: "config " + ", ".join(_flat(p.get("patch") or {})),
+    "config_updated": lambda p: (
+        "config " + (", ".join(_flat(p.get("patch"))) if p.get("patch") else "updated")
+    ),
     "prd_updated": lambda p: (
         f"PRD {(p.get('prd') or {}).get('name')!r} saved (version {p.get('version')})"
     ),

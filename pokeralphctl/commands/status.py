@@ -34,11 +34,17 @@ def ping(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def fetch_status(ctx: Context) -> dict[str, Any]:
-    """``daemon.status`` and ``repo.list`` on one connection."""
+    """``daemon.status``, ``repo.list`` and ``config.trustList`` on one connection."""
+    from pokeralphctl.client import RequestFailed
+
     with ctx.connect() as conn:
         daemon = conn.call("daemon.status")
         repos = conn.call("repo.list")
-    return {"daemon": daemon, "repos": repos}
+        try:
+            trust = conn.call("config.trustList")["repos"]
+        except RequestFailed:  # a daemon older than the trust gate
+            trust = None
+    return {"daemon": daemon, "repos": repos, "trust": trust}
 
 
 def status(ctx: Context, args: argparse.Namespace) -> int:
@@ -109,3 +115,12 @@ def print_status(out: Output, result: dict[str, Any]) -> None:
             ]
         )
     out.table(["repo", "path", "tasks", "battle"], rows)
+    for entry in result.get("trust") or []:
+        state = entry.get("trust")
+        if isinstance(state, dict) and not state.get("trusted", True):
+            repo = clean(entry.get("repo"))
+            ignored = clean(", ".join(str(k) for k in state.get("ignoredKeys") or []))
+            out.line(
+                out.style(f"{repo}: .pokeralph/config.json is not trusted", "yellow")
+                + f": {ignored} ignored; read it, then `pokeralphctl trust {repo}`"
+            )
