@@ -47,6 +47,8 @@ def add_config(parser: argparse.ArgumentParser) -> None:
 #: camel-cased): the top level and ``agent``. Every other object is a free-form map whose
 #: keys are data (environment variable names, loop names) and are kept as typed.
 FIELD_OBJECTS = frozenset({(), ("agent",)})
+#: Maps whose values are strings: ``config set agent.env.DEBUG 1`` sets the string "1".
+STRING_MAPS = frozenset({("agent", "env"), ("feedbackCommands",)})
 
 
 def camel(segment: str) -> str:
@@ -66,8 +68,11 @@ def split_key(key: str) -> list[str]:
     return parts
 
 
-def parse_value(text: str) -> Any:
-    """JSON when ``text`` parses as JSON, else the text itself."""
+def parse_value(text: str, parts: list[str] | None = None) -> Any:
+    """JSON when ``text`` parses as JSON, else the text itself; always the text for an
+    entry of a map of strings (an environment variable, a loop's command)."""
+    if parts and tuple(parts[:-1]) in STRING_MAPS:
+        return text
     try:
         return json.loads(text)
     except ValueError:
@@ -157,7 +162,6 @@ def get(ctx: Context, args: argparse.Namespace) -> int:
     parts = split_key(args.key)
     found, value = lookup(config, parts)
     if not found and ignored(result, parts):
-        warn(out, result.get("trust"))
         raise CommandError(
             f"{args.key} is set only by the repository's config, which is not trusted: "
             "it is ignored",
@@ -188,7 +192,7 @@ def _update(ctx: Context, parts: list[str], value: Any) -> dict[str, Any]:
 def set_(ctx: Context, args: argparse.Namespace) -> int:
     """Invoked when calling ``pokeralphctl config set``."""
     parts = split_key(args.key)
-    value = parse_value(args.value)
+    value = parse_value(args.value, parts)
     result = _update(ctx, parts, value)
     if ctx.out.json:
         ctx.out.ok(result)

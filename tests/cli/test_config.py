@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pokeralphctl.commands.config import split_key
+from pokeralphctl.commands.config import parse_value, split_key
 from tests.cli.conftest import Ctl, envelope
 
 
@@ -83,3 +83,14 @@ def test_set_an_environment_variable_and_a_loop_command(ctl: Ctl) -> None:
     config = envelope(ctl("config", "get", "--json"))["result"]
     assert config["config"]["agent"]["env"] == {"ANTHROPIC_API_KEY": "sk-test"}
     assert config["config"]["feedbackCommands"] == {"type_check": "mypy ."}
+
+
+def test_map_entries_take_the_value_as_a_string(ctl: Ctl) -> None:
+    assert parse_value("1", ["agent", "env", "DEBUG"]) == "1"
+    assert parse_value("true", ["feedbackCommands", "test"]) == "true"
+    assert parse_value("1", ["maxIterationsPerTask"]) == 1
+    proc = ctl("config", "set", "agent.env.DEBUG", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert envelope(ctl("config", "get", "--json"))["result"]["config"]["agent"]["env"] == {
+        "DEBUG": "1"
+    }
