@@ -45,6 +45,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "task": ("task", "list, add, show, edit and remove tasks"),
     "prd": ("prd", "show, rename, describe or import the PRD"),
     "config": ("config", "get, set and unset configuration keys"),
+    "trust": ("trust", "let the repository's .pokeralph/config.json set its sensitive keys"),
+    "untrust": ("trust", "stop trusting the repository's .pokeralph/config.json"),
     "battle": ("battle", "start, follow, control and inspect battles"),
     "approve": ("battle", "approve the iteration awaiting approval (= battle approve)"),
     "watch": ("watch", "print events as they happen"),

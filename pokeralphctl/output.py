@@ -9,12 +9,19 @@ exactly one envelope on stdout (streaming commands print one JSON object per lin
 ``code`` is the daemon's JSON-RPC error code (an integer) when the daemon refused the
 request, or one of the strings in :data:`CLIENT_CODES` for errors on the client side.
 Colours are used only when the stream is a terminal and ``$NO_COLOR`` is unset.
+
+Text that comes from the daemon (task titles, agent output, inbox items, config values)
+may hold terminal escape sequences: a task or an agent could retitle or clear the user's
+terminal. :func:`clean` is the one function that renders such characters visibly; every
+human line goes through it on its way out (:class:`Output` applies it to everything it
+writes), and the ``--json`` envelope escapes them as ``\\uXXXX`` so it stays exact.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 TYPE_CHECKING = False  # typing costs ~3 ms of start-up: imported for mypy only
@@ -69,8 +76,74 @@ def wants_color(stream: TextIO) -> bool:
     return bool(isatty and isatty())
 
 
+# --------------------------------------------------------------------------- control characters
+
+#: Characters no human line prints raw: C0 controls (but tab and newline), DEL, C1 controls,
+#: the bidirectional marks, embeddings, overrides and isolates, the Unicode line and
+#: paragraph separators, and lone surrogates (which a terminal cannot even encode).
+_UNSAFE = (
+    "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e"
+    "\u2028\u2029\u2066-\u2069\ud800-\udfff"
+)
+#: what a colour code of ours looks like (SGR: ESC [ numbers m)
+_SGR = "\x1b\\[[0-9;]*m"
+_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+_patterns: dict[tuple[bool, bool], re.Pattern[str]] = {}
+
+
+def _pattern(multiline: bool, keep_sgr: bool) -> re.Pattern[str]:
+    key = (multiline, keep_sgr)
+    pattern = _patterns.get(key)
+    if pattern is None:
+        chars = f"[{_UNSAFE}]" if multiline else f"[\t\n{_UNSAFE}]"
+        parts = (["\r\n"] if multiline else []) + ([_SGR] if keep_sgr else []) + [chars]
+        pattern = _patterns[key] = re.compile("|".join(parts))
+    return pattern
+
+
+def _visible(match: re.Match[str]) -> str:
+    text = match.group()
+    if len(text) > 1:  # one of ours (SGR), or CR LF in multi-line text
+        return "\n" if text == "\r\n" else text
+    if text in _NAMED:
+        return _NAMED[text]
+    code = ord(text)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def clean(text: Any, *, multiline: bool = False, keep_sgr: bool = False) -> str:
+    """``text`` safe to print on a terminal: control characters shown, never obeyed.
+
+    ESC becomes ``\\x1b``, BEL ``\\x07``, a C1 control ``\\x9b``, a bidi override
+    ``\\u202e``; tab and newline become ``\\t`` and ``\\n`` unless ``multiline`` (logs,
+    descriptions), where they are kept (and CR LF becomes LF). ``keep_sgr`` keeps colour
+    codes (``ESC [ … m``), for text our own :meth:`Output.style` already coloured.
+    """
+    string = text if isinstance(text, str) else str(text)
+    pattern = _pattern(multiline, keep_sgr)
+    if pattern.search(string) is None:
+        return string
+    return pattern.sub(_visible, string)
+
+
+_JSON_UNSAFE: re.Pattern[str] | None = None
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
 def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """Compact JSON that a terminal can show: what json leaves raw (DEL, C1, bidi
+    controls, separators, lone surrogates) is written as ``\\uXXXX``, which decodes to
+    the very same string (those characters only ever occur inside JSON strings)."""
+    global _JSON_UNSAFE
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if _JSON_UNSAFE is None:
+        _JSON_UNSAFE = re.compile(f"[{_UNSAFE}]")
+    if _JSON_UNSAFE.search(text) is None:
+        return text
+    return _JSON_UNSAFE.sub(_json_escape, text)
 
 
 class Output:
@@ -98,21 +171,22 @@ class Output:
         return f"\033[{codes}m{text}\033[0m" if codes else text
 
     def status(self, value: str | None) -> str:
-        text = value or "-"
+        text = clean(value) if value else "-"
         return self.style(text, STATUS_STYLES.get(text, ""))
 
-    # -- printing
+    # -- printing: every human line passes through clean() (colour codes of ours stay)
     def line(self, text: str = "") -> None:
-        self.stdout.write(text + "\n")
+        self.stdout.write(clean(text, multiline=True, keep_sgr=self.color) + "\n")
 
     def write(self, text: str) -> None:
-        self.stdout.write(text)
+        """Raw text such as a log, control characters shown (tab and newline kept)."""
+        self.stdout.write(clean(text, multiline=True, keep_sgr=self.color))
         self.stdout.flush()
 
     def note(self, text: str, *styles: str) -> None:
         """A diagnostic line on stderr (never part of the result)."""
         self.stdout.flush()
-        self.stderr.write(self.style(text, *styles, err=True) + "\n")
+        self.stderr.write(self.style(clean(text, multiline=True), *styles, err=True) + "\n")
         self.stderr.flush()
 
     def ndjson(self, value: Any) -> None:
@@ -132,14 +206,18 @@ class Output:
             return
         self.stdout.flush()
         prefix = self.style("error:", "red", "bold", err=True)
-        self.stderr.write(f"{prefix} {message}\n")
+        self.stderr.write(f"{prefix} {clean(message, multiline=True)}\n")
         if hint:
-            self.stderr.write(self.style(hint, "dim", err=True) + "\n")
+            self.stderr.write(self.style(clean(hint, multiline=True), "dim", err=True) + "\n")
         self.stderr.flush()
 
     def table(self, headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-        """Left-aligned columns; the header is bold; cells may already hold colour codes."""
-        cells = [[_cell(c) for c in row] for row in rows]
+        """Left-aligned columns; the header is bold; cells may already hold colour codes.
+
+        Each cell is one line: a newline or any other control character in it is shown
+        escaped (a title cannot break the table or reach the terminal).
+        """
+        cells = [[clean(_cell(c), keep_sgr=self.color) for c in row] for row in rows]
         widths = [len(h) for h in headers]
         for row in cells:
             for i, cell in enumerate(row):

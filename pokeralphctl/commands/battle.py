@@ -7,7 +7,7 @@ Following (``battle start --follow``, ``battle log --follow``) lives in
 from __future__ import annotations
 
 from pokeralphctl.commands import sub
-from pokeralphctl.output import duration, money
+from pokeralphctl.output import clean, duration, money
 
 TYPE_CHECKING = False  # typing costs ~3 ms of start-up: imported for mypy only
 if TYPE_CHECKING:
@@ -115,14 +115,17 @@ def battle_line(out: Output, battle: dict[str, Any]) -> str:
     iterations = battle.get("iterations") or []
     limit = battle.get("maxIterations")
     return (
-        f"{out.style(str(battle.get('taskId')), 'bold')} {out.status(battle.get('status'))}, "
-        f"{battle.get('mode')}, {len(iterations)}/{limit or '?'} iterations, "
+        f"{out.style(clean(battle.get('taskId')), 'bold')} {out.status(battle.get('status'))}, "
+        f"{clean(battle.get('mode'))}, {len(iterations)}/{clean(limit or '?')} iterations, "
         f"{money(battle.get('costUsd'))}"
     )
 
 
 def start(ctx: Context, args: argparse.Namespace) -> int:
     """Invoked when calling ``pokeralphctl battle start``."""
+    from pokeralphctl.commands.trust import check
+
+    check(ctx)  # warn first when the repository's config is not trusted
     if args.follow:
         from pokeralphctl.commands.follow import start_and_follow
 
@@ -136,7 +139,8 @@ def start(ctx: Context, args: argparse.Namespace) -> int:
     queued = " (queued: waiting for a free slot)" if result.get("queued") else ""
     out.line(f"started: {battle_line(out, battle)}{queued}")
     out.note(
-        f"follow it with `pokeralphctl battle log -f {battle['taskId']}` or `pokeralphctl watch`",
+        f"follow it with `pokeralphctl battle log -f {clean(battle['taskId'])}` "
+        "or `pokeralphctl watch`",
         "dim",
     )
     return 0
@@ -195,13 +199,13 @@ def show(ctx: Context, args: argparse.Namespace) -> int:
         return 0
     rows = [
         [
-            b.get("repo"),
-            b.get("taskId"),
+            clean(b.get("repo")),
+            clean(b.get("taskId")),
             out.status(b.get("status")),
-            f"{b.get('iteration')}/{b.get('maxIterations') or '?'}",
-            b.get("mode"),
+            clean(f"{b.get('iteration')}/{b.get('maxIterations') or '?'}"),
+            clean(b.get("mode")),
             money(b.get("costUsd")),
-            b.get("pausedReason") or "",
+            clean(b.get("pausedReason") or ""),
         ]
         for b in battles
     ]
@@ -213,19 +217,19 @@ def print_progress(out: Output, task_id: str, progress: dict[str, Any] | None) -
     if not progress:
         out.line(f"no battle for {task_id} yet: `pokeralphctl battle start {task_id}`")
         return
-    out.line(f"{out.style(task_id, 'bold')} {out.status(progress.get('status'))}")
-    out.line(f"iteration:   {progress.get('currentIteration')}")
-    out.line(f"updated:     {progress.get('lastUpdate')}")
+    out.line(f"{out.style(clean(task_id), 'bold')} {out.status(progress.get('status'))}")
+    out.line(f"iteration:   {clean(progress.get('currentIteration'))}")
+    out.line(f"updated:     {clean(progress.get('lastUpdate'))}")
     if progress.get("error"):
-        out.line(f"error:       {out.style(str(progress['error']), 'red')}")
+        out.line(f"error:       {out.style(clean(progress['error']), 'red')}")
     feedback = progress.get("feedbackResults") or {}
     if feedback:
         loops = ", ".join(
-            f"{name} {out.status('passed' if r.get('passed') else 'failed')}"
+            f"{clean(name)} {out.status('passed' if r.get('passed') else 'failed')}"
             for name, r in feedback.items()
         )
         out.line(f"feedback:    {loops}")
-    last = str(progress.get("lastOutput") or "").rstrip().splitlines()[-10:]
+    last = clean(progress.get("lastOutput") or "", multiline=True).rstrip().splitlines()[-10:]
     if last:
         out.line("last output:")
         for line in last:
@@ -244,9 +248,9 @@ def history(ctx: Context, args: argparse.Namespace) -> int:
         out.line(f"no battle for {args.task_id} yet: `pokeralphctl battle start {args.task_id}`")
         return 0
     out.line(f"{battle_line(out, battle)}, attempt {battle.get('attempt', 1)}")
-    out.line(out.style(f"started {battle.get('startedAt')}", "dim"))
+    out.line(out.style(clean(f"started {battle.get('startedAt')}"), "dim"))
     if battle.get("error"):
-        out.line(f"error: {out.style(str(battle['error']), 'red')}")
+        out.line(f"error: {out.style(clean(battle['error'], multiline=True), 'red')}")
     iterations = battle.get("iterations") or []
     if not iterations:
         return 0
@@ -258,8 +262,8 @@ def history(ctx: Context, args: argparse.Namespace) -> int:
             duration(it.get("durationMs")),
             money(it.get("costUsd")),
             len(it.get("filesChanged") or []),
-            str(it.get("commitHash") or "-")[:8],
-            it.get("error") or "",
+            clean(str(it.get("commitHash") or "-")[:8]),
+            clean(it.get("error") or ""),
         ]
         for it in iterations
     ]

@@ -1,9 +1,14 @@
 """``pokeralphctl config get|set|unset``: the repository's layered configuration.
 
-Keys are dotted paths into the config (``agent.backend``); ``snake_case`` segments are
-accepted and sent in the wire's camelCase. ``set`` parses VALUE as JSON when it parses
+Keys are dotted paths into the config (``agent.backend``); ``snake_case`` segments that
+name the config's own fields are accepted and sent in the wire's camelCase, while the keys
+of free-form maps (``agent.env.ANTHROPIC_API_KEY``, ``feedbackCommands.type_check``) are
+sent verbatim. ``set`` parses VALUE as JSON when it parses
 (numbers, booleans, lists, objects, null) and takes it as a string otherwise. Changes go
 to the repository layer; ``unset`` removes a key there, so the user or default applies.
+
+When the repository layer is not trusted (``pokeralphctl trust``), its sensitive keys are
+ignored: ``get`` shows the value that applies and says so, on stderr.
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from pokeralphctl.commands import CommandError, sub
-from pokeralphctl.output import dumps
+from pokeralphctl.commands.trust import warn
+from pokeralphctl.output import clean, dumps
 
 if TYPE_CHECKING:
     import argparse
@@ -37,13 +43,24 @@ def add_config(parser: argparse.ArgumentParser) -> None:
     p.set_defaults(handler=unset)
 
 
+#: The objects of the config whose keys are its model's fields (so ``snake_case`` is
+#: camel-cased): the top level and ``agent``. Every other object is a free-form map whose
+#: keys are data (environment variable names, loop names) and are kept as typed.
+FIELD_OBJECTS = frozenset({(), ("agent",)})
+#: Maps whose values are strings: ``config set agent.env.DEBUG 1`` sets the string "1".
+STRING_MAPS = frozenset({("agent", "env"), ("feedbackCommands",)})
+
+
 def camel(segment: str) -> str:
     head, *rest = segment.split("_")
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
 def split_key(key: str) -> list[str]:
-    parts = [camel(p) for p in key.strip().split(".")]
+    """A dotted key's segments, field names camel-cased, map keys verbatim."""
+    parts: list[str] = []
+    for segment in key.strip().split("."):
+        parts.append(camel(segment) if tuple(parts) in FIELD_OBJECTS else segment)
     if not all(parts):
         raise CommandError(
             f"invalid key {key!r}", "use a dotted key like agent.backend", code="usage"
@@ -51,8 +68,11 @@ def split_key(key: str) -> list[str]:
     return parts
 
 
-def parse_value(text: str) -> Any:
-    """JSON when ``text`` parses as JSON, else the text itself."""
+def parse_value(text: str, parts: list[str] | None = None) -> Any:
+    """JSON when ``text`` parses as JSON, else the text itself; always the text for an
+    entry of a map of strings (an environment variable, a loop's command)."""
+    if parts and tuple(parts[:-1]) in STRING_MAPS:
+        return text
     try:
         return json.loads(text)
     except ValueError:
@@ -86,8 +106,32 @@ def lookup(tree: Any, parts: list[str]) -> tuple[bool, Any]:
     return True, tree
 
 
+def _ignored_keys(result: dict[str, Any]) -> list[str]:
+    return [str(k) for k in (result.get("trust") or {}).get("ignoredKeys") or []]
+
+
+def ignored(result: dict[str, Any], parts: list[str]) -> bool:
+    """Whether the repository layer sets this key but it is ignored (not trusted)."""
+    dotted = ".".join(parts)
+    return (
+        any(dotted == k or dotted.startswith(k + ".") for k in _ignored_keys(result))
+        and (lookup(result.get("repoLayer", {}), parts)[0])
+    )
+
+
+def touches_ignored(result: dict[str, Any], parts: list[str]) -> bool:
+    """Whether the key is, holds or lies under a key the untrusted repository layer sets."""
+    dotted = ".".join(parts)
+    return any(
+        dotted == k or dotted.startswith(k + ".") or k.startswith(dotted + ".")
+        for k in _ignored_keys(result)
+    )
+
+
 def source_of(result: dict[str, Any], parts: list[str]) -> str:
     """Which layer set a key: ``sources`` names top-level keys; nested keys are looked up."""
+    if ignored(result, parts):
+        return "user or default; repo value ignored: not trusted"
     top = result.get("sources", {}).get(parts[0], "default")
     if len(parts) == 1 or top == "default":
         return str(top)
@@ -96,7 +140,7 @@ def source_of(result: dict[str, Any], parts: list[str]) -> str:
 
 
 def show_value(value: Any) -> str:
-    return value if isinstance(value, str) else dumps(value)
+    return clean(value if isinstance(value, str) else dumps(value))
 
 
 def get(ctx: Context, args: argparse.Namespace) -> int:
@@ -109,13 +153,21 @@ def get(ctx: Context, args: argparse.Namespace) -> int:
             out.ok(result)
             return 0
         rows = [
-            [key, show_value(value), out.style(source_of(result, key.split(".")), "dim")]
+            [clean(key), show_value(value), out.style(source_of(result, key.split(".")), "dim")]
             for key, value in flatten(config)
         ]
         out.table(["key", "value", "source"], rows)
+        warn(out, result.get("trust"))
         return 0
     parts = split_key(args.key)
     found, value = lookup(config, parts)
+    if not found and ignored(result, parts):
+        raise CommandError(
+            f"{args.key} is set only by the repository's config, which is not trusted: "
+            "it is ignored",
+            "read .pokeralph/config.json, then run `pokeralphctl trust`",
+            data={"key": args.key, "trust": result.get("trust")},
+        )
     if not found:
         raise CommandError(
             f"no config key {args.key!r}",
@@ -127,6 +179,8 @@ def get(ctx: Context, args: argparse.Namespace) -> int:
         out.ok({"key": ".".join(parts), "value": value, "source": source})
     else:
         out.line(f"{show_value(value)}  {out.style(f'({source})', 'dim')}")
+        if touches_ignored(result, parts):
+            warn(out, result.get("trust"))
     return 0
 
 
@@ -138,16 +192,18 @@ def _update(ctx: Context, parts: list[str], value: Any) -> dict[str, Any]:
 def set_(ctx: Context, args: argparse.Namespace) -> int:
     """Invoked when calling ``pokeralphctl config set``."""
     parts = split_key(args.key)
-    value = parse_value(args.value)
+    value = parse_value(args.value, parts)
     result = _update(ctx, parts, value)
     if ctx.out.json:
         ctx.out.ok(result)
     else:
-        _, effective = lookup(result["config"], parts)
-        ctx.out.line(
-            f"{'.'.join(parts)} = {show_value(effective)}  "
-            + ctx.out.style(f"(repo layer, version {result.get('version')})", "dim")
-        )
+        where = f"repo layer, version {result.get('version')}"
+        if ignored(result, parts):  # written, but not in effect
+            shown, where = show_value(value), where + ", ignored: not trusted"
+        else:
+            shown = show_value(lookup(result["config"], parts)[1])
+        ctx.out.line(f"{clean('.'.join(parts))} = {shown}  " + ctx.out.style(f"({where})", "dim"))
+        warn(ctx.out, result.get("trust"))
     return 0
 
 
@@ -161,5 +217,6 @@ def unset(ctx: Context, args: argparse.Namespace) -> int:
         found, effective = lookup(result["config"], parts)
         now = show_value(effective) if found else "(not set)"
         source = source_of(result, parts)
-        ctx.out.line(f"{'.'.join(parts)} = {now}  " + ctx.out.style(f"({source})", "dim"))
+        ctx.out.line(f"{clean('.'.join(parts))} = {now}  " + ctx.out.style(f"({source})", "dim"))
+        warn(ctx.out, result.get("trust"))
     return 0

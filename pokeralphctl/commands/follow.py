@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pokeralphctl.client import RequestFailed
 from pokeralphctl.commands.render import render
+from pokeralphctl.output import clean
 
 if TYPE_CHECKING:
     import argparse
@@ -40,7 +41,7 @@ def start_and_follow(ctx: Context, args: argparse.Namespace, params: dict[str, A
         else:
             battle = result["battle"]
             queued = ", queued" if result.get("queued") else ""
-            out.note(f"battle for {task_id} started ({battle.get('mode')}{queued})", "dim")
+            out.note(f"battle for {task_id} started ({clean(battle.get('mode'))}{queued})", "dim")
         return follow_events(ctx, stream, task_id)
     except KeyboardInterrupt:
         out.note(f"stopped following; the battle goes on (`pokeralphctl battle show {task_id}`)")
@@ -80,7 +81,7 @@ def parse_answer(answer: str) -> tuple[bool, str | None] | None:
 
 def ask_approval(ctx: Context, task_id: str, payload: dict[str, Any]) -> None:
     """Ask on the terminal whether to approve the iteration, and tell the daemon."""
-    number = payload.get("iteration")
+    number = clean(payload.get("iteration"))
     while True:
         try:
             answer = input(f"Approve iteration {number}? [y/n/note] ")

@@ -11,6 +11,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from pokeralphctl.commands import CommandError
+from pokeralphctl.output import clean
 
 if TYPE_CHECKING:
     import argparse
@@ -62,7 +63,16 @@ def inbox(ctx: Context, args: argparse.Namespace) -> int:
         return 0
     out.table(
         ["ID", "REPO", "MODE", "STATUS", "TITLE"],
-        [[i["id"], i["repo"], i["mode"], out.status(i["status"]), i["title"]] for i in items],
+        [
+            [
+                clean(i["id"]),
+                clean(i["repo"]),
+                clean(i["mode"]),
+                out.status(i["status"]),
+                clean(i["title"]),
+            ]
+            for i in items
+        ],
     )
     out.note("answer with `pokeralphctl answer ID`; details with `pokeralphctl inbox show ID`")
     return 0
@@ -72,27 +82,34 @@ def show(ctx: Context, item: dict[str, Any]) -> None:
     out = ctx.out
     d = item["delivery"]
     out.line(
-        out.style(d["title"], "bold")
-        + f"  ({d['id']}, {d['mode']}, {out.status(d['status'])}, {item['repo']})"
+        out.style(clean(d["title"]), "bold")
+        + clean(f"  ({d['id']}, {d['mode']}, ")
+        + out.status(d["status"])
+        + clean(f", {item['repo']})")
     )
     body = (d.get("content") or {}).get("body") or ""
     if body:
         out.line("")
-        out.line(body)
+        out.line(clean(body, multiline=True))
     schema = d.get("feedbackSchema")
     if schema:
         out.line("")
         out.line(f"answer: {describe(schema)}")
     for fb in item.get("feedback") or []:
         out.line(
-            f"answered {fb['createdAt']}: {json.dumps(fb['values'])}"
-            + (f" — {fb['note']}" if fb.get("note") else "")
+            clean(f"answered {fb['createdAt']}: {json.dumps(fb['values'])}")
+            + (f" — {clean(fb['note'], multiline=True)}" if fb.get("note") else "")
         )
     for note in item.get("annotations") or []:
-        out.line(f"note {note['createdAt']}: {note['content']}")
+        out.line(clean(f"note {note['createdAt']}: ") + clean(note["content"], multiline=True))
 
 
 def describe(schema: dict[str, Any]) -> str:
+    """The answer a schema wants, in one line (its prompt and options shown escaped)."""
+    return clean(_describe(schema))
+
+
+def _describe(schema: dict[str, Any]) -> str:
     kind = schema.get("type")
     if kind == "confirm":
         return f"{schema.get('prompt')} (--yes / --no)"
@@ -141,14 +158,14 @@ def _typed(kind: str, raw: str) -> Any:
 
 def _ask(ctx: Context, schema: dict[str, Any]) -> dict[str, Any]:
     kind = schema.get("type")
-    prompt = schema.get("prompt") or "Answer"
+    prompt = clean(schema.get("prompt") or "Answer")
     if kind == "confirm":
         reply = input(f"{prompt} [y/n] ").strip().lower()
         return {"value": reply in ("y", "yes")}
     if kind == "select":
         options = schema.get("options", [])
         for n, option in enumerate(options, 1):
-            ctx.out.line(f"  {n}. {option}")
+            ctx.out.line(f"  {n}. {clean(option)}")
         reply = input(f"{prompt} (number{'s, comma-separated' if schema.get('multiple') else ''}) ")
         picked = [
             options[int(x) - 1]
@@ -163,8 +180,8 @@ def _ask(ctx: Context, schema: dict[str, Any]) -> dict[str, Any]:
         return {"value": int(reply) if reply.isdigit() else reply}
     values: dict[str, Any] = {}
     for spec in schema.get("fields", []):
-        label = spec.get("label") or spec["name"]
-        extra = f" [{'/'.join(spec['options'])}]" if spec.get("options") else ""
+        label = clean(spec.get("label") or spec["name"])
+        extra = clean(f" [{'/'.join(spec['options'])}]") if spec.get("options") else ""
         reply = input(f"{label}{extra}{' *' if spec.get('required') else ''}: ")
         if reply:
             values[spec["name"]] = _typed(spec["type"], reply)
@@ -194,5 +211,5 @@ def answer(ctx: Context, args: argparse.Namespace) -> int:
     if ctx.out.json:
         ctx.out.ok(result)
     else:
-        ctx.out.line(f"answered {args.id}")
+        ctx.out.line(f"answered {clean(args.id)}")
     return 0

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pokeralphctl.commands import CommandError
 from pokeralphctl.commands.render import render
+from pokeralphctl.output import clean
 
 if TYPE_CHECKING:
     import argparse
@@ -73,7 +74,7 @@ def plan(ctx: Context, args: argparse.Namespace) -> int:
             if kind == "planning_question":
                 reply = answers.pop(0) if answers else None
                 if reply is None and interactive:
-                    out.line(event["payload"]["question"])
+                    out.line(clean(event["payload"]["question"], multiline=True))
                     reply = _read_multiline()
                 if not reply:
                     if not out.json:
@@ -109,17 +110,17 @@ def _finish(ctx: Context, args: argparse.Namespace, interactive: bool) -> int:
         else:
             out.line("the agent's PRD is not valid:")
             for p in preview["problems"]:
-                out.line(f"  {p['field']}: {p['problem']}")
+                out.line(clean(f"  {p['field']}: {p['problem']}"))
             out.note('plan again with `pokeralphctl plan --reset` then `pokeralphctl plan "IDEA"`')
         return 1
     prd = preview["prd"]
     if not out.json:
-        out.line(out.style(prd["name"], "bold"))
-        out.line(prd["description"])
+        out.line(out.style(clean(prd["name"]), "bold"))
+        out.line(clean(prd["description"], multiline=True))
         out.table(
             ["ID", "PRI", "TITLE", "CRITERIA"],
             [
-                [t["id"], t["priority"], t["title"], len(t["acceptanceCriteria"])]
+                [clean(t["id"]), t["priority"], clean(t["title"]), len(t["acceptanceCriteria"])]
                 for t in prd["tasks"]
             ],
         )

@@ -7,6 +7,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from pokeralphctl.commands import CommandError, sub
+from pokeralphctl.output import clean
 
 if TYPE_CHECKING:
     import argparse
@@ -46,20 +47,23 @@ def show(ctx: Context, args: argparse.Namespace) -> int:
             "no PRD yet: add a task with `pokeralphctl task add`, or `pokeralphctl prd import`"
         )
         return 0
-    out.line(f"{out.style(prd['name'], 'bold')}  (version {result['version']})")
+    out.line(f"{out.style(clean(prd['name']), 'bold')}  (version {result['version']})")
     if prd.get("description"):
-        out.line(prd["description"])
+        out.line(clean(prd["description"], multiline=True))
     metadata = prd.get("metadata") or {}
     for key, value in metadata.items():
         if value is not None:
-            out.line(out.style(f"{key}: {value}", "dim"))
+            out.line(out.style(clean(f"{key}: {value}"), "dim"))
     tasks = prd.get("tasks") or []
     out.line()
     if not tasks:
         out.line("no tasks")
         return 0
     ordered = sorted(tasks, key=lambda t: (t.get("priority", 0), t["id"]))
-    rows = [[t["id"], out.status(t["status"]), t.get("priority"), t["title"]] for t in ordered]
+    rows = [
+        [clean(t["id"]), out.status(t["status"]), t.get("priority"), clean(t["title"])]
+        for t in ordered
+    ]
     out.table(["id", "status", "priority", "title"], rows)
     return 0
 
@@ -70,7 +74,7 @@ def _update(ctx: Context, **fields: Any) -> int:
         ctx.out.ok(result)
     else:
         prd = result["prd"]
-        ctx.out.line(f"PRD {prd['name']!r} saved (version {result['version']})")
+        ctx.out.line(f"PRD {clean(repr(prd['name']))} saved (version {result['version']})")
     return 0
 
 

@@ -1,7 +1,9 @@
 """Human lines for events: ``HH:MM:SS repo task type summary``, one summary per type.
 
 ``iteration_output`` becomes the agent's own text lines, tool calls as ``→ Tool input``;
-tool results, stderr and progress updates are shown only with ``-v``.
+tool results, stderr and progress updates are shown only with ``-v``. Every piece of a
+line that comes from the event is passed through :func:`~pokeralphctl.output.clean`
+before it is coloured: an agent's output cannot drive the terminal.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from pokeralphctl.output import dumps, duration, money
+from pokeralphctl.output import clean, dumps, duration, money
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -143,7 +145,9 @@ SUMMARIES: dict[str, Callable[[dict[str, Any]], str]] = {
     "task_created": lambda p: f"created: {(p.get('task') or {}).get('title')}",
     "task_updated": _task_updated,
     "task_deleted": lambda p: "deleted",
-    "config_updated": lambda p: "config " + ", ".join(_flat(p.get("patch") or {})),
+    "config_updated": lambda p: (
+        "config " + (", ".join(_flat(p.get("patch"))) if p.get("patch") else "updated")
+    ),
     "prd_updated": lambda p: (
         f"PRD {(p.get('prd') or {}).get('name')!r} saved (version {p.get('version')})"
     ),
@@ -179,7 +183,7 @@ def chunk_lines(chunks: Any, verbose: int) -> list[tuple[str, str]]:
     """``(text, style)`` lines of an output event's chunks."""
     lines: list[tuple[str, str]] = []
     for chunk in chunks if isinstance(chunks, list) else []:
-        kind, text = chunk.get("kind"), str(chunk.get("text", ""))
+        kind, text = chunk.get("kind"), clean(chunk.get("text", ""), multiline=True)
         if kind == "text":
             lines.extend((line, "") for line in text.splitlines() if line.strip())
         elif kind == "tool_use":
@@ -214,8 +218,8 @@ def render(out: Output, event: dict[str, Any], *, prefix: bool = True) -> list[s
         head = " ".join(
             [
                 out.style(clock(event.get("timestamp")), "dim"),
-                out.style(str(event.get("repo") or "-"), "bold"),
-                task_of(event),
+                out.style(clean(event.get("repo") or "-"), "bold"),
+                clean(task_of(event)),
             ]
         )
     if kind in ("iteration_output", "planning_output"):
@@ -225,6 +229,6 @@ def render(out: Output, event: dict[str, Any], *, prefix: bool = True) -> list[s
             for text, style in chunk_lines(payload.get("chunks"), out.verbose)
         ]
     summary = SUMMARIES.get(kind)
-    text = summary(payload) if summary else shorten(dumps(payload))
-    label = out.style(kind, TYPE_STYLES.get(kind, "cyan"))
+    text = clean(summary(payload) if summary else shorten(dumps(payload)))
+    label = out.style(clean(kind), TYPE_STYLES.get(kind, "cyan"))
     return [f"{head} {label} {text}".lstrip()]

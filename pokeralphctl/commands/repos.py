@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from pokeralphctl.client import RequestFailed
 from pokeralphctl.commands import CommandError, repo_argument
 from pokeralphctl.commands.status import battle_summary
-from pokeralphctl.output import counts
+from pokeralphctl.output import clean, counts
 
 if TYPE_CHECKING:
     import argparse
@@ -51,13 +51,14 @@ def list_repos(ctx: Context, args: argparse.Namespace) -> int:
     rows = []
     for repo in repos:
         if repo.get("error"):
-            rows.append([repo["name"], repo["path"], "-", out.style(repo["error"], "red"), "-"])
+            error = out.style(clean(repo["error"]), "red")
+            rows.append([clean(repo["name"]), clean(repo["path"]), "-", error, "-"])
         else:
             rows.append(
                 [
-                    repo["name"],
-                    repo["path"],
-                    repo.get("prd") or "-",
+                    clean(repo["name"]),
+                    clean(repo["path"]),
+                    clean(repo.get("prd") or "-"),
                     counts(repo.get("tasks")),
                     battle_summary(out, repo.get("battle")),
                 ]
@@ -89,7 +90,8 @@ def init(ctx: Context, args: argparse.Namespace) -> int:
     if ctx.out.json:
         ctx.out.ok(result)
         return 0
-    ctx.out.line(f"registered {ctx.out.style(result['name'], 'bold')} at {result['path']}")
+    name, path = clean(result["name"]), clean(result["path"])
+    ctx.out.line(f"registered {ctx.out.style(name, 'bold')} at {path}")
     ctx.out.note(
         "next: add a task with `pokeralphctl task add TITLE -d DESCRIPTION -c CRITERION`", "dim"
     )
@@ -103,5 +105,5 @@ def unregister(ctx: Context, args: argparse.Namespace) -> int:
     if ctx.out.json:
         ctx.out.ok(result)
     else:
-        ctx.out.line(f"unregistered {result['name']} ({result['path']}); its files stay")
+        ctx.out.line(clean(f"unregistered {result['name']} ({result['path']}); its files stay"))
     return 0

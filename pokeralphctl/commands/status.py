@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pokeralphctl.output import counts, money
+from pokeralphctl.output import clean, counts, money
 
 TYPE_CHECKING = False  # typing costs ~3 ms of start-up: imported for mypy only
 if TYPE_CHECKING:
@@ -34,11 +34,17 @@ def ping(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def fetch_status(ctx: Context) -> dict[str, Any]:
-    """``daemon.status`` and ``repo.list`` on one connection."""
+    """``daemon.status``, ``repo.list`` and ``config.trustList`` on one connection."""
+    from pokeralphctl.client import RequestFailed
+
     with ctx.connect() as conn:
         daemon = conn.call("daemon.status")
         repos = conn.call("repo.list")
-    return {"daemon": daemon, "repos": repos}
+        try:
+            trust = conn.call("config.trustList")["repos"]
+        except RequestFailed:  # a daemon older than the trust gate
+            trust = None
+    return {"daemon": daemon, "repos": repos, "trust": trust}
 
 
 def status(ctx: Context, args: argparse.Namespace) -> int:
@@ -74,10 +80,10 @@ def battle_summary(out: Output, battle: dict[str, Any] | None) -> str:
     iteration = battle.get("iteration")
     limit = battle.get("maxIterations")
     it = f"it {iteration}/{limit}" if limit else f"it {iteration}"
-    parts = [out.status(battle.get("status")), str(battle.get("taskId", "?")), it]
+    parts = [out.status(battle.get("status")), clean(battle.get("taskId", "?")), it]
     parts.append(money(battle.get("costUsd")))
     if battle.get("pausedReason"):
-        parts.append(f"({battle['pausedReason']})")
+        parts.append(clean(f"({battle['pausedReason']})"))
     return " ".join(parts)
 
 
@@ -96,15 +102,25 @@ def print_status(out: Output, result: dict[str, Any]) -> None:
     rows = []
     for repo in repos:
         if repo.get("error"):
-            detail = out.style(f"unavailable: {repo['error']}", "red")
-            rows.append([out.style(repo["name"], "bold"), repo.get("path"), detail, "-"])
+            detail = out.style(clean(f"unavailable: {repo['error']}"), "red")
+            name = out.style(clean(repo["name"]), "bold")
+            rows.append([name, clean(repo.get("path")), detail, "-"])
             continue
         rows.append(
             [
-                out.style(repo["name"], "bold"),
-                repo.get("path"),
+                out.style(clean(repo["name"]), "bold"),
+                clean(repo.get("path")),
                 counts(repo.get("tasks")),
                 battle_summary(out, repo.get("battle")),
             ]
         )
     out.table(["repo", "path", "tasks", "battle"], rows)
+    for entry in result.get("trust") or []:
+        state = entry.get("trust")
+        if isinstance(state, dict) and not state.get("trusted", True):
+            repo = clean(entry.get("repo"))
+            ignored = clean(", ".join(str(k) for k in state.get("ignoredKeys") or []))
+            out.line(
+                out.style(f"{repo}: .pokeralph/config.json is not trusted", "yellow")
+                + f": {ignored} ignored; read it, then `pokeralphctl trust {repo}`"
+            )

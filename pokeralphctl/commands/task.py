@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pokeralphctl.commands import CommandError, sub
+from pokeralphctl.output import clean
 
 if TYPE_CHECKING:
     import argparse
@@ -77,7 +78,10 @@ def list_tasks(ctx: Context, args: argparse.Namespace) -> int:
         what = f"no {args.status} tasks" if args.status else "no tasks"
         out.line(f"{what}: add one with `pokeralphctl task add TITLE -d DESCRIPTION -c CRITERION`")
         return 0
-    rows = [[t["id"], out.status(t["status"]), t.get("priority"), t["title"]] for t in tasks]
+    rows = [
+        [clean(t["id"]), out.status(t["status"]), t.get("priority"), clean(t["title"])]
+        for t in tasks
+    ]
     out.table(["id", "status", "priority", "title"], rows)
     return 0
 
@@ -96,8 +100,9 @@ def add(ctx: Context, args: argparse.Namespace) -> int:
         ctx.out.ok(result)
     else:
         task = result["task"]
-        ctx.out.line(f"added {ctx.out.style(task['id'], 'bold')}: {task['title']}")
-        ctx.out.note(f"start it with `pokeralphctl battle start {task['id']}`", "dim")
+        task_id = clean(task["id"])
+        ctx.out.line(f"added {ctx.out.style(task_id, 'bold')}: {clean(task['title'])}")
+        ctx.out.note(f"start it with `pokeralphctl battle start {task_id}`", "dim")
     return 0
 
 
@@ -112,20 +117,21 @@ def show(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def print_task(out: Output, task: dict[str, Any]) -> None:
-    out.line(f"{out.style(task['id'], 'bold')}  {task['title']}")
+    out.line(f"{out.style(clean(task['id']), 'bold')}  {clean(task['title'])}")
     out.line(f"status:      {out.status(task.get('status'))}")
-    out.line(f"priority:    {task.get('priority')}")
-    out.line(f"created:     {task.get('createdAt', '-')}")
-    out.line(f"updated:     {task.get('updatedAt', '-')}")
+    out.line(f"priority:    {clean(task.get('priority'))}")
+    out.line(f"created:     {clean(task.get('createdAt', '-'))}")
+    out.line(f"updated:     {clean(task.get('updatedAt', '-'))}")
     iterations = task.get("iterations") or []
     if iterations:
         out.line(f"iterations:  {len(iterations)}")
     out.line("description:")
-    for line in str(task.get("description", "")).splitlines() or [""]:
+    description = clean(task.get("description", ""), multiline=True)
+    for line in description.splitlines() or [""]:
         out.line(f"  {line}")
     out.line("acceptance criteria:")
     for criterion in task.get("acceptanceCriteria") or []:
-        out.line(f"  - {criterion}")
+        out.line(f"  - {clean(criterion)}")
 
 
 def edit(ctx: Context, args: argparse.Namespace) -> int:
@@ -149,7 +155,7 @@ def edit(ctx: Context, args: argparse.Namespace) -> int:
     else:
         task = result["task"]
         changed = ", ".join(k for k, v in fields.items() if v is not None)
-        ctx.out.line(f"updated {ctx.out.style(task['id'], 'bold')} ({changed})")
+        ctx.out.line(f"updated {ctx.out.style(clean(task['id']), 'bold')} ({changed})")
     return 0
 
 
@@ -159,5 +165,5 @@ def remove(ctx: Context, args: argparse.Namespace) -> int:
     if ctx.out.json:
         ctx.out.ok(result)
     else:
-        ctx.out.line(f"removed {result['taskId']}")
+        ctx.out.line(f"removed {clean(result['taskId'])}")
     return 0

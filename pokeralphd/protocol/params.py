@@ -202,3 +202,11 @@ class PlanningFinishParams(Params):
 class DebugEmitParams(Params):
     count: int = 1
     size: int = 0
+
+
+# -- config trust (config.trust; config.untrust takes RepoParams, config.trustList NoParams)
+class ConfigTrustParams(Params):
+    """Trust the repository layer as it is now; with ``hash``, only if it still has it."""
+
+    hash: str | None = None
+    repo: str | None = None

@@ -62,12 +62,23 @@ REPO = obj(
     tasks={"type": "object", "additionalProperties": INT},
     battle=nullable(OBJ),
 )
+TRUST = obj(
+    trusted=BOOL,
+    hash=STR,
+    trustedHash=nullable(STR),
+    sensitiveKeys=array(STR),
+    ignoredKeys=array(STR),
+    message=nullable(STR),
+    hint=nullable(STR),
+)
 CONFIG = obj(
     config=ref("Config"),
     sources={"type": "object", "additionalProperties": STR},
     repoLayer=OBJ,
     version=INT,
+    trust=TRUST,
 )
+TRUST_CHANGE = obj(repo=STR, path=STR, changed=BOOL, trust=TRUST, sensitiveValues=OBJ)
 TASK = obj(task=ref("Task"), version=INT)
 BATTLE = obj(battle=ref("Battle"))
 PLANNING = obj(
@@ -105,6 +116,9 @@ RESULTS: dict[str, dict[str, Any]] = {
     "repo.status": REPO,
     "config.get": CONFIG,
     "config.update": CONFIG,
+    "config.trust": TRUST_CHANGE,
+    "config.untrust": TRUST_CHANGE,
+    "config.trustList": obj(repos=array(obj(repo=STR, path=STR, trust=TRUST, error=STR))),
     "prd.get": obj(prd=nullable(ref("PRD")), version=INT),
     "prd.update": obj(prd=ref("PRD"), version=INT),
     "task.list": obj(tasks=array(ref("Task")), version=INT),

@@ -1,44 +1,81 @@
 """Layered configuration: built-in defaults, then the user's file, then the repository's.
 
 The user layer lives at ``{user config dir}/pokeralph/config.json`` and the repository
-layer at ``.pokeralph/config.json``; each holds only the keys it sets (``agent`` and
-``feedbackCommands`` merge key by key). A layer that makes the result invalid is named
-in the error, with the field.
+layer at ``.pokeralph/config.json``; each holds only the keys it sets. Layers merge like
+a JSON merge patch: objects (``agent``, ``agent.env``, ``feedbackCommands``) merge key by
+key at every depth, anything else replaces, ``null`` unsets. A layer that makes the
+result invalid is named in the error, with the field.
+
+**Trust.** The repository layer comes with the repository: whoever wrote the clone, a
+pull or an agent's edit wrote it, not the user. Its :data:`SENSITIVE_KEYS` (what runs,
+where credentials go, what gets committed) apply only once the user trusted that exact
+content (``pokeralphctl trust``): the user layer records the sha256 of the repository
+layer's canonical content (every key but the ``version`` counter) under
+:data:`TRUST_KEY`, per repository root. A layer whose hash is not recorded has its
+sensitive keys ignored: the user's or the default values apply, and :class:`Trust` says
+which keys were left out. Its other keys apply as they are. Changes the daemon writes at
+the user's request keep a trusted layer trusted (:func:`update_repo_layer`).
 """
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import json
+import logging
+import threading
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from pokeralphd.domain.models import Config
-from pokeralphd.errors import CorruptFile, InvalidParams, VersionConflict
+from pokeralphd.errors import CorruptFile, InvalidParams, PokeralphError, VersionConflict
 from pokeralphd.store.atomic import atomic_write
 from pokeralphd.store.documents import META_KEYS, first_error, read_json
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+log = logging.getLogger(__name__)
+
 CONFIG_SCHEMA_VERSION = 1
-NESTED = ("agent", "feedbackCommands")
+
+#: Keys of the repository layer that apply only once the user trusted its content: they
+#: decide which program runs and with which arguments (``agent.command``,
+#: ``agent.extraArgs``: ``--dangerously-skip-permissions``, or an empty list that drops the
+#: user's own restricting flags), where credentials go (``agent.env``:
+#: ``ANTHROPIC_BASE_URL``, ``*_API_KEY``), which shell commands run after each iteration
+#: (``feedbackCommands``), and whether ``.pokeralph/`` (where ``agent.env`` may hold
+#: secrets) is committed (``commitRuntimeFiles``). Dotted paths, camelCase as on disk.
+SENSITIVE_KEYS: tuple[str, ...] = (
+    "agent.command",
+    "agent.extraArgs",
+    "agent.env",
+    "feedbackCommands",
+    "commitRuntimeFiles",
+)
+
+#: The user layer's trust records: ``{"/repository/root": "sha256:…"}``. Only the user
+#: layer may hold it; it is not part of :class:`Config`.
+TRUST_KEY = "trustedRepoConfigs"
+TRUST_HINT = "read .pokeralph/config.json, then run `pokeralphctl trust` to apply it"
+
+#: Serialises read-modify-write of the user layer (trust records) across repositories;
+#: the writes run in worker threads.
+_user_lock = threading.Lock()
 
 
 def merge(base: dict[str, Any], layer: dict[str, Any]) -> dict[str, Any]:
-    """``layer`` over ``base``; nested objects merge one level deep, ``None`` unsets."""
+    """``layer`` over ``base`` (a JSON merge patch): objects merge, ``None`` unsets."""
     out = dict(base)
     for key, value in layer.items():
         if value is None:
             out.pop(key, None)
-        elif key in NESTED and isinstance(value, dict) and isinstance(out.get(key), dict):
-            inner = dict(out[key])
-            for k, v in value.items():
-                if v is None:
-                    inner.pop(k, None)
-                else:
-                    inner[k] = v
-            out[key] = inner
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        elif isinstance(value, dict):
+            out[key] = merge({}, value)  # drop the nulls inside
         else:
             out[key] = value
     return out
@@ -48,20 +85,29 @@ def default_layer() -> dict[str, Any]:
     return Config().dump()
 
 
-def read_layer(path: Path) -> tuple[dict[str, Any], int]:
-    """A layer's keys (without ``schemaVersion``/``version``) and its version; {} if absent."""
-    if not path.exists():
-        return {}, 0
-    raw = read_json(path)
+def read_raw(path: Path) -> dict[str, Any]:
+    """A layer's whole JSON object as on disk, ``{}`` if there is no file."""
+    try:
+        raw = read_json(path)
+    except FileNotFoundError:
+        return {}
     if not isinstance(raw, dict):
         raise CorruptFile(path, f"expected a JSON object, found {type(raw).__name__}")
     schema = raw.get("schemaVersion", 1)
     if isinstance(schema, int) and schema > CONFIG_SCHEMA_VERSION:
         raise CorruptFile(path, f"schemaVersion {schema} is newer than supported", "schemaVersion")
+    return raw
+
+
+def _split(raw: dict[str, Any]) -> tuple[dict[str, Any], int]:
     version = raw.get("version", 0)
-    return {k: v for k, v in raw.items() if k not in META_KEYS}, (
-        version if isinstance(version, int) else 0
-    )
+    layer = {k: v for k, v in raw.items() if k not in META_KEYS}
+    return layer, version if isinstance(version, int) and not isinstance(version, bool) else 0
+
+
+def read_layer(path: Path) -> tuple[dict[str, Any], int]:
+    """A layer's keys (without ``schemaVersion``/``version``) and its version; {} if absent."""
+    return _split(read_raw(path))
 
 
 def validate(data: dict[str, Any], source: Path | None) -> Config:
@@ -74,26 +120,305 @@ def validate(data: dict[str, Any], source: Path | None) -> Config:
         raise CorruptFile(source, message, name) from exc
 
 
-def effective(user_file: Path | None, repo_file: Path | None) -> tuple[Config, dict[str, str]]:
-    """The effective config and, for each top-level key, which layer set it."""
+# --------------------------------------------------------------------------- trust
+
+
+def layer_hash(raw: dict[str, Any]) -> str:
+    """``sha256:…`` of a layer's canonical JSON (sorted keys, no ``version`` counter)."""
+    content = {k: v for k, v in raw.items() if k != "version"}
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _lookup(layer: dict[str, Any], dotted: str) -> tuple[bool, Any]:
+    node: Any = layer
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+def sensitive_keys(layer: dict[str, Any]) -> list[str]:
+    """The :data:`SENSITIVE_KEYS` a layer sets (even to an empty value: ``[]`` replaces)."""
+    return [key for key in SENSITIVE_KEYS if _lookup(layer, key)[0]]
+
+
+def sensitive_values(layer: dict[str, Any]) -> dict[str, Any]:
+    """Each sensitive key the layer sets, and its value."""
+    return {key: _lookup(layer, key)[1] for key in sensitive_keys(layer)}
+
+
+def without(layer: dict[str, Any], keys: list[str]) -> dict[str, Any]:
+    """``layer`` without the dotted ``keys``; an object left empty by that goes too."""
+    out = copy.deepcopy(layer)
+    for dotted in keys:
+        *parents, last = dotted.split(".")
+        chain: list[dict[str, Any]] = [out]
+        for part in parents:
+            node = chain[-1].get(part)
+            if not isinstance(node, dict):
+                break
+            chain.append(node)
+        else:
+            chain[-1].pop(last, None)
+            for part, parent in zip(reversed(parents), reversed(chain[:-1]), strict=True):
+                if parent.get(part) == {}:
+                    parent.pop(part)
+    return out
+
+
+def trust_records(user_layer: dict[str, Any], source: Path | None) -> dict[str, str]:
+    """The user layer's :data:`TRUST_KEY` object, checked: repository root -> hash."""
+    records = user_layer.get(TRUST_KEY, {})
+    if not isinstance(records, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in records.items()
+    ):
+        reason = "expected an object of repository path -> sha256 hash"
+        if source is None:
+            raise InvalidParams(f"{TRUST_KEY}: {reason}", field=TRUST_KEY)
+        raise CorruptFile(source, reason, TRUST_KEY)
+    return dict(records)
+
+
+def _refuse_trust_key(layer: dict[str, Any], source: Path | None) -> None:
+    if TRUST_KEY in layer:
+        reason = f"{TRUST_KEY} may only be set in the user's config, never by a repository"
+        if source is None:
+            raise InvalidParams(reason, field=TRUST_KEY)
+        raise CorruptFile(source, reason, TRUST_KEY)
+
+
+@dataclass(frozen=True)
+class Trust:
+    """Whether a repository layer applies in full, and what is left out if not."""
+
+    hash: str
+    sensitive_keys: list[str]  # the sensitive keys the layer sets
+    trusted_hash: str | None  # what the user layer records for this repository
+
+    @property
+    def recorded(self) -> bool:
+        return self.trusted_hash == self.hash
+
+    @property
+    def trusted(self) -> bool:
+        """Nothing of the layer is ignored: no sensitive key, or this content trusted."""
+        return not self.sensitive_keys or self.recorded
+
+    @property
+    def ignored_keys(self) -> list[str]:
+        return [] if self.trusted else list(self.sensitive_keys)
+
+    def message(self) -> str | None:
+        if self.trusted:
+            return None
+        changed = " (it changed since you trusted it)" if self.trusted_hash else ""
+        return (
+            f"the repository's .pokeralph/config.json is not trusted{changed}: "
+            f"{', '.join(self.sensitive_keys)} ignored (the user's or default values apply)"
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "trusted": self.trusted,
+            "hash": self.hash,
+            "trustedHash": self.trusted_hash,
+            "sensitiveKeys": list(self.sensitive_keys),
+            "ignoredKeys": self.ignored_keys,
+            "message": self.message(),
+            "hint": None if self.trusted else TRUST_HINT,
+        }
+
+
+def repo_trust(repo_raw: dict[str, Any], records: dict[str, str], root: Path | None) -> Trust:
+    layer, _ = _split(repo_raw)
+    return Trust(
+        hash=layer_hash(repo_raw),
+        sensitive_keys=sensitive_keys(layer),
+        trusted_hash=records.get(str(root)) if root is not None else None,
+    )
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """The effective config of one repository and how it came about."""
+
+    config: Config
+    sources: dict[str, str]  # top-level key -> "default" | "user" | "repo"
+    repo_layer: dict[str, Any]  # the repository layer as on disk (ignored keys included)
+    version: int  # the repository layer's version
+    trust: Trust
+
+    def describe(self) -> dict[str, Any]:
+        """The ``config.get`` result."""
+        return {
+            "config": self.config.dump(),
+            "sources": self.sources,
+            "repoLayer": self.repo_layer,
+            "version": self.version,
+            "trust": self.trust.describe(),
+        }
+
+
+def _user(user_file: Path | None) -> tuple[dict[str, Any], dict[str, str], int]:
+    """The user layer's settings (without trust records), its trust records, its version."""
+    if user_file is None:
+        return {}, {}, 0
+    layer, version = _split(read_raw(user_file))
+    records = trust_records(layer, user_file)
+    layer.pop(TRUST_KEY, None)
+    return layer, records, version
+
+
+def load(user_file: Path | None, repo_file: Path | None, repo_root: Path | None = None) -> Loaded:
+    """The effective config, with the repository layer's sensitive keys gated by trust.
+
+    ``repo_root`` names the repository in the trust records (default: the folder holding
+    ``.pokeralph/``).
+    """
+    if repo_root is None and repo_file is not None:
+        repo_root = repo_file.parent.parent
     data = default_layer()
     sources = dict.fromkeys(data, "default")
-    for name, path in (("user", user_file), ("repo", repo_file)):
-        if path is None:
-            continue
-        layer, _ = read_layer(path)
-        data = merge(data, layer)
-        validate(data, path)
-        for key in layer:
-            sources[key] = name
-    return validate(data, None), sources
+    config: Config | None = None
+    user, records, _ = _user(user_file)
+    if user:
+        data = merge(data, user)
+        config = validate(data, user_file)
+        sources.update(dict.fromkeys(user, "user"))
+    repo_raw = read_raw(repo_file) if repo_file is not None else {}
+    repo_layer, version = _split(repo_raw)
+    _refuse_trust_key(repo_layer, repo_file)
+    trust = repo_trust(repo_raw, records, repo_root)
+    applied = without(repo_layer, trust.ignored_keys)
+    if applied:
+        data = merge(data, applied)
+        config = validate(data, repo_file)
+        sources.update(dict.fromkeys(applied, "repo"))
+    if config is None:
+        config = validate(data, None)
+    return Loaded(config, sources, repo_layer, version, trust)
 
 
-def write_layer(path: Path, layer: dict[str, Any], expected_version: int | None) -> int:
+def effective(
+    user_file: Path | None, repo_file: Path | None, repo_root: Path | None = None
+) -> tuple[Config, dict[str, str]]:
+    """The effective config and, for each top-level key, which layer set it."""
+    loaded = load(user_file, repo_file, repo_root)
+    return loaded.config, loaded.sources
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _document(layer: dict[str, Any], version: int) -> dict[str, Any]:
+    return {"schemaVersion": CONFIG_SCHEMA_VERSION, "version": version, **layer}
+
+
+def write_layer(
+    path: Path, layer: dict[str, Any], expected_version: int | None, mode: int | None = None
+) -> int:
+    """Write a layer with the next version; the file keeps its permissions (``mode``
+    for a new one, else 0644)."""
     _, on_disk = read_layer(path)
     if expected_version is not None and expected_version != on_disk:
         raise VersionConflict(path, expected_version, on_disk)
     version = on_disk + 1
-    doc = {"schemaVersion": CONFIG_SCHEMA_VERSION, "version": version, **layer}
-    atomic_write(path, (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode())
+    try:
+        mode = path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        mode = 0o644 if mode is None else mode
+    doc = _document(layer, version)
+    atomic_write(path, (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode(), mode)
     return version
+
+
+def _record(user_file: Path, root: Path, digest: str | None) -> bool:
+    """Set (or with ``None`` remove) a repository's trust record; whether it changed.
+
+    The caller holds :data:`_user_lock`. A user layer edited by hand meanwhile is a
+    :class:`VersionConflict`, never overwritten.
+    """
+    raw = read_raw(user_file)
+    layer, version = _split(raw)
+    records = trust_records(layer, user_file)
+    key = str(root)
+    if records.get(key) == digest:
+        return False
+    if digest is None:
+        records.pop(key)
+    else:
+        records[key] = digest
+    if records:
+        layer[TRUST_KEY] = records
+    else:
+        layer.pop(TRUST_KEY, None)
+    # a new user config is private: it may hold the user's own agent.env secrets
+    write_layer(user_file, layer, version, mode=0o600)
+    return True
+
+
+def update_repo_layer(
+    user_file: Path,
+    repo_file: Path,
+    repo_root: Path,
+    patch: dict[str, Any],
+    expected_version: int | None,
+) -> int:
+    """Apply a user's ``patch`` to the repository layer; its new version.
+
+    The daemon writes this content at the user's request, so a layer the user trusted
+    before (or that set no sensitive key) stays trusted: its new hash is recorded. An
+    untrusted layer stays untrusted; its sensitive keys keep being ignored.
+    """
+    _refuse_trust_key(patch, None)
+    with _user_lock:
+        raw = read_raw(repo_file)
+        layer, _ = _split(raw)
+        user, records, _ = _user(user_file)
+        before = repo_trust(raw, records, repo_root)
+        new_layer = merge(layer, patch)
+        validate(merge(merge(default_layer(), user), new_layer), None)  # names the field
+        version = write_layer(repo_file, new_layer, expected_version)
+        if before.trusted and sensitive_keys(new_layer):
+            digest = layer_hash(_document(new_layer, version))
+            try:
+                _record(user_file, repo_root, digest)
+            except PokeralphError as exc:  # the write stands; the layer is untrusted now
+                log.warning("could not record trust for %s: %s", repo_root, exc.message)
+    return version
+
+
+def set_trust(
+    user_file: Path,
+    repo_file: Path,
+    repo_root: Path,
+    trusted: bool,
+    expected_hash: str | None = None,
+) -> tuple[Trust, dict[str, Any], bool]:
+    """Trust (or stop trusting) the repository layer as it is now.
+
+    Returns the resulting :class:`Trust`, the sensitive values the layer sets, and
+    whether the trust record changed. With
+    ``expected_hash`` the layer is trusted only if it still has that hash (what the user
+    read). A layer that would make the config invalid is refused, nothing recorded.
+    """
+    with _user_lock:
+        raw = read_raw(repo_file)
+        layer, _ = _split(raw)
+        _refuse_trust_key(layer, repo_file)
+        digest = layer_hash(raw)
+        if trusted:
+            if expected_hash is not None and expected_hash != digest:
+                raise InvalidParams(
+                    f"{repo_file} changed: its hash is {digest}, not {expected_hash}; "
+                    "read it again",
+                    field="hash",
+                    hash=digest,
+                )
+            user, _, _ = _user(user_file)
+            validate(merge(merge(default_layer(), user), layer), repo_file)
+        changed = _record(user_file, repo_root, digest if trusted else None)
+        _, records, _ = _user(user_file)
+        return repo_trust(raw, records, repo_root), sensitive_values(layer), changed

@@ -74,38 +74,63 @@ class RepoStore:
 
     # -- config
     def _config(self) -> tuple[Config, dict[str, str], int]:
-        config, sources = config_layers.effective(self._user_config_file, self.files.config_path)
-        _, version = config_layers.read_layer(self.files.config_path)
-        return config, sources, version
+        # both layers; the repository's sensitive keys apply only if the user trusts them
+        loaded = config_layers.load(self._user_config_file, self.files.config_path, self.path)
+        return loaded.config, loaded.sources, loaded.version
 
     async def config(self) -> Config:
         config, _, _ = await self.io(self._config)
         return config
 
     async def config_get(self) -> dict[str, Any]:
-        config, sources, version = await self.io(self._config)
-        layer, _ = await self.io(config_layers.read_layer, self.files.config_path)
-        return {"config": config.dump(), "sources": sources, "repoLayer": layer, "version": version}
+        loaded = await self.io(
+            config_layers.load,
+            self._user_config_file,
+            self.files.config_path,
+            self.path,
+        )
+        return loaded.describe()
 
     async def config_update(self, patch: dict[str, Any], expected: int | None) -> dict[str, Any]:
         async with self.write_lock:
-
-            def write() -> int:
-                layer, _ = config_layers.read_layer(self.files.config_path)
-                user, _ = config_layers.read_layer(self._user_config_file)
-                new_layer = config_layers.merge(layer, patch)
-                merged = config_layers.merge(
-                    config_layers.merge(config_layers.default_layer(), user), new_layer
-                )
-                config_layers.validate(merged, None)  # InvalidParams naming the field
-                return config_layers.write_layer(self.files.config_path, new_layer, expected)
-
-            version = await self.io(write)
+            version = await self.io(
+                config_layers.update_repo_layer,
+                self._user_config_file,
+                self.files.config_path,
+                self.path,
+                patch,
+                expected,
+            )
         result = await self.config_get()
         self.publish(
             "config_updated", {"config": result["config"], "version": version, "patch": patch}
         )
         return result
+
+    async def set_trust(self, trusted: bool, expected_hash: str | None) -> dict[str, Any]:
+        """Record (or remove) the user's trust in the repository layer as it is now."""
+        async with self.write_lock:  # no config.update of this repository in between
+            trust, values, changed = await self.io(
+                config_layers.set_trust,
+                self._user_config_file,
+                self.files.config_path,
+                self.path,
+                trusted,
+                expected_hash,
+            )
+        if changed:  # the effective config may differ now
+            current = await self.config_get()
+            self.publish(
+                "config_updated",
+                {"config": current["config"], "version": current["version"], "patch": {}},
+            )
+        return {
+            "repo": self.name,
+            "path": str(self.path),
+            "changed": changed,
+            "trust": trust.describe(),
+            "sensitiveValues": values,
+        }
 
     # -- PRD
     async def prd(self) -> tuple[PRD | None, int]:

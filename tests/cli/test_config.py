@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pokeralphctl.commands.config import parse_value, split_key
 from tests.cli.conftest import Ctl, envelope
 
 
@@ -58,3 +59,38 @@ def test_unknown_key(ctl: Ctl) -> None:
     proc = ctl("config", "get", "agent.nope")
     assert proc.returncode == 1
     assert "no config key" in proc.stderr and "pokeralphctl config get" in proc.stderr
+
+
+def test_map_keys_are_kept_verbatim() -> None:
+    assert split_key("agent.env.ANTHROPIC_API_KEY") == ["agent", "env", "ANTHROPIC_API_KEY"]
+    assert split_key("feedback_commands.type_check") == ["feedbackCommands", "type_check"]
+    assert split_key("agent.extra_args") == ["agent", "extraArgs"]
+    assert split_key("max_iterations_per_task") == ["maxIterationsPerTask"]
+
+
+def test_set_an_environment_variable_and_a_loop_command(ctl: Ctl) -> None:
+    proc = ctl("config", "set", "agent.env.ANTHROPIC_API_KEY", "sk-test")
+    assert proc.returncode == 0, proc.stderr
+    assert "agent.env.ANTHROPIC_API_KEY = sk-test" in proc.stdout
+    got = envelope(ctl("config", "get", "agent.env.ANTHROPIC_API_KEY", "--json"))["result"]
+    assert got == {"key": "agent.env.ANTHROPIC_API_KEY", "value": "sk-test", "source": "repo"}
+    assert ctl("config", "get", "agent.env.ANTHROPIC_API_KEY").stdout.split() == [
+        "sk-test",
+        "(repo)",
+    ]
+    proc = ctl("config", "set", "feedback_commands.type_check", "mypy .")
+    assert proc.returncode == 0, proc.stderr
+    config = envelope(ctl("config", "get", "--json"))["result"]
+    assert config["config"]["agent"]["env"] == {"ANTHROPIC_API_KEY": "sk-test"}
+    assert config["config"]["feedbackCommands"] == {"type_check": "mypy ."}
+
+
+def test_map_entries_take_the_value_as_a_string(ctl: Ctl) -> None:
+    assert parse_value("1", ["agent", "env", "DEBUG"]) == "1"
+    assert parse_value("true", ["feedbackCommands", "test"]) == "true"
+    assert parse_value("1", ["maxIterationsPerTask"]) == 1
+    proc = ctl("config", "set", "agent.env.DEBUG", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert envelope(ctl("config", "get", "--json"))["result"]["config"]["agent"]["env"] == {
+        "DEBUG": "1"
+    }

@@ -1,0 +1,140 @@
+"""``pokeralphctl trust [REPO]`` and ``untrust [REPO]``: whether a repository's own config
+may decide what runs.
+
+A repository's ``.pokeralph/config.json`` comes with the repository (a clone, a pull, an
+agent's edit). Its sensitive keys (``agent.command``, ``agent.extraArgs``, ``agent.env``,
+``feedbackCommands``, ``commitRuntimeFiles``) apply only after the user read the file and
+trusted its content; the daemon records the content's hash in the user's config, and a
+changed file needs trust again. Changes made through the daemon (``config set``) keep a
+trusted file trusted.
+"""
+
+from __future__ import annotations
+
+from pokeralphctl.commands import repo_argument
+from pokeralphctl.output import clean, dumps
+
+TYPE_CHECKING = False  # typing costs ~3 ms of start-up: imported for mypy only
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
+
+    from pokeralphctl.commands import Context
+    from pokeralphctl.output import Output
+
+#: environment variable names whose values are not echoed back
+SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
+
+
+def add_trust(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Trust the repository's .pokeralph/config.json as it is now, so that its sensitive "
+        "keys (agent.command, agent.extraArgs, agent.env, feedbackCommands, "
+        "commitRuntimeFiles) apply. Read the file first: it comes with the repository."
+    )
+    parser.add_argument(
+        "target", nargs="?", metavar="REPO", help="name or path (default: --repo, else .)"
+    )
+    parser.add_argument(
+        "--hash",
+        metavar="SHA256",
+        help="trust only if the file still has this hash (`config get --json` shows it)",
+    )
+    parser.set_defaults(handler=trust)
+
+
+def add_untrust(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Stop trusting the repository's .pokeralph/config.json: its sensitive keys are "
+        "ignored again."
+    )
+    parser.add_argument(
+        "target", nargs="?", metavar="REPO", help="name or path (default: --repo, else .)"
+    )
+    parser.set_defaults(handler=untrust, hash=None)
+
+
+def _params(ctx: Context, args: argparse.Namespace) -> dict[str, Any]:
+    target = repo_argument(args.target) if args.target else ctx.repo
+    params: dict[str, Any] = {"repo": target} if target else {}
+    if args.hash:
+        params["hash"] = args.hash
+    return params
+
+
+def shown(key: str, value: Any) -> str:
+    """A sensitive value as ``trust`` prints it; secret-looking variables are masked."""
+    if key == "agent.env" and isinstance(value, dict):
+        parts = []
+        for name, var in value.items():
+            secret = any(word in name.upper() for word in SECRET_WORDS)
+            parts.append(f"{name}=" + (f"<{len(str(var))} characters>" if secret else str(var)))
+        return ", ".join(parts) or "{}"
+    return value if isinstance(value, str) else dumps(value)
+
+
+def trust(ctx: Context, args: argparse.Namespace) -> int:
+    """Invoked when calling ``pokeralphctl trust``."""
+    result = ctx.call("config.trust", _params(ctx, args))
+    out = ctx.out
+    if out.json:
+        out.ok(result)
+        return 0
+    state = result["trust"]
+    where = f"{clean(result['path'])}/.pokeralph/config.json"
+    out.line(f"trusted {where} ({clean(state['hash'])[:19]}…)")
+    values = result.get("sensitiveValues") or {}
+    if not values:
+        out.line("it sets no sensitive key: nothing of it was ignored")
+        return 0
+    out.line("it may now set:")
+    for key, value in values.items():
+        out.line(f"  {clean(key)}: {clean(shown(key, value))}")
+    out.note("a change to the file needs `pokeralphctl trust` again", "dim")
+    return 0
+
+
+def untrust(ctx: Context, args: argparse.Namespace) -> int:
+    """Invoked when calling ``pokeralphctl untrust``."""
+    result = ctx.call("config.untrust", _params(ctx, args))
+    out = ctx.out
+    if out.json:
+        out.ok(result)
+        return 0
+    where = f"{clean(result['path'])}/.pokeralph/config.json"
+    if not result.get("changed"):
+        out.line(f"{where} was not trusted")
+    else:
+        out.line(f"no longer trusted: {where}")
+    ignored = result["trust"].get("ignoredKeys") or []
+    if ignored:
+        out.line(f"ignored from now on: {clean(', '.join(ignored))}")
+    return 0
+
+
+def warn(out: Output, state: dict[str, Any] | None, repo: str | None = None) -> bool:
+    """Tell the user (on stderr) what an untrusted repository layer leaves out."""
+    if not isinstance(state, dict) or state.get("trusted", True):
+        return False
+    ignored = ", ".join(str(k) for k in state.get("ignoredKeys") or [])
+    where = f"repository {repo}: " if repo else ""
+    changed = " (it changed since you trusted it)" if state.get("trustedHash") else ""
+    out.note(
+        f"warning: {where}.pokeralph/config.json is not trusted{changed}: {ignored} ignored "
+        "(the user's or default values apply)",
+        "yellow",
+    )
+    target = f" {repo}" if repo else ""
+    out.note(f"read .pokeralph/config.json, then run `pokeralphctl trust{target}`", "dim")
+    return True
+
+
+def check(ctx: Context) -> None:
+    """Warn before a battle when the repository's config is not trusted (best effort)."""
+    from pokeralphctl.client import RequestFailed
+
+    try:
+        result = ctx.call("config.get", ctx.params())
+    except RequestFailed:  # an older daemon, or a config it cannot read: the action says
+        return
+    warn(ctx.out, result.get("trust"))
