@@ -106,6 +106,11 @@ class DaemonProcess:
         except (DaemonNotRunning, OSError):
             return False
 
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
     def logs(self) -> str:
         return self.log_path.read_text(errors="replace")
 
