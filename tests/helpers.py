@@ -102,7 +102,7 @@ class DaemonProcess:
         if self.proc.poll() is not None:
             raise AssertionError(f"daemon exited with {self.proc.returncode}:\n{self.logs()}")
         try:
-            return self.call("daemon.ping") == "pong"
+            return bool(self.call("daemon.ping") == "pong")
         except (DaemonNotRunning, OSError):
             return False
 
