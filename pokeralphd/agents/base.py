@@ -8,11 +8,14 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from pokeralphd.clock import SYSTEM_CLOCK
+
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
     from pokeralphd.domain.models import AgentConfig, Usage
+    from pokeralphd.ports import Clock
     from pokeralphd.proc import ProcessOwner
 
 
@@ -99,6 +102,7 @@ class AgentRequest:
     idle_timeout: float | None = None
     kill_grace: float = 5.0
     owner: ProcessOwner | None = None  # the daemon's mark on the child (see proc.py)
+    clock: Clock = SYSTEM_CLOCK  # the run timeout and the idle watchdog run on it
 
 
 @dataclass

@@ -77,9 +77,10 @@ async def run_agent(
             f"could not start {argv[0]!r}: {exc.strerror or exc}", command=argv[0]
         ) from exc
 
+    clock = request.clock
     outcome = AgentOutcome(exit_code=None, reason="exited")
     stderr_tail: list[str] = []
-    last_activity = [time.monotonic()]
+    last_activity = [clock.monotonic()]
     on_event(
         AgentStarted(session_id=request.resume_session, model=request.config.model, pid=process.pid)
     )
@@ -94,7 +95,7 @@ async def run_agent(
             outcome.session_id = event.session_id or outcome.session_id
             event = AgentStarted(event.session_id, event.model, process.pid)
         elif isinstance(event, AgentRateLimit) and event.status == "rejected":
-            outcome.rate_limited_until = event.resets_at or (time.time() + 60)
+            outcome.rate_limited_until = event.resets_at or (clock.time() + 60)
         on_event(event)
 
     async def feed() -> None:
@@ -109,7 +110,7 @@ async def run_agent(
     async def read_stdout() -> None:
         assert process.stdout is not None
         async for line in iter_lines(process.stdout):
-            last_activity[0] = time.monotonic()
+            last_activity[0] = clock.monotonic()
             on_raw(line)
             if line.strip():
                 for event in backend.parse_line(line):
@@ -118,7 +119,7 @@ async def run_agent(
     async def read_stderr() -> None:
         assert process.stderr is not None
         async for line in iter_lines(process.stderr):
-            last_activity[0] = time.monotonic()
+            last_activity[0] = clock.monotonic()
             on_raw(b"[stderr] " + line)
             text = line.decode("utf-8", errors="replace")
             stderr_tail.append(text)
@@ -129,17 +130,26 @@ async def run_agent(
         if not request.idle_timeout:
             return
         while True:
-            remaining = last_activity[0] + request.idle_timeout - time.monotonic()
+            remaining = last_activity[0] + request.idle_timeout - clock.monotonic()
             if remaining <= 0:
                 outcome.reason = "idle"
                 scope.cancel()
                 return
-            await anyio.sleep(remaining)
+            await clock.sleep(remaining)
+
+    async def run_timeout(scope: anyio.CancelScope) -> None:
+        if not request.timeout:
+            return
+        await clock.sleep(request.timeout)
+        if outcome.reason == "exited":
+            outcome.reason = "timeout"
+        scope.cancel()
 
     try:
-        with anyio.move_on_after(request.timeout if request.timeout else float("inf")) as deadline:
+        with anyio.CancelScope() as deadline:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(watchdog, tg.cancel_scope)
+                tg.start_soon(run_timeout, deadline)
                 tg.start_soon(feed)
                 drained = anyio.Event()
 
@@ -159,8 +169,6 @@ async def run_agent(
                     with anyio.move_on_after(5):
                         await drained.wait()
                 tg.cancel_scope.cancel()
-        if deadline.cancelled_caught:
-            outcome.reason = "timeout"
     except anyio.get_cancelled_exc_class():
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(end_tree, process.pid, token, request.kill_grace)

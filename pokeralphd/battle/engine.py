@@ -16,6 +16,7 @@ import anyio
 
 from pokeralphd.battle.orchestrator import BattleOrchestrator
 from pokeralphd.battle.runner import run_battle
+from pokeralphd.clock import SYSTEM_CLOCK
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup, TaskStatus
 
     from pokeralphd.battle.state import ActiveBattle, ApprovalHook, BattleControl, FailureHook
-    from pokeralphd.ports import Inbox
+    from pokeralphd.ports import Clock, Inbox
     from pokeralphd.proc import ProcessOwner
     from pokeralphd.store.repo_store import RepoStore
 
@@ -37,7 +38,9 @@ class BattleEngine:
         *,
         owner: ProcessOwner | None = None,
         socket_path: str = "",
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        self.clock = clock
         self._slots = anyio.Semaphore(max_concurrent)
         self.waiting = 0
         self._tg: TaskGroup | None = None

@@ -264,6 +264,7 @@ class IterationRun:
             timeout=self.config.timeout_minutes * 60,
             idle_timeout=self.config.idle_timeout_minutes * 60,
             owner=self.orch.host.owner,
+            clock=self.orch.host.clock,
         )
         return await run_agent(backend, request, self.on_event, self.stream.raw)
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from pokeralphd.battle.iteration import IterationRun
+from pokeralphd.clock import wait_or_timeout
 from pokeralphd.domain.statuses import BattleStatus, ExecutionMode, IterationResult
 
 if TYPE_CHECKING:
@@ -190,8 +191,9 @@ async def _rate_limit_pause(orch: BattleControl, active: ActiveBattle, until: fl
     reason = f"rate limited until {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(until))}"
     await orch.set_status(active, B.PAUSED, paused_reason=reason)
     orch.publish("battle_paused", {"reason": reason, "rateLimitedUntil": until}, active.task_id)
-    with anyio.move_on_after(max(0.0, until - time.time())):
-        await active.resume_event.wait()  # a person may resume earlier
+    clock = orch.host.clock
+    # A person may resume earlier.
+    await wait_or_timeout(active.resume_event, clock, until - clock.time())
     active.pause_requested = False
     await orch.set_status(active, B.RUNNING, paused_reason=None)
     orch.publish("battle_resumed", {"reason": "rate limit reset"}, active.task_id)

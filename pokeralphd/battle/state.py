@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from pokeralphd.domain.models import Battle, Progress
     from pokeralphd.domain.statuses import BattleStatus
-    from pokeralphd.ports import Inbox
+    from pokeralphd.ports import Clock, Inbox
     from pokeralphd.proc import ProcessOwner
     from pokeralphd.store.repo_store import RepoStore
 
@@ -132,6 +132,7 @@ class BattleHost(Protocol):
     """The daemon-wide side an orchestrator runs its battles on."""
 
     owner: ProcessOwner | None  # the daemon's mark on agents and feedback loops
+    clock: Clock  # battle timeouts and pauses run on it
     socket_path: str  # what agents call back on (pokeralphctl deliver)
     approval_hooks: list[ApprovalHook]
     failure_hooks: list[FailureHook]
