@@ -24,7 +24,7 @@ DELIVERY_TRANSITIONS: dict[str, frozenset[str]] = {
     "timeout": frozenset({"completed"}),  # a late answer is still taken
     "completed": frozenset(),
 }
-ID_RE = re.compile(r"^[dafs]_\d{1,12}_\d{3,6}$")
+ID_RE = re.compile(r"^[dafs]_[0-9]{1,12}_[0-9]{3,6}$", re.ASCII)  # ASCII digits only
 
 
 class InvalidAnswer(ValueError):

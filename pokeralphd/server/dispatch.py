@@ -106,6 +106,10 @@ def decode_params(method: Method, raw: list[Any] | dict[str, Any] | None) -> Par
         raise InvalidParams(f"{method.name}: {exc}", field=_field_from(str(exc))) from exc
 
 
+# The param an id of each kind arrives in, when the raiser does not say (InvalidId.field).
+_ID_PARAMS = {"task": "taskId", "delivery": "id"}
+
+
 class Dispatcher:
     def __init__(self, table: MethodTable, daemon: Daemon) -> None:
         self.table = table
@@ -142,12 +146,10 @@ class Dispatcher:
         except InvalidId as exc:
             if request.is_notification:
                 return None
-            return jsonrpc.error_response(
-                rid,
-                ErrorCode.INVALID_PARAMS,
-                str(exc),
-                {"field": exc.kind + "Id", "value": str(exc.value)},
-            )
+            data = {"field": exc.field or _ID_PARAMS.get(exc.kind, exc.kind + "Id")}
+            if exc.value is not None:
+                data["value"] = str(exc.value)
+            return jsonrpc.error_response(rid, ErrorCode.INVALID_PARAMS, str(exc), data)
         except IllegalTransition as exc:
             if request.is_notification:
                 return None
