@@ -25,6 +25,7 @@ DELIVERY_TRANSITIONS: dict[str, frozenset[str]] = {
     "completed": frozenset(),
 }
 ID_RE = re.compile(r"^[dafs]_[0-9]{1,12}_[0-9]{3,6}$", re.ASCII)  # ASCII digits only
+MAX_WAIT_SECONDS = 7 * 24 * 3600  # a blocking delivery's timeout, an inbox.wait: one week
 
 
 class InvalidAnswer(ValueError):

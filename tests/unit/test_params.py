@@ -7,6 +7,8 @@ numbers out of range, bools and floats where ints belong, unknown keys nobody co
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
 import msgspec
@@ -17,6 +19,7 @@ from pydantic import ValidationError
 
 from pokeralphd.domain import ids
 from pokeralphd.domain.ids import (
+    TASK_ID_RE,
     InvalidId,
     TaskNumbersExhausted,
     next_task_id,
@@ -24,6 +27,7 @@ from pokeralphd.domain.ids import (
     validate_task_id,
 )
 from pokeralphd.domain.inbox import (
+    MAX_WAIT_SECONDS,
     Delivery,
 )
 from pokeralphd.errors import InvalidParams
@@ -126,3 +130,214 @@ async def test_an_invalid_id_names_its_param() -> None:
     assert reply["error"]["data"] == {"field": "id", "value": "nope"}
     reply = await _call("x.y", InvalidId("task", "../x", ids.TASK_ID_PATTERN))
     assert reply["error"]["data"] == {"field": "taskId", "value": "../x"}
+
+
+# ----------------------------------------------------------------------------- decode
+@given(st.text(alphabet="0123456789-ax\n\u0663", max_size=12))
+def test_the_wire_pattern_takes_exactly_what_validate_task_id_takes(value: str) -> None:
+    try:
+        validate_task_id(value)
+    except InvalidId:
+        ok = False
+    else:
+        ok = True
+    wire = re.compile(ids.wire_pattern(ids.TASK_ID_PATTERN))
+    assert bool(wire.search(value)) == ok == bool(TASK_ID_RE.fullmatch(value))
+
+
+@pytest.mark.parametrize("digits", NON_ASCII_DIGITS)
+def test_ids_with_non_ascii_digits_are_refused_at_decode(digits: str) -> None:
+    assert field_of("task.get", {"taskId": f"{digits}-x"}) == "taskId"
+    assert field_of("task.create", {**TASK, "id": f"{digits}-x"}) == "id"
+    assert field_of("inbox.get", {"id": f"d_1_{digits}"}) == "id"
+    assert field_of("events.subscribe", {"taskId": f"{digits}-x"}) == "taskId"
+
+
+def test_a_task_number_past_999_decodes() -> None:
+    assert decoded("task.get", {"taskId": "1000-x"}).task_id == "1000-x"
+    assert field_of("task.get", {"taskId": "0999-x"}) == "taskId"
+
+
+@pytest.mark.parametrize("bad", ["../x", "001-x\n", "001-x/../y", "001-A", "", "x" * 65])
+def test_bad_task_ids_are_named_at_decode(bad: str) -> None:
+    assert field_of("task.get", {"taskId": bad}) == "taskId"
+    assert field_of("task.create", {**TASK, "id": bad}) == "id"
+    assert field_of("battle.start", [bad]) == "taskId"
+
+
+def test_a_pattern_error_says_what_is_expected() -> None:
+    message = refused("task.get", {"taskId": "../x"}).message
+    assert "a task id NNN-slug" in message and "regex" not in message
+    assert "a delivery id like" in refused("inbox.get", {"id": "x"}).message
+    assert "without a NUL byte" in refused("repo.status", {"repo": "/a\x00"}).message
+
+
+# ----------------------------------------------------------------------------- paths
+@pytest.mark.parametrize(
+    ("method", "raw", "field"),
+    [
+        ("repo.register", {"path": "/tmp/a\x00b"}, "path"),
+        ("repo.register", {"path": "\x00"}, "path"),
+        ("repo.register", {"path": ""}, "path"),
+        ("repo.register", {"path": "/" + "x" * P.PATH_MAX}, "path"),
+        ("repo.status", {"repo": "/tmp/r\x00"}, "repo"),
+        ("task.get", {"taskId": "001-x", "repo": "r\x00"}, "repo"),
+        ("inbox.list", {"repo": "/x/\x00/y"}, "repo"),
+        ("events.subscribe", {"repo": "\x00"}, "repo"),
+    ],
+)
+def test_a_nul_byte_or_an_endless_path_is_refused(method: str, raw: Any, field: str) -> None:
+    assert field_of(method, raw) == field
+
+
+def test_every_repo_param_is_checked() -> None:
+    for name, method in TABLE.methods.items():
+        if "repo" in method.params.__struct_encode_fields__:
+            assert field_of(name, {"repo": "a\x00"}) == "repo", name
+
+
+# ----------------------------------------------------------------------------- numbers
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        ({"iteration": 0}, "iteration"),
+        ({"iteration": -1}, "iteration"),
+        ({"iteration": P.ITERATION_MAX + 1}, "iteration"),
+        ({"iteration": 1.0}, "iteration"),
+        ({"iteration": True}, "iteration"),
+        ({"offset": P.LOG_OFFSET_MAX + 1}, "offset"),
+        ({"offset": -P.LOG_OFFSET_MAX - 1}, "offset"),
+        ({"tail": -1}, "tail"),
+        ({"tail": P.LOG_TAIL_MAX + 1}, "tail"),
+        ({"limit": 0}, "limit"),
+        ({"limit": P.LOG_LIMIT_MAX + 1}, "limit"),
+        ({"limit": 10**30}, "limit"),
+    ],
+)
+def test_battle_log_bounds(raw: dict[str, Any], field: str) -> None:
+    assert field_of("battle.log", {"taskId": "001-x", **raw}) == field
+
+
+def test_battle_log_takes_its_bounds() -> None:
+    p = decoded(
+        "battle.log",
+        {
+            "taskId": "001-x",
+            "iteration": 1,
+            "offset": -P.LOG_OFFSET_MAX,
+            "tail": 0,
+            "limit": P.LOG_LIMIT_MAX,
+        },
+    )
+    assert (p.iteration, p.offset, p.tail, p.limit) == (1, -P.LOG_OFFSET_MAX, 0, 4 << 20)
+
+
+@pytest.mark.parametrize(
+    "value", [0, -1, -0.0, MAX_WAIT_SECONDS + 1, 1e308, 10**30, math.nan, math.inf, -math.inf]
+)
+def test_inbox_create_timeout_is_positive_and_at_most_a_week(value: float) -> None:
+    raw = {"title": "t", "schema": {"type": "confirm"}, "timeoutSeconds": value}
+    assert field_of("inbox.create", raw) == "timeoutSeconds"
+
+
+@pytest.mark.parametrize("value", [-1, -1e-9, MAX_WAIT_SECONDS + 0.5, 1e308, math.nan, math.inf])
+def test_inbox_wait_timeout_is_at_most_a_week(value: float) -> None:
+    assert field_of("inbox.wait", {"id": "d_1_001", "timeout": value}) == "timeout"
+
+
+def test_timeouts_take_ints_and_their_bounds() -> None:
+    assert decoded("inbox.wait", {"id": "d_1_001", "timeout": 0}).timeout == 0
+    assert decoded("inbox.wait", {"id": "d_1_001", "timeout": MAX_WAIT_SECONDS}).timeout == 604800
+    raw = {"title": "t", "timeoutSeconds": 5}
+    assert decoded("inbox.create", raw).timeout_seconds == 5.0
+
+
+@pytest.mark.parametrize(
+    ("method", "raw", "field"),
+    [
+        ("task.create", {**TASK, "priority": 0}, "priority"),
+        ("task.create", {**TASK, "priority": P.PRIORITY_MAX + 1}, "priority"),
+        ("task.create", {**TASK, "priority": True}, "priority"),
+        ("task.create", {**TASK, "priority": 1.0}, "priority"),
+        ("task.create", {**TASK, "priority": 2.5}, "priority"),
+        ("task.create", {**TASK, "priority": "1"}, "priority"),
+        ("task.create", {**TASK, "expectedVersion": -1}, "expectedVersion"),
+        ("task.update", {"taskId": "001-x", "priority": 10**30}, "priority"),
+        ("task.delete", {"taskId": "001-x", "expectedVersion": 2**53}, "expectedVersion"),
+        ("config.update", {"patch": {}, "expectedVersion": False}, "expectedVersion"),
+        ("battle.start", {"taskId": "001-x", "maxIterations": 0}, "maxIterations"),
+        ("battle.start", {"taskId": "001-x", "maxIterations": 101}, "maxIterations"),
+        ("battle.start", {"taskId": "001-x", "maxIterations": True}, "maxIterations"),
+        ("events.subscribe", {"since": -1}, "since"),
+        ("events.subscribe", {"since": 2**63}, "since"),
+        ("events.subscribe", {"since": 1.5}, "since"),
+        ("events.unsubscribe", {"subscription": 0}, "subscription"),
+        ("events.unsubscribe", {"subscription": 2**64}, "subscription"),
+        ("events.unsubscribe", {"subscription": True}, "subscription"),
+        ("battle.pause", {"now": 1}, "now"),
+        ("repo.register", {"path": "/x", "gitInit": 0}, "gitInit"),
+        ("debug.emit", {"count": 0}, "count"),
+        ("debug.emit", {"count": 1_000_001}, "count"),
+        ("debug.emit", {"size": 65537}, "size"),
+    ],
+)
+def test_integers_are_whole_in_range_and_never_bools(method: str, raw: Any, field: str) -> None:
+    assert field_of(method, raw) == field
+
+
+# ----------------------------------------------------------------------------- lengths
+@pytest.mark.parametrize(
+    ("method", "raw", "field"),
+    [
+        ("task.create", {**TASK, "title": "x" * (P.TITLE_MAX + 1)}, "title"),
+        ("task.create", {**TASK, "title": ""}, "title"),
+        ("task.create", {**TASK, "description": "x" * (P.TEXT_MAX + 1)}, "description"),
+        ("task.create", {**TASK, "acceptanceCriteria": []}, "acceptanceCriteria"),
+        ("task.create", {**TASK, "acceptanceCriteria": ["c"] * 1001}, "acceptanceCriteria"),
+        ("task.create", {**TASK, "acceptanceCriteria": ["c", ""]}, "acceptanceCriteria[1]"),
+        ("task.create", {**TASK, "acceptanceCriteria": ["c", 3]}, "acceptanceCriteria[1]"),
+        ("task.update", {"taskId": "001-x", "title": "x" * 201}, "title"),
+        ("task.update", {"taskId": "001-x", "status": "s" * 65}, "status"),
+        ("prd.update", {"name": "x" * 201}, "name"),
+        ("prd.update", {"description": ""}, "description"),
+        ("battle.approve", {"note": "x" * (P.TEXT_MAX + 1)}, "note"),
+        ("inbox.create", {"title": "x" * 201}, "title"),
+        ("inbox.create", {"title": "t", "body": "x" * (P.TEXT_MAX + 1)}, "body"),
+        ("inbox.answer", {"id": "d_1_001", "values": {}, "note": "x" * (P.TEXT_MAX + 1)}, "note"),
+        ("inbox.annotate", {"id": "d_1_001", "content": ""}, "content"),
+        ("planning.start", {"idea": "x" * (P.TEXT_MAX + 1)}, "idea"),
+        ("planning.answer", {"answer": "x" * (P.TEXT_MAX + 1)}, "answer"),
+        ("events.subscribe", {"types": ["t"] * 257}, "types"),
+        ("events.subscribe", {"types": ["t", ""]}, "types[1]"),
+        ("repo.register", {"path": "/x", "name": "n" * 65}, "name"),
+    ],
+)
+def test_strings_and_lists_are_bounded(method: str, raw: Any, field: str) -> None:
+    assert field_of(method, raw) == field
+
+
+def test_the_bounds_themselves_are_taken() -> None:
+    raw = {
+        "title": "x" * P.TITLE_MAX,
+        "description": "x" * P.TEXT_MAX,
+        "acceptanceCriteria": ["c"] * P.LIST_MAX,
+        "priority": P.PRIORITY_MAX,
+    }
+    assert decoded("task.create", raw).priority == P.PRIORITY_MAX
+
+
+# ----------------------------------------------------------------------------- shapes
+@pytest.mark.parametrize("key", ["", "`", "a`b", "x` - at `$.y", "\x00", "taskid"])
+def test_an_unknown_param_is_named_whatever_its_name(key: str) -> None:
+    error = refused("task.get", {"taskId": "001-x", key: 1})
+    assert error.data["field"] == key and error.data["expected"] == ["taskId", "repo"]
+
+
+def test_too_many_params_by_position_list_the_params() -> None:
+    error = refused("task.get", ["001-x", None, 3])
+    assert error.data == {"expected": ["taskId", "repo"]}
+
+
+def test_a_missing_param_is_named() -> None:
+    assert field_of("task.create", {"title": "t", "description": "d"}) == "acceptanceCriteria"
+    assert field_of("inbox.answer", ["d_1_001"]) == "values"
