@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from typing import Any
 
 import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from pokeralphd.domain import ids
 from pokeralphd.domain.ids import (
@@ -27,8 +28,13 @@ from pokeralphd.domain.ids import (
     validate_task_id,
 )
 from pokeralphd.domain.inbox import (
+    ANSWER_INT_MAX,
+    ANSWER_TEXT_MAX,
     MAX_WAIT_SECONDS,
     Delivery,
+    FeedbackSchema,
+    InvalidAnswer,
+    validate_answer,
 )
 from pokeralphd.errors import InvalidParams
 from pokeralphd.protocol import jsonrpc
@@ -341,3 +347,45 @@ def test_too_many_params_by_position_list_the_params() -> None:
 def test_a_missing_param_is_named() -> None:
     assert field_of("task.create", {"title": "t", "description": "d"}) == "acceptanceCriteria"
     assert field_of("inbox.answer", ["d_1_001"]) == "values"
+
+
+# ----------------------------------------------------------------------------- answers
+SCHEMA = TypeAdapter(FeedbackSchema).validate_python
+FORM = SCHEMA(
+    {"type": "form", "fields": [{"name": "a", "type": "text"}, {"name": "n", "type": "number"}]}
+)
+
+
+@pytest.mark.parametrize(
+    ("values", "field"),
+    [
+        ({"values": {"a": "x" * (ANSWER_TEXT_MAX + 1)}}, "values.a"),
+        ({"values": {"n": math.nan}}, "values.n"),
+        ({"values": {"n": math.inf}}, "values.n"),
+        ({"values": {"n": -math.inf}}, "values.n"),
+        ({"values": {"n": ANSWER_INT_MAX + 1}}, "values.n"),
+        ({"values": {"n": -(10**400)}}, "values.n"),
+        ({"values": {"n": True}}, "values.n"),
+    ],
+)
+def test_answer_values_are_bounded(values: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidAnswer) as info:
+        validate_answer(FORM, values)
+    assert info.value.field == field
+
+
+def test_answer_values_take_their_bounds() -> None:
+    values = {"a": "x" * ANSWER_TEXT_MAX, "n": -ANSWER_INT_MAX}
+    assert validate_answer(FORM, {"values": values}) == {"values": values}
+    assert validate_answer(FORM, {"values": {"n": 1e308}}) == {"values": {"n": 1e308}}
+
+
+def test_a_huge_multiple_select_answer_is_refused_at_once() -> None:
+    schema = SCHEMA({"type": "select", "options": [str(i) for i in range(5000)], "multiple": True})
+    started = time.monotonic()
+    with pytest.raises(InvalidAnswer):
+        validate_answer(schema, {"value": ["x"] * 100_000})
+    with pytest.raises(InvalidAnswer):
+        validate_answer(schema, {"value": [str(i) for i in range(5000)] + ["0"]})
+    assert validate_answer(schema, {"value": [str(i) for i in range(5000)]})["value"][-1] == "4999"
+    assert time.monotonic() - started < 5  # was one list scan per chosen item: minutes
