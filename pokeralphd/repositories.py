@@ -170,10 +170,14 @@ def checked_root(path: str) -> Path:
     """An absolute, resolved, existing directory, or :class:`RepoNotFound`."""
     if "\0" in path:
         raise InvalidParams("path must not contain a NUL byte", field="path")
-    root = Path(path).expanduser()
-    if not root.is_absolute():
-        raise RepoNotFound(f"path must be absolute, got {path!r}", path=path)
-    root = root.resolve()
-    if not root.is_dir():
+    try:  # ~nosuchuser, a name or path too long for the filesystem
+        root = Path(path).expanduser()
+        if not root.is_absolute():
+            raise RepoNotFound(f"path must be absolute, got {path!r}", path=path)
+        root = root.resolve()
+        is_dir = root.is_dir()
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise RepoNotFound(f"cannot use {path!r}: {exc}", path=path) from exc
+    if not is_dir:
         raise RepoNotFound(f"{root} is not a directory", path=str(root))
     return root

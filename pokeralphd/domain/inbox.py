@@ -8,6 +8,7 @@ timeout ends the wait, not the delivery, which stays answerable).
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any, Literal
 
@@ -24,7 +25,10 @@ DELIVERY_TRANSITIONS: dict[str, frozenset[str]] = {
     "timeout": frozenset({"completed"}),  # a late answer is still taken
     "completed": frozenset(),
 }
-ID_RE = re.compile(r"^[dafs]_\d{1,12}_\d{3,6}$")
+ID_RE = re.compile(r"^[dafs]_[0-9]{1,12}_[0-9]{3,6}$", re.ASCII)  # ASCII digits only
+MAX_WAIT_SECONDS = 7 * 24 * 3600  # a blocking delivery's timeout, an inbox.wait: one week
+ANSWER_TEXT_MAX = 1 << 20  # characters of a text answer (a form's text or textarea)
+ANSWER_INT_MAX = (1 << 63) - 1  # a number answer that is an integer fits in 64 bits
 
 
 class InvalidAnswer(ValueError):
@@ -112,7 +116,10 @@ def validate_answer(
         if schema.multiple:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise InvalidAnswer("this select takes a list of options", "value")
-            unknown = [v for v in value if v not in schema.options]
+            if len(value) > len(schema.options):  # before the work below: answers are unbounded
+                raise InvalidAnswer(f"at most {len(schema.options)} options to choose", "value")
+            offered = set(schema.options)
+            unknown = [v for v in value if v not in offered]
             if unknown:
                 raise InvalidAnswer(
                     f"not an offered option: {', '.join(map(repr, unknown))}", "value"
@@ -152,10 +159,18 @@ def _field_value(spec: FormField, value: Any) -> Any:
     if spec.type in ("text", "textarea"):
         if not isinstance(value, str):
             raise InvalidAnswer(f"{spec.name} must be text", where)
+        if len(value) > ANSWER_TEXT_MAX:
+            raise InvalidAnswer(f"{spec.name} holds at most {ANSWER_TEXT_MAX} characters", where)
         return value
     if spec.type == "number":
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise InvalidAnswer(f"{spec.name} must be a number", where)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InvalidAnswer(f"{spec.name} must be a finite number", where)
+        if isinstance(value, int) and abs(value) > ANSWER_INT_MAX:
+            raise InvalidAnswer(
+                f"{spec.name} must fit in 64 bits (at most {ANSWER_INT_MAX})", where
+            )
         return value
     if spec.type == "checkbox":
         if not isinstance(value, bool):

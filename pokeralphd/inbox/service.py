@@ -19,6 +19,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from pokeralphd.domain.inbox import (
     DELIVERY_TRANSITIONS,
+    MAX_WAIT_SECONDS,
     Annotation,
     Content,
     Delivery,
@@ -122,6 +123,15 @@ class RepoInbox:
         on_answer: AnswerCallback | None = None,
     ) -> Delivery:
         parsed = parse_schema(schema)
+        if mode == "passive" and parsed is not None:
+            raise InvalidParams("a passive delivery takes no schema", field="schema")
+        if mode != "passive" and parsed is None:
+            raise InvalidParams(f"a delivery of mode {mode} needs a schema", field="schema")
+        if timeout_seconds is not None and not 0 < timeout_seconds <= MAX_WAIT_SECONDS:
+            raise InvalidParams(
+                f"timeoutSeconds must be more than 0 and at most {MAX_WAIT_SECONDS} (a week)",
+                field="timeoutSeconds",
+            )
         async with self.lock:
             delivery_id = self.service.ids("d")
             while await self.io(self.store.exists, delivery_id):
@@ -229,6 +239,10 @@ class RepoInbox:
             await self.answer(delivery_id, values, note)
 
     async def wait(self, delivery_id: str, timeout: float | None) -> dict[str, Any]:
+        if timeout is not None and not 0 <= timeout <= MAX_WAIT_SECONDS:
+            raise InvalidParams(
+                f"timeout must be 0 to {MAX_WAIT_SECONDS} seconds (a week)", field="timeout"
+            )
         delivery: Delivery = await self.io(self.store.load, delivery_id)
         if delivery.feedback_schema is None:
             raise InvalidState(

@@ -53,7 +53,7 @@ def decode_request_fast(body: bytes) -> Request | None:
     """A single well-formed request object, or None (let :func:`parse_request` judge it)."""
     try:
         return _fast_decoder.decode(body)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # nested too deep: decode() says so
         return None
 
 
@@ -67,14 +67,19 @@ def decode_many_fast(bodies: list[bytes]) -> list[Request] | None:
         return None if one is None else [one]
     try:
         msgs = _fast_decoder.decode_lines(b"\n".join(bodies))
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return None
     return msgs if len(msgs) == len(bodies) else None
 
 
 def decode(body: bytes) -> Any:
-    """Parse JSON; raises ``msgspec.DecodeError`` on invalid JSON or UTF-8."""
-    return _decoder.decode(body)
+    """Parse JSON; raises ``msgspec.DecodeError`` on invalid JSON or UTF-8, or JSON nested
+    deeper than the interpreter's recursion limit (msgspec raises RecursionError there,
+    which would otherwise end the connection's task and the daemon with it)."""
+    try:
+        return _decoder.decode(body)
+    except RecursionError as exc:
+        raise msgspec.DecodeError("JSON is nested too deeply") from exc
 
 
 def parse_request(obj: Any) -> Request | InvalidMessage:

@@ -4,13 +4,65 @@ These are the single source of the method signatures: the dispatcher decodes par
 into them, and ``rpc.discover`` / ``shared/openrpc.json`` are generated from them.
 Field order is the order for params by position; ``repo`` (a path inside the
 repository, or its short name) always comes last so it can be left out.
+
+Validate at the edge: every limit a param has is declared here with msgspec ``Meta``, so a
+bad value is ``-32602`` naming the field before any handler runs, and the limits show in
+``shared/openrpc.json``. They are generous but finite; a message is capped at 1 MiB anyway.
+Integers never take floats or booleans, floats take integers but never NaN or infinities.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
+
+from pokeralphd.domain.ids import (
+    DELIVERY_ID_MAX_LEN,
+    DELIVERY_ID_PATTERN,
+    TASK_ID_MAX_LEN,
+    TASK_ID_PATTERN,
+    wire_pattern,
+)
+from pokeralphd.domain.inbox import MAX_WAIT_SECONDS
+
+# -- limits (documented in the README)
+TITLE_MAX = 200  # characters: a task's or a delivery's title, a PRD's name (seed 000)
+TEXT_MAX = 1 << 20  # characters: descriptions, bodies, notes, comments, answers, ideas
+PATH_MAX = 4096  # characters: a repository path (Linux PATH_MAX) or its short name
+NAME_MAX = 64  # characters: a repository's short name, a status, an event type
+LIST_MAX = 1000  # items: acceptance criteria
+EVENT_TYPES_MAX = 256  # items: the event types a subscription filters on
+PRIORITY_MAX = 1_000_000  # a task's priority: 1 (first) to this
+MAX_ITERATIONS_MAX = 100  # a battle's maxIterations (the config's maxIterationsPerTask too)
+ITERATION_MAX = 1_000_000  # an iteration number in battle.log
+LOG_LIMIT_MAX = 4 << 20  # bytes of one battle.log reply
+LOG_OFFSET_MAX = 1 << 53  # bytes into a log, either way (2**53: exact in every JSON reader)
+LOG_TAIL_MAX = 1_000_000  # lines of battle.log's tail
+COUNTER_MAX = (1 << 53) - 1  # versions, event sequence numbers, subscription ids
+
+NO_NUL = r"^[^\x00]*$"
+
+TaskId = Annotated[
+    str, msgspec.Meta(pattern=wire_pattern(TASK_ID_PATTERN), max_length=TASK_ID_MAX_LEN)
+]
+DeliveryId = Annotated[
+    str, msgspec.Meta(pattern=wire_pattern(DELIVERY_ID_PATTERN), max_length=DELIVERY_ID_MAX_LEN)
+]
+RepoRef = Annotated[str, msgspec.Meta(min_length=1, max_length=PATH_MAX, pattern=NO_NUL)]
+"""A registered repository: its short name, or a path inside it (no NUL byte)."""
+DirPath = Annotated[str, msgspec.Meta(min_length=1, max_length=PATH_MAX, pattern=NO_NUL)]
+Name = Annotated[str, msgspec.Meta(min_length=1, max_length=NAME_MAX)]
+Title = Annotated[str, msgspec.Meta(min_length=1, max_length=TITLE_MAX)]
+Text = Annotated[str, msgspec.Meta(max_length=TEXT_MAX)]
+NonEmptyText = Annotated[str, msgspec.Meta(min_length=1, max_length=TEXT_MAX)]
+Criteria = Annotated[list[NonEmptyText], msgspec.Meta(min_length=1, max_length=LIST_MAX)]
+Priority = Annotated[int, msgspec.Meta(ge=1, le=PRIORITY_MAX)]
+Version = Annotated[int, msgspec.Meta(ge=0, le=COUNTER_MAX)]
+WaitSeconds = Annotated[float, msgspec.Meta(ge=0, le=MAX_WAIT_SECONDS)]
+"""A wait in seconds, 0 to one week (NaN and infinities fail the bounds)."""
+TimeoutSeconds = Annotated[float, msgspec.Meta(gt=0, le=MAX_WAIT_SECONDS)]
+"""How long a blocking delivery waits: more than 0, at most one week."""
 
 
 class Params(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
@@ -22,13 +74,13 @@ class NoParams(Params):
 
 
 class RepoParams(Params):
-    repo: str | None = None
+    repo: RepoRef | None = None
 
 
 # -- repositories
 class RepoRegisterParams(Params):
-    path: str
-    name: str | None = None
+    path: DirPath
+    name: Name | None = None
     git_init: bool = False
 
 
@@ -37,8 +89,8 @@ class ConfigUpdateParams(Params):
     """Keys to set in the repository layer (``null`` unsets one: user/default applies)."""
 
     patch: dict[str, Any]
-    expected_version: int | None = None
-    repo: str | None = None
+    expected_version: Version | None = None
+    repo: RepoRef | None = None
 
 
 # -- PRD
@@ -46,167 +98,167 @@ class PrdUpdateParams(Params):
     """Replace the PRD (``prd``) or change its name/description/metadata only."""
 
     prd: dict[str, Any] | None = None
-    name: str | None = None
-    description: str | None = None
+    name: Title | None = None
+    description: NonEmptyText | None = None
     metadata: dict[str, Any] | None = None
-    expected_version: int | None = None
-    repo: str | None = None
+    expected_version: Version | None = None
+    repo: RepoRef | None = None
 
 
 # -- tasks
 class TaskListParams(Params):
-    status: str | None = None
-    repo: str | None = None
+    status: Name | None = None
+    repo: RepoRef | None = None
 
 
 class TaskRef(Params):
-    task_id: str
-    repo: str | None = None
+    task_id: TaskId
+    repo: RepoRef | None = None
 
 
 class TaskCreateParams(Params):
-    title: str
-    description: str
-    acceptance_criteria: list[str]
-    priority: int | None = None
-    id: str | None = None
-    expected_version: int | None = None
-    repo: str | None = None
+    title: Title
+    description: NonEmptyText
+    acceptance_criteria: Criteria
+    priority: Priority | None = None
+    id: TaskId | None = None
+    expected_version: Version | None = None
+    repo: RepoRef | None = None
 
 
 class TaskUpdateParams(Params):
-    task_id: str
-    title: str | None = None
-    description: str | None = None
-    acceptance_criteria: list[str] | None = None
-    priority: int | None = None
-    status: str | None = None
-    expected_version: int | None = None
-    repo: str | None = None
+    task_id: TaskId
+    title: Title | None = None
+    description: NonEmptyText | None = None
+    acceptance_criteria: Criteria | None = None
+    priority: Priority | None = None
+    status: Name | None = None
+    expected_version: Version | None = None
+    repo: RepoRef | None = None
 
 
 class TaskDeleteParams(Params):
-    task_id: str
-    expected_version: int | None = None
-    repo: str | None = None
+    task_id: TaskId
+    expected_version: Version | None = None
+    repo: RepoRef | None = None
 
 
 # -- events
 class SubscribeParams(Params):
-    repo: str | None = None
-    types: list[str] | None = None
-    task_id: str | None = None
-    since: int | None = None
+    repo: RepoRef | None = None
+    types: Annotated[list[Name], msgspec.Meta(max_length=EVENT_TYPES_MAX)] | None = None
+    task_id: TaskId | None = None
+    since: Annotated[int, msgspec.Meta(ge=0, le=COUNTER_MAX)] | None = None
 
 
 class UnsubscribeParams(Params):
-    subscription: int | None = None
+    subscription: Annotated[int, msgspec.Meta(ge=1, le=COUNTER_MAX)] | None = None
 
 
 # -- battles
 class BattleStartParams(Params):
-    task_id: str
+    task_id: TaskId
     mode: Literal["hitl", "yolo"] | None = None
-    max_iterations: int | None = None
-    repo: str | None = None
+    max_iterations: Annotated[int, msgspec.Meta(ge=1, le=MAX_ITERATIONS_MAX)] | None = None
+    repo: RepoRef | None = None
 
 
 class BattleControlParams(Params):
-    task_id: str | None = None
-    repo: str | None = None
+    task_id: TaskId | None = None
+    repo: RepoRef | None = None
 
 
 class BattlePauseParams(Params):
     now: bool = False
-    task_id: str | None = None
-    repo: str | None = None
+    task_id: TaskId | None = None
+    repo: RepoRef | None = None
 
 
 class BattleApproveParams(Params):
     approve: bool = True
-    note: str | None = None
-    task_id: str | None = None
-    repo: str | None = None
+    note: Text | None = None
+    task_id: TaskId | None = None
+    repo: RepoRef | None = None
 
 
 class BattleLogParams(Params):
-    task_id: str
-    iteration: int | None = None
-    offset: int | None = None
-    tail: int | None = None
-    limit: int = 256 * 1024
-    repo: str | None = None
+    task_id: TaskId
+    iteration: Annotated[int, msgspec.Meta(ge=1, le=ITERATION_MAX)] | None = None
+    offset: Annotated[int, msgspec.Meta(ge=-LOG_OFFSET_MAX, le=LOG_OFFSET_MAX)] | None = None
+    tail: Annotated[int, msgspec.Meta(ge=0, le=LOG_TAIL_MAX)] | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=LOG_LIMIT_MAX)] = 256 * 1024
+    repo: RepoRef | None = None
 
 
 # -- inbox
 class InboxListParams(Params):
-    status: str | None = None
-    repo: str | None = None
+    status: Name | None = None
+    repo: RepoRef | None = None
 
 
 class DeliveryRef(Params):
-    id: str
-    repo: str | None = None
+    id: DeliveryId
+    repo: RepoRef | None = None
 
 
 class InboxCreateParams(Params):
-    title: str
-    body: str = ""
+    title: Title
+    body: Text = ""
     mode: Literal["passive", "interactive", "blocking"] = "interactive"
     schema: dict[str, Any] | None = None
-    timeout_seconds: float | None = None
-    task_id: str | None = None
-    repo: str | None = None
+    timeout_seconds: TimeoutSeconds | None = None
+    task_id: TaskId | None = None
+    repo: RepoRef | None = None
 
 
 class InboxAnswerParams(Params):
-    id: str
+    id: DeliveryId
     values: dict[str, Any]
-    note: str | None = None
-    repo: str | None = None
+    note: Text | None = None
+    repo: RepoRef | None = None
 
 
 class InboxAnnotateParams(Params):
-    id: str
-    content: str
+    id: DeliveryId
+    content: NonEmptyText
     type: Literal["comment", "highlight"] = "comment"
     target: dict[str, Any] | None = None
-    repo: str | None = None
+    repo: RepoRef | None = None
 
 
 class InboxWaitParams(Params):
-    id: str
-    timeout: float | None = None
-    repo: str | None = None
+    id: DeliveryId
+    timeout: WaitSeconds | None = None
+    repo: RepoRef | None = None
 
 
 # -- planning
 class PlanningStartParams(Params):
-    idea: str | None = None
+    idea: Text | None = None
     breakdown: bool = False
-    repo: str | None = None
+    repo: RepoRef | None = None
 
 
 class PlanningAnswerParams(Params):
-    answer: str
-    repo: str | None = None
+    answer: Text
+    repo: RepoRef | None = None
 
 
 class PlanningFinishParams(Params):
     save: bool = False
     merge: Literal["replace", "merge"] = "replace"
-    repo: str | None = None
+    repo: RepoRef | None = None
 
 
 # -- debug (only with pokeralphd --debug-methods)
 class DebugEmitParams(Params):
-    count: int = 1
-    size: int = 0
+    count: Annotated[int, msgspec.Meta(ge=1, le=1_000_000)] = 1
+    size: Annotated[int, msgspec.Meta(ge=0, le=65536)] = 0
 
 
 # -- config trust (config.trust; config.untrust takes RepoParams, config.trustList NoParams)
 class ConfigTrustParams(Params):
     """Trust the repository layer as it is now; with ``hash``, only if it still has it."""
 
-    hash: str | None = None
-    repo: str | None = None
+    hash: Annotated[str, msgspec.Meta(pattern=r"^sha256:[0-9a-f]{64}$")] | None = None
+    repo: RepoRef | None = None

@@ -16,12 +16,18 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from pokeralphd.domain.ids import InvalidId
+from pokeralphd.domain.ids import (
+    DELIVERY_ID_PATTERN,
+    TASK_ID_PATTERN,
+    InvalidId,
+    wire_pattern,
+)
 from pokeralphd.domain.statuses import IllegalTransition
 from pokeralphd.errors import InvalidParams, PokeralphError
 from pokeralphd.protocol import jsonrpc
 from pokeralphd.protocol.codes import ErrorCode
 from pokeralphd.protocol.openrpc import openrpc_document
+from pokeralphd.protocol.params import NO_NUL
 
 if TYPE_CHECKING:
     from pokeralphd.protocol.params import Params
@@ -69,24 +75,45 @@ class MethodTable:
         return decorate
 
 
-_FIELD_AT = re.compile(r"at `\$\.?([^`]*)`")
+_FIELD_AT = re.compile(r"at `\$\.?([^`]*)`$")
 _MISSING = re.compile(r"missing required field `([^`]+)`")
-_UNKNOWN = re.compile(r"unknown field `([^`]+)`")
+_REGEX = re.compile(r"`str` matching regex '(.*)'(?= - at `)", re.DOTALL)
+# What a pattern means, for people: msgspec's message quotes the regex (its repr) instead.
+_PATTERN_MEANS = {
+    repr(pattern)[1:-1]: meaning
+    for pattern, meaning in (
+        (wire_pattern(TASK_ID_PATTERN), "a task id NNN-slug (ASCII digits, like 001-setup)"),
+        (wire_pattern(DELIVERY_ID_PATTERN), "a delivery id like d_1732300000_001"),
+        (NO_NUL, "text without a NUL byte"),
+    )
+}
 
 
 def _field_from(message: str) -> str | None:
-    for pattern in (_MISSING, _UNKNOWN):
-        match = pattern.search(message)
-        if match:
-            base = _FIELD_AT.search(message)
-            prefix = base.group(1) + "." if base and base.group(1) else ""
-            return prefix + match.group(1)
+    """The param a msgspec validation message is about (``acceptanceCriteria[2]``)."""
+    match = _MISSING.search(message)
+    if match:
+        base = _FIELD_AT.search(message)
+        prefix = base.group(1) + "." if base and base.group(1) else ""
+        return prefix + match.group(1)
     match = _FIELD_AT.search(message)
     return match.group(1) if match else None
 
 
+def _readable(message: str) -> str:
+    match = _REGEX.search(message)
+    meaning = _PATTERN_MEANS.get(match.group(1)) if match else None
+    if match is None or meaning is None:
+        return message
+    return message[: match.start()] + meaning + message[match.end() :]
+
+
 def decode_params(method: Method, raw: list[Any] | dict[str, Any] | None) -> Params:
-    """Params by name or by position into the method's struct, or :class:`PokeralphError`."""
+    """Params by name or by position into the method's struct, or :class:`PokeralphError`.
+
+    Every failure is :class:`InvalidParams` with ``data.field`` naming the param (and the
+    item, as in ``acceptanceCriteria[2]``); the limits are the struct's own (``params.py``).
+    """
     fields = method.params.__struct_encode_fields__
     if raw is None:
         raw = {}
@@ -97,10 +124,23 @@ def decode_params(method: Method, raw: list[Any] | dict[str, Any] | None) -> Par
                 expected=list(fields),
             )
         raw = dict(zip(fields, raw, strict=False))
+    else:
+        # Named here rather than read back from msgspec's message: a key may hold any
+        # character, a backtick or nothing at all.
+        unknown = next((key for key in raw if key not in fields), None)
+        if unknown is not None:
+            raise InvalidParams(
+                f"{method.name}: unknown param {unknown!r}", field=unknown, expected=list(fields)
+            )
     try:
         return msgspec.convert(raw, method.params)
     except msgspec.ValidationError as exc:
-        raise InvalidParams(f"{method.name}: {exc}", field=_field_from(str(exc))) from exc
+        message = _readable(str(exc))
+        raise InvalidParams(f"{method.name}: {message}", field=_field_from(message)) from exc
+
+
+# The param an id of each kind arrives in, when the raiser does not say (InvalidId.field).
+_ID_PARAMS = {"task": "taskId", "delivery": "id"}
 
 
 class Dispatcher:
@@ -138,12 +178,10 @@ class Dispatcher:
         except InvalidId as exc:
             if request.is_notification:
                 return None
-            return jsonrpc.error_response(
-                rid,
-                ErrorCode.INVALID_PARAMS,
-                str(exc),
-                {"field": exc.kind + "Id", "value": str(exc.value)},
-            )
+            data = {"field": exc.field or _ID_PARAMS.get(exc.kind, exc.kind + "Id")}
+            if exc.value is not None:
+                data["value"] = str(exc.value)
+            return jsonrpc.error_response(rid, ErrorCode.INVALID_PARAMS, str(exc), data)
         except IllegalTransition as exc:
             if request.is_notification:
                 return None
