@@ -1,8 +1,12 @@
 """The event types: every ``event`` notification's payload, as msgspec structs.
 
-The daemon publishes plain dicts; these structs are the contract. ``shared/schemas/events``
-is generated from them, and the test suite checks every event it sees against them, so
-an event that drifts from its documented shape fails a test.
+The daemon publishes plain dicts; these structs are the contract, one per event type
+(:data:`EVENT_TYPES`). ``shared/schemas/events`` is generated from them;
+``tests/unit/test_contract.py`` checks that the event types the code publishes are
+exactly these; and :func:`check_event` checks real events against them wherever the
+integration tests read events (``tests.helpers.events_of``, and every event of
+``tests/integration/test_contract_live.py``), so an event that drifts from its
+documented shape fails a test.
 """
 
 from __future__ import annotations
