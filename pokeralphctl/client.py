@@ -25,6 +25,7 @@ import socket
 import stat
 import sys
 
+from pokeralphctl import codes
 from pokeralphctl.paths import socket_path
 
 TYPE_CHECKING = False  # typing costs ~3 ms of start-up: imported for mypy only
@@ -184,7 +185,9 @@ class Connection:
                 err = reply["error"]
                 raise RequestFailed(err.get("code", 0), err.get("message", ""), err.get("data"))
             return reply.get("result")
-        raise RequestFailed(-32603, "the daemon closed the connection before answering")
+        raise RequestFailed(
+            codes.INTERNAL_ERROR, "the daemon closed the connection before answering"
+        )
 
 
 def call(method: str, params: dict[str, Any] | None = None, path: str | None = None) -> Any:

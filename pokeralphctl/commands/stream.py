@@ -17,6 +17,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from pokeralphctl import codes
 from pokeralphctl.client import DaemonNotRunning, RequestFailed
 
 if TYPE_CHECKING:
@@ -25,8 +26,6 @@ if TYPE_CHECKING:
     from pokeralphctl.client import Connection
     from pokeralphctl.commands import Context
 
-REPO_NOT_FOUND = -32001
-SHUTTING_DOWN = -32017
 ATTACH_TIMEOUT = 30.0
 MAX_DELAY = 2.0
 
@@ -93,7 +92,7 @@ class EventStream:
         try:
             result = conn.call("events.subscribe", params)
         except RequestFailed as exc:
-            if not (exc.code == REPO_NOT_FOUND and self.all_if_unregistered and self.repo):
+            if not (exc.code == codes.REPO_NOT_FOUND and self.all_if_unregistered and self.repo):
                 raise
             self.ctx.out.note("not in a registered repository: watching all of them", "dim")
             self.repo = None
@@ -132,7 +131,7 @@ class EventStream:
                 self._attach(conn, first=False)
             except RequestFailed as exc:
                 conn.close()
-                if exc.code != SHUTTING_DOWN:
+                if exc.code != codes.SHUTTING_DOWN:
                     raise
             except (OSError, ValueError):  # it went away again, mid-call
                 conn.close()

@@ -9,7 +9,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from pokeralphd.protocol.contract import render
+import pokeralphctl.codes
+from pokeralphd.protocol.codes import ERROR_DESCRIPTIONS, ErrorCode
+from pokeralphd.protocol.contract import CLIENT_CODES, client_codes, render
 from pokeralphd.protocol.events import EVENT_TYPES, check_event
 from pokeralphd.server.methods import build_table
 
@@ -31,6 +33,16 @@ def test_shared_matches_the_code() -> None:
     assert not stale and not extra, (
         f"shared/ is out of date ({stale + extra}); run `python -m pokeralphd.contract`"
     )
+
+
+def test_the_clients_error_codes_are_generated() -> None:
+    assert (ROOT / CLIENT_CODES).read_text() == client_codes(), (
+        f"{CLIENT_CODES} is out of date; run `python -m pokeralphd.contract`"
+    )
+    generated = {name: value for name, value in vars(pokeralphctl.codes).items() if name.isupper()}
+    assert generated.pop("NAMES") == {int(code): code.name for code in ErrorCode}
+    assert generated == {code.name: int(code) for code in ErrorCode}
+    assert set(ERROR_DESCRIPTIONS) == set(ErrorCode), "every code is described"
 
 
 def test_every_event_type_has_a_schema_file() -> None:
