@@ -7,8 +7,8 @@ user once, and subscribes again with ``since`` = the last sequence number it saw
 daemon replays what was missed and reports how many events it no longer had.
 
 Sequence numbers belong to one daemon process: a restarted daemon counts from 1 again.
-The stream notices a restart by the daemon's pid (``daemon.status``) and then replays the
-new daemon's history from the start instead.
+The stream's :class:`~pokeralphctl.client.EventCursor` notices a restart by the daemon's
+epoch, and the stream then says so and replays the new daemon's history from the start.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from pokeralphctl import codes
-from pokeralphctl.client import DaemonNotRunning, RequestFailed
+from pokeralphctl.client import RESTARTED, DaemonNotRunning, EventCursor, RequestFailed
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -47,10 +47,9 @@ class EventStream:
         self.repo = repo
         self.task_id = task_id
         self.types = types
-        #: the last sequence number seen (or the daemon's when we subscribed)
-        self.last_seq = since
+        #: where the stream stands: the daemon's epoch and the last sequence number seen
+        self.cursor = EventCursor(since)
         self.all_if_unregistered = all_if_unregistered
-        self.pid: int | None = None
         self.conn: Connection | None = None
         self.pending: deque[dict[str, Any]] = deque()
         self.result: dict[str, Any] = {}
@@ -74,33 +73,19 @@ class EventStream:
 
     def _attach(self, conn: Connection, first: bool) -> None:
         conn.on_event = self._early
-        pid = conn.call("daemon.status").get("pid")
-        since = self.last_seq
-        if not first and pid != self.pid:
-            self.ctx.out.note(f"pokeralphd restarted (pid {self.pid} -> {pid})", "dim")
-            since = self.last_seq = 0
-        self.pid = pid
-        params: dict[str, Any] = {}
-        if self.repo is not None:
-            params["repo"] = self.repo
-        if self.task_id is not None:
-            params["taskId"] = self.task_id
-        if self.types:
-            params["types"] = self.types
-        if since is not None:
-            params["since"] = since
         try:
-            result = conn.call("events.subscribe", params)
+            result = conn.subscribe(
+                self.cursor, repo=self.repo, types=self.types, task_id=self.task_id
+            )
         except RequestFailed as exc:
             if not (exc.code == codes.REPO_NOT_FOUND and self.all_if_unregistered and self.repo):
                 raise
             self.ctx.out.note("not in a registered repository: watching all of them", "dim")
             self.repo = None
-            params.pop("repo")
-            result = conn.call("events.subscribe", params)
+            result = conn.subscribe(self.cursor, types=self.types, task_id=self.task_id)
         self.all_if_unregistered = False
-        if self.last_seq is None:
-            self.last_seq = result.get("seq", 0)
+        if self.cursor.restarted:
+            self.ctx.out.note(RESTARTED, "yellow")
         lost = result.get("lost") or 0
         if lost:
             when = "while disconnected" if not first else "before you subscribed"
@@ -152,11 +137,8 @@ class EventStream:
         if method != "event":
             return None
         params: dict[str, Any] = message.get("params") or {}
-        seq = params.get("seq")
-        if isinstance(seq, int):
-            if self.last_seq is not None and seq <= self.last_seq:
-                return None  # already seen (a replay overlapping what we had)
-            self.last_seq = seq
+        if not self.cursor.advance(params):
+            return None  # already seen (a replay overlapping what we had)
         return params
 
     def events(self) -> Iterator[dict[str, Any]]:
