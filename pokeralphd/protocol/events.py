@@ -11,7 +11,7 @@ documented shape fails a test.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -21,7 +21,9 @@ class Payload(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
 
 
 class Chunk(msgspec.Struct):
-    kind: str  # text | tool_use | tool_result | tool_error | stderr | notice
+    """A piece of agent output (coalesced by kind)."""
+
+    kind: Literal["text", "tool_use", "tool_result", "tool_error", "stderr", "notice"]
     text: str
 
 
