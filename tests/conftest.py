@@ -28,7 +28,11 @@ def home() -> Iterator[Path]:
 
 @pytest.fixture
 def daemon(home: Path) -> Iterator[DaemonProcess]:
-    proc = DaemonProcess(home).start()
+    """A real daemon on a real socket, in this process (see ``ThreadedDaemon``); tests
+    that need a process boundary start a ``DaemonProcess`` themselves."""
+    from tests.inproc import ThreadedDaemon
+
+    proc = ThreadedDaemon(home).start()
     yield proc
     proc.stop()
 

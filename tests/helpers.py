@@ -102,9 +102,14 @@ class DaemonProcess:
         if self.proc.poll() is not None:
             raise AssertionError(f"daemon exited with {self.proc.returncode}:\n{self.logs()}")
         try:
-            return self.call("daemon.ping") == "pong"
+            return bool(self.call("daemon.ping") == "pong")
         except (DaemonNotRunning, OSError):
             return False
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
 
     def logs(self) -> str:
         return self.log_path.read_text(errors="replace")

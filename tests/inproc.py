@@ -8,8 +8,11 @@ daemons are kept for what needs a process boundary (signals, kill -9, the CLI).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
+import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -22,6 +25,7 @@ from anyio.abc import SocketStream
 from pokeralphd.daemon import Daemon
 from pokeralphd.paths import Paths
 from pokeralphd.settings import DaemonSettings
+from tests.helpers import DaemonProcess
 
 
 class RpcError(Exception):
@@ -129,13 +133,21 @@ class InProcDaemon:
             return await client.call(method, params)
 
 
+def paths_for(home: Path) -> Paths:
+    """Where a test daemon under ``home`` keeps things: what the XDG variables that
+    ``tests.helpers.DaemonProcess`` sets would give, so both kinds share a home."""
+    return Paths(
+        socket=home / "run" / "d.sock",
+        state_dir=home / "state" / "pokeralph",
+        config_dir=home / "config" / "pokeralph",
+    )
+
+
 @asynccontextmanager
 async def running_daemon(
     home: Path, settings: DaemonSettings | None = None
 ) -> AsyncIterator[InProcDaemon]:
-    paths = Paths(
-        socket=home / "run" / "d.sock", state_dir=home / "state", config_dir=home / "config"
-    )
+    paths = paths_for(home)
     daemon = Daemon(paths, settings)
     async with anyio.create_task_group() as tg:
         tg.start_soon(lambda: daemon.run(handle_signals=False))
@@ -145,3 +157,72 @@ async def running_daemon(
             yield InProcDaemon(daemon, paths, home, tg)
         finally:
             daemon.shutdown_requested.set()
+
+
+class _LogCapture(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+        self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(self.format(record))
+
+
+class ThreadedDaemon(DaemonProcess):
+    """The daemon in this process, on a background thread's event loop (a blocking
+    portal), behind :class:`DaemonProcess`'s synchronous API.
+
+    For the many tests that talk to the daemon with the standard-library client or the
+    CLI and need no process boundary: no interpreter to start, no imports to repeat.
+    Signals, ``kill -9`` and socket activation need a real process: use
+    :class:`DaemonProcess` for those.
+    """
+
+    def __init__(self, home: Path, settings: DaemonSettings | None = None) -> None:
+        super().__init__(home)
+        self.paths = paths_for(home)
+        self.settings = settings
+        self.daemon: Daemon | None = None
+        self._logs = _LogCapture()
+
+    def start(self, wait: bool = True) -> ThreadedDaemon:
+        self._portal_cm = anyio.from_thread.start_blocking_portal()
+        self.portal = self._portal_cm.__enter__()
+        logging.getLogger("pokeralphd").addHandler(self._logs)
+        daemon = self.daemon = self.portal.call(Daemon, self.paths, self.settings)
+        self._future = self.portal.start_task_soon(
+            functools.partial(daemon.run, handle_signals=False)
+        )
+
+        async def ready() -> None:
+            with anyio.fail_after(20):
+                await daemon.ready.wait()
+
+        try:
+            self.portal.call(ready)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    @property
+    def pid(self) -> int:
+        return os.getpid()
+
+    def logs(self) -> str:
+        return "\n".join(self._logs.lines)
+
+    def stop(self, sig: int = 0, timeout: float = 20) -> int:
+        if self.daemon is not None:
+            self.portal.call(self.daemon.shutdown_requested.set)
+            try:
+                self._future.result(timeout)
+            finally:
+                self.daemon = None
+                self._portal_cm.__exit__(None, None, None)
+                logging.getLogger("pokeralphd").removeHandler(self._logs)
+        return 0
+
+    def kill9(self) -> None:
+        raise NotImplementedError("kill -9 needs a real process: use DaemonProcess")

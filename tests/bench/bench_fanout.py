@@ -13,6 +13,8 @@ import multiprocessing as mp
 import selectors
 import socket
 import time
+from multiprocessing.synchronize import Barrier
+from typing import Any
 
 from tests.bench.common import Table, pct, start_daemon
 
@@ -20,7 +22,7 @@ SUB = b'{"jsonrpc":"2.0","id":1,"method":"events.subscribe","params":{"types":["
 WORKERS = 4
 
 
-def worker(path: str, n_socks: int, count: int, ready: mp.Barrier, out: mp.Queue) -> None:  # type: ignore[type-arg]
+def worker(path: str, n_socks: int, count: int, ready: Barrier, out: mp.Queue[Any]) -> None:
     sel = selectors.DefaultSelector()
     socks = []
     for _ in range(n_socks):

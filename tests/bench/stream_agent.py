@@ -10,7 +10,7 @@ mode = sys.argv[1] if len(sys.argv) > 1 else "instant"
 sys.stdin.read()
 
 
-def emit(obj: dict) -> None:
+def emit(obj: dict[str, object]) -> None:
     sys.stdout.write(json.dumps(obj) + "\n")
     sys.stdout.flush()
 

@@ -99,7 +99,8 @@ def test_colour_output_keeps_only_its_own_colour_codes() -> None:
     assert out.color
     out.table(["title"], [[HOSTILE], [out.style("ok", "green")]])
     out.line(out.style(clean(HOSTILE), "bold"))
-    text = out.stdout.getvalue()  # type: ignore[attr-defined]
+    assert isinstance(out.stdout, io.StringIO)
+    text = out.stdout.getvalue()
     assert "\x1b]" not in text and "\x07" not in text and "\x1b[2J" not in text
     assert "\x1b[32mok\x1b[0m" in text  # our colour is still there
 

@@ -38,7 +38,7 @@ def test_the_example_python_client(daemon: DaemonProcess, repo: object) -> None:
         timeout=30,
     )
     assert once.returncode == 0, once.stderr
-    assert json.loads(once.stdout)["pid"] == daemon.proc.pid  # type: ignore[union-attr]
+    assert json.loads(once.stdout)["pid"] == daemon.pid
     watcher = subprocess.Popen(
         [sys.executable, str(example)],
         env=daemon.env,

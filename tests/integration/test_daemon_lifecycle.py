@@ -161,9 +161,9 @@ def test_peer_from_another_uid_is_refused(daemon: DaemonProcess, home: Path) -> 
             os._exit(0)
     os.close(write_end)
     os.waitpid(pid, 0)
-    verdict = os.read(read_end, 200).decode()
+    answer = os.read(read_end, 200).decode()
     os.close(read_end)
-    assert verdict == "closed"
+    assert answer == "closed"
     assert "refused a connection from uid 65534" in daemon.logs()
 
 

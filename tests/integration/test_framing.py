@@ -21,7 +21,7 @@ def lsp(body: dict[str, Any] | bytes) -> bytes:
 
 def read_lsp(sock: socket.socket, count: int) -> list[Any]:
     buf = b""
-    out = []
+    out: list[Any] = []
     while len(out) < count:
         while b"\r\n\r\n" not in buf:
             chunk = sock.recv(65536)

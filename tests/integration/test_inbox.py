@@ -14,7 +14,10 @@ from tests.helpers import DaemonProcess, events_of
 
 def create(daemon: DaemonProcess, repo: Path, **params: Any) -> dict[str, Any]:
     params.setdefault("title", "Choose a deploy target")
-    return daemon.call("inbox.create", {"repo": str(repo), **params})["delivery"]
+    delivery: dict[str, Any] = daemon.call("inbox.create", {"repo": str(repo), **params})[
+        "delivery"
+    ]
+    return delivery
 
 
 def test_create_answer_annotate_and_list(daemon: DaemonProcess, repo: Path) -> None:

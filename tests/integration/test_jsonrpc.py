@@ -112,7 +112,7 @@ def test_batches_follow_the_spec(daemon: DaemonProcess) -> None:
     assert by_id["1"]["result"] == "pong"
     assert by_id["2"]["error"]["code"] == -32001
     assert by_id["5"]["error"]["code"] == -32601
-    assert by_id["9"]["result"]["pid"] == daemon.proc.pid  # type: ignore[union-attr]
+    assert by_id["9"]["result"]["pid"] == daemon.pid
     assert [r["error"]["code"] for r in replies if r["id"] is None] == [-32600]
 
 

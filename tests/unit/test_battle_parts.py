@@ -85,7 +85,7 @@ def test_prompt_has_what_the_agent_needs() -> None:
         number=1,
         started_at=datetime.now(UTC),
         result="success",
-        output="tried",  # type: ignore[arg-type]
+        output="tried",
         feedback_results={
             "test": FeedbackResult(
                 passed=False, output="E   assert 2 == 3\nFAILED test_x", command="pytest"
@@ -128,7 +128,7 @@ def test_prompt_is_bounded(size: int) -> None:
         started_at=datetime.now(UTC),
         result="failure",
         error="e" * (size + 1),
-        output="o" * size,  # type: ignore[arg-type]
+        output="o" * size,
         feedback_results={"test": FeedbackResult(passed=False, output="x\n" * size)},
     )
     prompt = build_task_prompt(prd, task, 2, 5, [huge] * 6, "n" * size, [], ["test"])

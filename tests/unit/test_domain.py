@@ -196,11 +196,11 @@ def test_prd_rules() -> None:
 
 def test_iteration_and_battle_invariants() -> None:
     with pytest.raises(ValidationError):
-        Iteration(number=1, started_at=NOW, result="failure")  # type: ignore[arg-type]
+        Iteration(number=1, started_at=NOW, result="failure")
     with pytest.raises(ValidationError):
-        Iteration(number=0, started_at=NOW, result="success")  # type: ignore[arg-type]
+        Iteration(number=0, started_at=NOW, result="success")
     with pytest.raises(ValidationError):
-        Iteration(number=1, started_at=NOW, result="success", files_changed=["/etc/passwd"])  # type: ignore[arg-type]
+        Iteration(number=1, started_at=NOW, result="success", files_changed=["/etc/passwd"])
     with pytest.raises(ValidationError):
         Battle(task_id="001-a", status=BattleStatus.FAILED, started_at=NOW)
     with pytest.raises(ValidationError):

@@ -106,7 +106,7 @@ def test_atomic_write_failure_keeps_the_old_file(
     def full_disk(fd: int, data: object) -> int:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(atomic.os, "write", full_disk)
+    monkeypatch.setattr(os, "write", full_disk)
     with pytest.raises(StorageError) as info:
         atomic.atomic_write(target, b"new")
     assert "no space left" in info.value.message
