@@ -17,7 +17,8 @@ import pytest
 import pokeralphctl.client as client
 from pokeralphctl import codes
 from pokeralphctl.client import RESTARTED, Connection, EventCursor, RequestFailed
-from tests.helpers import DaemonProcess, short_tmpdir
+from tests.helpers import short_tmpdir
+from tests.inproc import ThreadedDaemon
 
 PUBLIC = {
     "RESTARTED",
@@ -184,7 +185,9 @@ def test_subscribe_asks_the_epoch_and_keeps_early_events(
 
 
 def test_resuming_after_a_real_restart(home: Path, repo: Path) -> None:
-    first = DaemonProcess(home).start()
+    # Both daemons run in this process: the same pid, another epoch (a pid can be reused,
+    # which is why the epoch, not the pid, tells a restart).
+    first = ThreadedDaemon(home).start()
     cursor = EventCursor()
     try:
         with first.connect() as conn:
@@ -199,7 +202,8 @@ def test_resuming_after_a_real_restart(home: Path, repo: Path) -> None:
         assert old_seq is not None and old_seq >= 2
     finally:
         first.stop()
-    second = DaemonProcess(home).start()
+    second = ThreadedDaemon(home).start()
+    assert second.pid == first.pid
     try:
         second.call("prd.update", {"description": "after", "repo": str(repo)})  # seq 1 there
         with second.connect() as conn:
