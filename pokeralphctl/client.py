@@ -1,7 +1,8 @@
 """A small JSON-RPC 2.0 client for pokeralphd, standard library only.
 
 This is also the reference client for plugin authors: newline-delimited JSON over a
-Unix socket, one request at a time, notifications (events) handed to a callback.
+Unix socket, one request at a time, notifications (events) handed to a callback. Its
+public names are those in ``__all__``; the error codes are in :mod:`pokeralphctl.codes`.
 
 ::
 
@@ -9,6 +10,21 @@ Unix socket, one request at a time, notifications (events) handed to a callback.
     ├── DaemonNotRunning      nothing listens on the socket (exit code 3 in the CLI)
     │   └── UntrustedSocket   the socket, or the process behind it, is not the user's own
     └── RequestFailed         the daemon answered with a JSON-RPC error (exit code 1)
+
+Events: :meth:`Connection.subscribe` subscribes the connection; an :class:`EventCursor`
+passed to it keeps the place across reconnects and notices a restarted daemon (by its
+``epoch``), whose sequence numbers start again and mean nothing to the old ones::
+
+    cursor = EventCursor()
+    while True:
+        with Connection() as conn:
+            conn.subscribe(cursor, repo="myproject")
+            if cursor.restarted:
+                print(RESTARTED)
+            for message in conn.messages():
+                if message.get("method") == "event" and cursor.advance(message["params"]):
+                    handle(message["params"])
+        # the connection dropped: reconnect (wait until a daemon answers first)
 
 Before sending anything the client makes sure it talks to the user's own daemon: the
 socket file must not be a link and must belong to the user, and right after connecting
@@ -25,12 +41,31 @@ import socket
 import stat
 import sys
 
+from pokeralphctl import codes
 from pokeralphctl.paths import socket_path
 
 TYPE_CHECKING = False  # typing costs ~3 ms of start-up: imported for mypy only
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from typing import Any
+
+__all__ = [
+    "RESTARTED",
+    "ClientError",
+    "Connection",
+    "DaemonNotRunning",
+    "EventCursor",
+    "RequestFailed",
+    "UntrustedSocket",
+    "call",
+    "check_peer",
+    "check_socket_file",
+    "peer_uid",
+    "socket_path",
+]
+
+#: What to tell a person when the daemon under a subscription restarted.
+RESTARTED = "the daemon restarted; events from before are not replayed"
 
 
 class ClientError(Exception):
@@ -99,13 +134,79 @@ def check_peer(path: str, uid: int | None, expected: int) -> None:
 
 
 class RequestFailed(ClientError):
-    """Raised when the daemon answers a request with an error object."""
+    """Raised when the daemon answers a request with an error object.
+
+    ``code`` is one of :mod:`pokeralphctl.codes` (``name`` gives its name), ``data`` the
+    error's details (``data.field`` names a bad param).
+    """
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
         self.code = code
         self.message = message
         self.data = data
         super().__init__(message)
+
+    @property
+    def name(self) -> str | None:
+        """The code's name (``VERSION_CONFLICT``), or None for a code this client lacks."""
+        return codes.NAMES.get(self.code)
+
+
+class EventCursor:
+    """Where a reader of the event stream stands: the daemon and the last event seen.
+
+    Sequence numbers (``seq``) belong to one daemon process, which its ``epoch`` names
+    (``daemon.status`` and the ``events.subscribe`` reply carry it). After a reconnect
+    to the same daemon, subscribing with ``since`` = the last ``seq`` seen replays what
+    was missed. A restarted daemon counts from 1 again: a ``since`` from before would
+    skip or repeat events of another process, so the cursor asks for the new daemon's
+    whole history instead (``since`` 0) and sets :attr:`restarted`. What the old daemon
+    published after the connection dropped is gone: tell the person (:data:`RESTARTED`)
+    and reload the state you show.
+
+    ``seq`` None means "from now": the first subscription starts at the daemon's
+    current sequence number.
+    """
+
+    def __init__(self, seq: int | None = None, epoch: str | None = None) -> None:
+        #: The last sequence number seen (or the daemon's when subscribed from now).
+        self.seq = seq
+        #: The epoch of the daemon ``seq`` belongs to (None until a subscription).
+        self.epoch = epoch
+        #: Whether the last subscription found another daemon than the one before.
+        self.restarted = False
+
+    def is_restart(self, epoch: str | None) -> bool:
+        """Whether the daemon of ``epoch`` is not the one the cursor was on."""
+        return self.epoch is not None and epoch is not None and epoch != self.epoch
+
+    def since(self, epoch: str | None) -> int | None:
+        """The ``since`` to subscribe with to the daemon of ``epoch`` (None: from now)."""
+        return 0 if self.is_restart(epoch) else self.seq
+
+    def subscribed(self, result: dict[str, Any]) -> bool:
+        """Record an ``events.subscribe`` reply (made with :meth:`since`); whether the
+        daemon restarted since the cursor last saw it."""
+        epoch = result.get("epoch")
+        self.restarted = self.is_restart(epoch)
+        if self.restarted:
+            self.seq = 0  # the new daemon's history is replayed from its start
+        elif self.seq is None:
+            self.seq = result.get("seq", 0)
+        if epoch is not None:
+            self.epoch = epoch
+        return self.restarted
+
+    def advance(self, event: dict[str, Any]) -> bool:
+        """Whether ``event`` (an ``event`` notification's params) is new; if so the
+        cursor moves past it. A replay that overlaps what was seen is dropped."""
+        seq = event.get("seq")
+        if not isinstance(seq, int):
+            return True
+        if self.seq is not None and seq <= self.seq:
+            return False
+        self.seq = seq
+        return True
 
 
 class Connection:
@@ -134,6 +235,7 @@ class Connection:
             raise
         self._buf = b""
         self._next_id = 0
+        self._early: list[dict[str, Any]] = []  # events read by subscribe, for messages()
         self.on_event: Callable[[dict[str, Any]], None] | None = None
 
     def __enter__(self) -> Connection:
@@ -152,7 +254,13 @@ class Connection:
         self._sock.sendall(json.dumps(message, separators=(",", ":")).encode() + b"\n")
 
     def messages(self) -> Iterator[dict[str, Any]]:
-        """Every message the daemon sends, in order, until it closes the connection."""
+        """Every message the daemon sends, in order, until it closes the connection
+        (first the events :meth:`subscribe` read before its reply)."""
+        while self._early:
+            yield self._early.pop(0)
+        yield from self._read()
+
+    def _read(self) -> Iterator[dict[str, Any]]:
         while True:
             newline = self._buf.find(b"\n")
             while newline < 0:
@@ -173,7 +281,7 @@ class Connection:
         if params is not None:
             message["params"] = params
         self.send(message)
-        for reply in self.messages():
+        for reply in self._read():
             if "id" not in reply:
                 if self.on_event is not None:
                     self.on_event(reply)
@@ -184,7 +292,49 @@ class Connection:
                 err = reply["error"]
                 raise RequestFailed(err.get("code", 0), err.get("message", ""), err.get("data"))
             return reply.get("result")
-        raise RequestFailed(-32603, "the daemon closed the connection before answering")
+        raise RequestFailed(
+            codes.INTERNAL_ERROR, "the daemon closed the connection before answering"
+        )
+
+    def subscribe(
+        self,
+        cursor: EventCursor | None = None,
+        *,
+        repo: str | None = None,
+        types: list[str] | None = None,
+        task_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Subscribe this connection to events (filtered by repository, types, task);
+        the ``events.subscribe`` result.
+
+        With a ``cursor``, resume where it stands: on the same daemon the events after
+        its ``seq`` are replayed; on a restarted one (another epoch, asked for first with
+        ``daemon.status`` on this same connection) the new daemon's whole history is,
+        and ``cursor.restarted`` is set. Events that arrive before the reply go to
+        :attr:`on_event` if it is set, else :meth:`messages` yields them first.
+        """
+        params: dict[str, Any] = {}
+        if repo is not None:
+            params["repo"] = repo
+        if types:
+            params["types"] = types
+        if task_id is not None:
+            params["taskId"] = task_id
+        if cursor is not None:
+            since = cursor.since(self.call("daemon.status").get("epoch"))
+            if since is not None:
+                params["since"] = since
+        keep = self.on_event is None
+        if keep:
+            self.on_event = self._early.append
+        try:
+            result: dict[str, Any] = self.call("events.subscribe", params)
+        finally:
+            if keep:
+                self.on_event = None
+        if cursor is not None:
+            cursor.subscribed(result)
+        return result
 
 
 def call(method: str, params: dict[str, Any] | None = None, path: str | None = None) -> Any:

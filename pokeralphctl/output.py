@@ -6,8 +6,9 @@ exactly one envelope on stdout (streaming commands print one JSON object per lin
     {"ok": true, "result": ...}
     {"ok": false, "error": {"code": ..., "message": "...", "data": ...}}
 
-``code`` is the daemon's JSON-RPC error code (an integer) when the daemon refused the
-request, or one of the strings in :data:`CLIENT_CODES` for errors on the client side.
+``code`` is the daemon's JSON-RPC error code (an integer, named in
+:mod:`pokeralphctl.codes`) when the daemon refused the request, or one of the strings
+in :data:`CLIENT_CODES` for errors on the client side.
 Colours are used only when the stream is a terminal and ``$NO_COLOR`` is unset.
 
 Text that comes from the daemon (task titles, agent output, inbox items, config values)
@@ -23,6 +24,8 @@ import json
 import os
 import re
 import sys
+
+from pokeralphctl import codes
 
 TYPE_CHECKING = False  # typing costs ~3 ms of start-up: imported for mypy only
 if TYPE_CHECKING:
@@ -282,26 +285,29 @@ def counts(tasks: dict[str, int] | None) -> str:
 # --------------------------------------------------------------------------- hints
 
 _HINTS: dict[int, str] = {
-    -32601: "it may be older than pokeralphctl: restart it "
+    codes.METHOD_NOT_FOUND: "it may be older than pokeralphctl: restart it "
     "(`pokeralphctl daemon stop`, then `pokeralphctl daemon start`)",
-    -32602: "check the value you passed; `pokeralphctl COMMAND --help` shows the options",
-    -32603: "the daemon hit an internal error: see its log (`pokeralphctl daemon status` "
-    "names it) and file a bug",
-    -32001: "pass --repo NAME|PATH or run inside a registered repository; "
+    codes.INVALID_PARAMS: "check the value you passed; "
+    "`pokeralphctl COMMAND --help` shows the options",
+    codes.INTERNAL_ERROR: "the daemon hit an internal error: see its log "
+    "(`pokeralphctl daemon status` names it) and file a bug",
+    codes.REPO_NOT_FOUND: "pass --repo NAME|PATH or run inside a registered repository; "
     "`pokeralphctl repos` lists them, `pokeralphctl init` registers one",
-    -32002: "`pokeralphctl task list` shows the task ids",
-    -32003: "someone else changed it meanwhile: look again and retry",
-    -32004: "`pokeralphctl task show ID` shows the current status",
-    -32005: "fix or remove the named file under .pokeralph/, then retry",
-    -32006: "run `pokeralphctl init --git-init` to create the git repository",
-    -32007: "another pokeralphd holds this repository: stop it first",
-    -32008: "`pokeralphctl battle show` shows it; `pokeralphctl battle cancel` ends it",
-    -32009: "start one with `pokeralphctl battle start TASK`",
-    -32010: "check free disk space and permissions, then retry",
-    -32014: "check the agent settings (`pokeralphctl config get agent`)",
-    -32015: "check the name you passed",
-    -32016: "`pokeralphctl battle show` or `pokeralphctl status` shows the current state",
-    -32017: "the daemon is stopping: start it again with `pokeralphctl daemon start`",
+    codes.TASK_NOT_FOUND: "`pokeralphctl task list` shows the task ids",
+    codes.VERSION_CONFLICT: "someone else changed it meanwhile: look again and retry",
+    codes.ILLEGAL_TRANSITION: "`pokeralphctl task show ID` shows the current status",
+    codes.CORRUPT_FILE: "fix or remove the named file under .pokeralph/, then retry",
+    codes.NOT_A_GIT_REPO: "run `pokeralphctl init --git-init` to create the git repository",
+    codes.REPO_LOCKED: "another pokeralphd holds this repository: stop it first",
+    codes.BATTLE_ACTIVE: "`pokeralphctl battle show` shows it; "
+    "`pokeralphctl battle cancel` ends it",
+    codes.NO_BATTLE: "start one with `pokeralphctl battle start TASK`",
+    codes.STORAGE_ERROR: "check free disk space and permissions, then retry",
+    codes.AGENT_ERROR: "check the agent settings (`pokeralphctl config get agent`)",
+    codes.NOT_FOUND: "check the name you passed",
+    codes.INVALID_STATE: "`pokeralphctl battle show` or `pokeralphctl status` "
+    "shows the current state",
+    codes.SHUTTING_DOWN: "the daemon is stopping: start it again with `pokeralphctl daemon start`",
 }
 
 

@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 
+from pokeralphctl import codes
 from pokeralphctl.client import Connection, RequestFailed
 from pokeralphctl.output import Output
 
@@ -22,8 +23,6 @@ if TYPE_CHECKING:
 
 #: Exit codes, documented in ``pokeralphctl --help``.
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_RUNNING, EXIT_INTERRUPTED = 0, 1, 2, 3, 4
-
-METHOD_NOT_FOUND = -32601
 
 #: How long one request may take before the CLI gives up (``battle cancel`` waits up to 60 s).
 CALL_TIMEOUT = 120.0
@@ -65,7 +64,7 @@ class Context:
             try:
                 return conn.call(method, params)
             except RequestFailed as exc:
-                if exc.code != METHOD_NOT_FOUND:
+                if exc.code != codes.METHOD_NOT_FOUND:
                     raise
                 raise RequestFailed(
                     exc.code, f"this pokeralphd does not know {method}", exc.data

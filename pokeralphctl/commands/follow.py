@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
+from pokeralphctl import codes
 from pokeralphctl.client import RequestFailed
 from pokeralphctl.commands.render import render
 from pokeralphctl.output import clean
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
 TERMINAL = {"battle_complete": 0, "battle_failed": 1, "battle_cancelled": 1}
 TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})
 LOG_EVENTS = ["iteration_start", "iteration_output", "iteration_end", *TERMINAL]
-NOT_FOUND = -32015
 DEFAULT_TAIL = 10
 
 
@@ -167,7 +167,7 @@ class LogFollower:
             try:
                 result = self.ctx.call("battle.log", params)
             except RequestFailed as exc:
-                if exc.code == NOT_FOUND:  # not created yet
+                if exc.code == codes.NOT_FOUND:  # not created yet
                     return
                 raise
             self.emit(result)
@@ -201,7 +201,7 @@ def follow_log(ctx: Context, args: argparse.Namespace, params: dict[str, Any]) -
         try:
             first = ctx.call("battle.log", {**params, "tail": params.get("tail") or DEFAULT_TAIL})
         except RequestFailed as exc:
-            if exc.code != NOT_FOUND:
+            if exc.code != codes.NOT_FOUND:
                 raise
         else:
             follower.emit(first)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from pokeralphctl import codes
 from pokeralphctl.client import RequestFailed
 from pokeralphctl.commands import CommandError, repo_argument
 from pokeralphctl.commands.status import battle_summary
@@ -14,8 +15,6 @@ if TYPE_CHECKING:
     import argparse
 
     from pokeralphctl.commands import Context
-
-NOT_A_GIT_REPO = -32006
 
 
 def add_repos(parser: argparse.ArgumentParser) -> None:
@@ -78,7 +77,7 @@ def init(ctx: Context, args: argparse.Namespace) -> int:
     try:
         result = ctx.call("repo.register", params)
     except RequestFailed as exc:
-        if exc.code == NOT_A_GIT_REPO:
+        if exc.code == codes.NOT_A_GIT_REPO:
             raise CommandError(
                 f"{path} is not a git repository",
                 f"run `pokeralphctl init --git-init {args.path or '.'}` to create it, "

@@ -7,8 +7,8 @@ user once, and subscribes again with ``since`` = the last sequence number it saw
 daemon replays what was missed and reports how many events it no longer had.
 
 Sequence numbers belong to one daemon process: a restarted daemon counts from 1 again.
-The stream notices a restart by the daemon's pid (``daemon.status``) and then replays the
-new daemon's history from the start instead.
+The stream's :class:`~pokeralphctl.client.EventCursor` notices a restart by the daemon's
+epoch, and the stream then says so and replays the new daemon's history from the start.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from pokeralphctl.client import DaemonNotRunning, RequestFailed
+from pokeralphctl import codes
+from pokeralphctl.client import RESTARTED, DaemonNotRunning, EventCursor, RequestFailed
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -25,8 +26,6 @@ if TYPE_CHECKING:
     from pokeralphctl.client import Connection
     from pokeralphctl.commands import Context
 
-REPO_NOT_FOUND = -32001
-SHUTTING_DOWN = -32017
 ATTACH_TIMEOUT = 30.0
 MAX_DELAY = 2.0
 
@@ -48,10 +47,9 @@ class EventStream:
         self.repo = repo
         self.task_id = task_id
         self.types = types
-        #: the last sequence number seen (or the daemon's when we subscribed)
-        self.last_seq = since
+        #: where the stream stands: the daemon's epoch and the last sequence number seen
+        self.cursor = EventCursor(since)
         self.all_if_unregistered = all_if_unregistered
-        self.pid: int | None = None
         self.conn: Connection | None = None
         self.pending: deque[dict[str, Any]] = deque()
         self.result: dict[str, Any] = {}
@@ -75,33 +73,19 @@ class EventStream:
 
     def _attach(self, conn: Connection, first: bool) -> None:
         conn.on_event = self._early
-        pid = conn.call("daemon.status").get("pid")
-        since = self.last_seq
-        if not first and pid != self.pid:
-            self.ctx.out.note(f"pokeralphd restarted (pid {self.pid} -> {pid})", "dim")
-            since = self.last_seq = 0
-        self.pid = pid
-        params: dict[str, Any] = {}
-        if self.repo is not None:
-            params["repo"] = self.repo
-        if self.task_id is not None:
-            params["taskId"] = self.task_id
-        if self.types:
-            params["types"] = self.types
-        if since is not None:
-            params["since"] = since
         try:
-            result = conn.call("events.subscribe", params)
+            result = conn.subscribe(
+                self.cursor, repo=self.repo, types=self.types, task_id=self.task_id
+            )
         except RequestFailed as exc:
-            if not (exc.code == REPO_NOT_FOUND and self.all_if_unregistered and self.repo):
+            if not (exc.code == codes.REPO_NOT_FOUND and self.all_if_unregistered and self.repo):
                 raise
             self.ctx.out.note("not in a registered repository: watching all of them", "dim")
             self.repo = None
-            params.pop("repo")
-            result = conn.call("events.subscribe", params)
+            result = conn.subscribe(self.cursor, types=self.types, task_id=self.task_id)
         self.all_if_unregistered = False
-        if self.last_seq is None:
-            self.last_seq = result.get("seq", 0)
+        if self.cursor.restarted:
+            self.ctx.out.note(RESTARTED, "yellow")
         lost = result.get("lost") or 0
         if lost:
             when = "while disconnected" if not first else "before you subscribed"
@@ -132,7 +116,7 @@ class EventStream:
                 self._attach(conn, first=False)
             except RequestFailed as exc:
                 conn.close()
-                if exc.code != SHUTTING_DOWN:
+                if exc.code != codes.SHUTTING_DOWN:
                     raise
             except (OSError, ValueError):  # it went away again, mid-call
                 conn.close()
@@ -153,11 +137,8 @@ class EventStream:
         if method != "event":
             return None
         params: dict[str, Any] = message.get("params") or {}
-        seq = params.get("seq")
-        if isinstance(seq, int):
-            if self.last_seq is not None and seq <= self.last_seq:
-                return None  # already seen (a replay overlapping what we had)
-            self.last_seq = seq
+        if not self.cursor.advance(params):
+            return None  # already seen (a replay overlapping what we had)
         return params
 
     def events(self) -> Iterator[dict[str, Any]]:

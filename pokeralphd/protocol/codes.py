@@ -1,7 +1,9 @@
 """Error codes: JSON-RPC's reserved ones and pokeralph's stable application codes.
 
 Application codes live in the implementation-defined range -32000..-32099 and never
-change meaning once published; ``shared/openrpc.json`` lists them for clients.
+change meaning once published; ``shared/openrpc.json`` lists them for clients, and
+``pokeralphctl/codes.py`` has them as plain ints for the standard-library client (both
+generated from here by ``python -m pokeralphd.contract``).
 """
 
 from __future__ import annotations

@@ -1,13 +1,17 @@
 """The event types: every ``event`` notification's payload, as msgspec structs.
 
-The daemon publishes plain dicts; these structs are the contract. ``shared/schemas/events``
-is generated from them, and the test suite checks every event it sees against them, so
-an event that drifts from its documented shape fails a test.
+The daemon publishes plain dicts; these structs are the contract, one per event type
+(:data:`EVENT_TYPES`). ``shared/schemas/events`` is generated from them;
+``tests/unit/test_contract.py`` checks that the event types the code publishes are
+exactly these; and :func:`check_event` checks real events against them wherever the
+integration tests read events (``tests.helpers.events_of``, and every event of
+``tests/integration/test_contract_live.py``), so an event that drifts from its
+documented shape fails a test.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -17,7 +21,9 @@ class Payload(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
 
 
 class Chunk(msgspec.Struct):
-    kind: str  # text | tool_use | tool_result | tool_error | stderr | notice
+    """A piece of agent output (coalesced by kind)."""
+
+    kind: Literal["text", "tool_use", "tool_result", "tool_error", "stderr", "notice"]
     text: str
 
 

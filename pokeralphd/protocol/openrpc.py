@@ -1,7 +1,10 @@
 """The OpenRPC document of the daemon's methods, generated from the method table.
 
-``rpc.discover`` returns it and ``shared/openrpc.json`` is this same document, so the
-contract can never drift from the code without a test noticing.
+Each method's params and result schemas come from its msgspec types
+(``msgspec.json.schema_components``); the documents results carry refer to their
+pydantic-generated schemas. ``rpc.discover`` returns this document and
+``shared/openrpc.json`` is the same, so the contract can never drift from the code
+without a test noticing.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import msgspec
 
 from pokeralphd import __version__
 from pokeralphd.protocol.codes import ERROR_DESCRIPTIONS
-from pokeralphd.protocol.results import RESULTS, model_components
+from pokeralphd.protocol.results import REF, model_components
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -21,7 +24,7 @@ if TYPE_CHECKING:
 
 
 class MethodSpec(Protocol):
-    """What the document needs of a method: its name, params struct and summary."""
+    """What the document needs of a method: its name, params struct, result type, summary."""
 
     @property
     def name(self) -> str: ...
@@ -30,17 +33,34 @@ class MethodSpec(Protocol):
     def params(self) -> type[Params]: ...
 
     @property
+    def result(self) -> Any: ...
+
+    @property
     def summary(self) -> str: ...
+
+
+def merge_components(documents: dict[str, Any], structs: dict[str, Any]) -> dict[str, Any]:
+    """The pydantic documents' schemas and the msgspec structs' in one namespace.
+
+    A name both give must be the same enum (a status both sides use, like
+    ``BattleStatus``): the document's schema is kept. Any other clash is a bug.
+    """
+    merged = dict(documents)
+    for name, schema in structs.items():
+        known = merged.get(name)
+        if known is not None and set(known.get("enum", ())) != set(schema.get("enum", [None])):
+            raise ValueError(f"component {name!r} is both a document schema and a struct")
+        merged.setdefault(name, schema)
+    return merged
 
 
 def openrpc_document(specs: Iterable[MethodSpec]) -> dict[str, Any]:
     methods = sorted(specs, key=lambda m: m.name)
-    param_types = [m.params for m in methods]
-    schemas, components = msgspec.json.schema_components(
-        param_types, ref_template="#/components/schemas/{name}"
-    )
+    types = [m.params for m in methods] + [m.result for m in methods]
+    schemas, components = msgspec.json.schema_components(types, ref_template=REF)
+    param_schemas, result_schemas = schemas[: len(methods)], schemas[len(methods) :]
     out_methods = []
-    for method, schema in zip(methods, schemas, strict=True):
+    for method, schema, result in zip(methods, param_schemas, result_schemas, strict=True):
         struct_name = schema["$ref"].rsplit("/", 1)[-1]
         struct_schema = components[struct_name]
         required = set(struct_schema.get("required", []))
@@ -54,10 +74,10 @@ def openrpc_document(specs: Iterable[MethodSpec]) -> dict[str, Any]:
                 "summary": method.summary,
                 "paramStructure": "either",
                 "params": params,
-                "result": {"name": "result", "schema": RESULTS.get(method.name, {})},
+                "result": {"name": "result", "schema": result},
             }
         )
-    components = {**model_components(), **components}
+    components = merge_components(model_components(), components)
     return {
         "openrpc": "1.3.2",
         "info": {

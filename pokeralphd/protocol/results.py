@@ -1,188 +1,371 @@
-"""Result schemas of every method, for the OpenRPC document.
+"""Result types of every JSON-RPC method (msgspec structs, camelCase on the wire).
 
-Results are built from the domain documents (whose JSON Schemas pydantic gives) and a
-few plain shapes; ``tests/unit/test_contract.py`` checks every method has one, and the
-integration tests check real results against them where it matters.
+These are the single source of the results, as :mod:`pokeralphd.protocol.params` is of
+the params: each method names its result type where it is registered
+(``MethodTable.add(..., result=...)``), its handler returns a value of that type (msgspec
+encodes structs directly), and ``rpc.discover`` / ``shared/openrpc.json`` generate each
+result's JSON Schema from it.
+
+A field that holds one of the ``.pokeralph/`` documents (a PRD, a task, a battle, a
+delivery, ...) carries the document as its pydantic model dumps it: typed
+``dict[str, Any]`` here, and described in the schema by a reference to the model's own
+pydantic-generated schema (:func:`document` records the model, :func:`model_components`
+gives the schemas), so the contract is as precise as the documents themselves.
+
+Structs forbid unknown fields: a service that starts returning a key the contract does
+not name fails loudly (and every test that calls the method with it) instead of drifting.
+``tests/integration/test_contract_live.py`` calls every method on a real daemon and checks
+each real result against its generated schema.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
+import msgspec
+from msgspec import UNSET, UnsetType
 from pydantic.json_schema import models_json_schema
 
-from pokeralphd.domain.inbox import Annotation, Delivery, Feedback, IndexEntry
+from pokeralphd.domain.inbox import Annotation, Delivery, DeliveryMode, DeliveryStatus, Feedback
 from pokeralphd.domain.models import PRD, Battle, Config, Progress, Task
+from pokeralphd.domain.planning import PlanningState
+from pokeralphd.domain.statuses import BattleStatus, ExecutionMode
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-MODELS: list[type[BaseModel]] = [
-    Config,
-    PRD,
-    Task,
-    Battle,
-    Progress,
-    Delivery,
-    Feedback,
-    Annotation,
-    IndexEntry,
-]
-REF = "#/components/schemas/{model}"
+REF = "#/components/schemas/{name}"
 
-STR: dict[str, Any] = {"type": "string"}
-INT: dict[str, Any] = {"type": "integer"}
-NUM: dict[str, Any] = {"type": "number"}
-BOOL: dict[str, Any] = {"type": "boolean"}
-OBJ: dict[str, Any] = {"type": "object"}
+#: The pydantic models that results refer to, by name (filled by :func:`document`).
+DOCUMENT_MODELS: dict[str, type[BaseModel]] = {}
 
 
-def ref(name: str) -> dict[str, Any]:
-    return {"$ref": REF.format(model=name)}
-
-
-def nullable(schema: dict[str, Any]) -> dict[str, Any]:
-    return {"anyOf": [schema, {"type": "null"}]}
-
-
-def array(items: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "array", "items": items}
-
-
-def obj(**props: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "object", "properties": props}
-
-
-REPO = obj(
-    name=STR,
-    path=STR,
-    error=nullable(STR),
-    prd=nullable(STR),
-    prdVersion=INT,
-    tasks={"type": "object", "additionalProperties": INT},
-    battle=nullable(OBJ),
-)
-TRUST = obj(
-    trusted=BOOL,
-    hash=STR,
-    trustedHash=nullable(STR),
-    sensitiveKeys=array(STR),
-    ignoredKeys=array(STR),
-    message=nullable(STR),
-    hint=nullable(STR),
-)
-CONFIG = obj(
-    config=ref("Config"),
-    sources={"type": "object", "additionalProperties": STR},
-    repoLayer=OBJ,
-    version=INT,
-    trust=TRUST,
-)
-TRUST_CHANGE = obj(repo=STR, path=STR, changed=BOOL, trust=TRUST, sensitiveValues=OBJ)
-TASK = obj(task=ref("Task"), version=INT)
-BATTLE = obj(battle=ref("Battle"))
-PLANNING = obj(
-    state={"enum": ["idle", "planning", "waiting_input", "completed"]},
-    idea=nullable(STR),
-    breakdown=BOOL,
-    sessionId=nullable(STR),
-    questions=array(STR),
-    deliveryId=nullable(STR),
-    prd=nullable(OBJ),
-    problems=array(OBJ),
-    error=nullable(STR),
-    turns=INT,
-    lastOutput=STR,
-)
-
-RESULTS: dict[str, dict[str, Any]] = {
-    "daemon.ping": {"const": "pong"},
-    "daemon.status": obj(
-        version=STR,
-        pid=INT,
-        uptime=NUM,
-        socket=STR,
-        activated=BOOL,
-        repositories=array(REPO),
-        clients=INT,
-        seq=INT,
-        epoch=STR,
-    ),
-    "daemon.shutdown": obj(stopping=BOOL),
-    "rpc.discover": {"type": "object", "description": "this OpenRPC document"},
-    "repo.register": REPO,
-    "repo.unregister": obj(name=STR, path=STR),
-    "repo.list": array(REPO),
-    "repo.status": REPO,
-    "config.get": CONFIG,
-    "config.update": CONFIG,
-    "config.trust": TRUST_CHANGE,
-    "config.untrust": TRUST_CHANGE,
-    "config.trustList": obj(repos=array(obj(repo=STR, path=STR, trust=TRUST, error=STR))),
-    "prd.get": obj(prd=nullable(ref("PRD")), version=INT),
-    "prd.update": obj(prd=ref("PRD"), version=INT),
-    "task.list": obj(tasks=array(ref("Task")), version=INT),
-    "task.get": TASK,
-    "task.create": TASK,
-    "task.update": TASK,
-    "task.delete": obj(taskId=STR, version=INT),
-    "events.subscribe": obj(
-        subscription=INT, seq=INT, epoch=STR, replayed=INT, lost=INT, oldestSeq=INT
-    ),
-    "events.unsubscribe": obj(unsubscribed=array(INT)),
-    "battle.start": obj(battle=ref("Battle"), queued=BOOL),
-    "battle.pause": obj(battle=ref("Battle"), pauseRequested=BOOL),
-    "battle.resume": BATTLE,
-    "battle.cancel": BATTLE,
-    "battle.approve": obj(battle=ref("Battle"), approved=BOOL),
-    "battle.current": obj(
-        battles=array(
-            obj(
-                repo=STR,
-                taskId=STR,
-                status=STR,
-                iteration=INT,
-                mode=STR,
-                maxIterations=nullable(INT),
-                costUsd=NUM,
-                pausedReason=nullable(STR),
-            )
-        ),
-        engine=obj(slotsFree=INT, waiting=INT),
-    ),
-    "battle.progress": obj(progress=nullable(ref("Progress"))),
-    "battle.history": obj(battle=nullable(ref("Battle")), version=INT),
-    "battle.log": obj(iteration=INT, data=STR, offset=INT, nextOffset=INT, size=INT),
-    "battle.revert": obj(taskId=STR, revertCommit=STR),
-    "inbox.list": obj(items=array(ref("IndexEntry"))),
-    "inbox.get": obj(
-        repo=STR,
-        delivery=ref("Delivery"),
-        feedback=array(ref("Feedback")),
-        annotations=array(ref("Annotation")),
-    ),
-    "inbox.create": obj(repo=STR, delivery=ref("Delivery")),
-    "inbox.answer": obj(repo=STR, feedback=ref("Feedback")),
-    "inbox.annotate": obj(annotation=ref("Annotation")),
-    "inbox.close": obj(delivery=ref("Delivery")),
-    "inbox.wait": obj(
-        status={"enum": ["answered", "closed", "timeout"]},
-        id=STR,
-        repo=STR,
-        answer=nullable(ref("Feedback")),
-    ),
-    "planning.start": PLANNING,
-    "planning.status": PLANNING,
-    "planning.answer": PLANNING,
-    "planning.reset": PLANNING,
-    "planning.finish": obj(valid=BOOL, problems=array(OBJ), saved=BOOL, prd=OBJ, version=INT),
-    "debug.emit": obj(published=INT, seq=INT),
-}
+def document(model: type[BaseModel]) -> msgspec.Meta:
+    """Schema metadata for a field holding ``model`` dumped: a reference to its schema."""
+    DOCUMENT_MODELS[model.__name__] = model
+    return msgspec.Meta(extra_json_schema={"$ref": REF.format(name=model.__name__)})
 
 
 def model_components() -> dict[str, Any]:
-    """JSON Schemas of the documents results refer to, keyed by model name."""
+    """JSON Schemas of the documents results refer to (and of what they nest), by name."""
     _, top = models_json_schema(
-        [(m, "serialization") for m in MODELS], ref_template=REF, by_alias=True
+        [(m, "serialization") for m in DOCUMENT_MODELS.values()],
+        ref_template=REF.format(name="{model}"),
+        by_alias=True,
     )
     return dict(top.get("$defs", {}))
+
+
+ConfigDoc = Annotated[dict[str, Any], document(Config)]
+PrdDoc = Annotated[dict[str, Any], document(PRD)]
+TaskDoc = Annotated[dict[str, Any], document(Task)]
+BattleDoc = Annotated[dict[str, Any], document(Battle)]
+ProgressDoc = Annotated[dict[str, Any], document(Progress)]
+DeliveryDoc = Annotated[dict[str, Any], document(Delivery)]
+FeedbackDoc = Annotated[dict[str, Any], document(Feedback)]
+AnnotationDoc = Annotated[dict[str, Any], document(Annotation)]
+Timestamp = Annotated[str, msgspec.Meta(extra_json_schema={"format": "date-time"})]
+Epoch = Annotated[
+    str,
+    msgspec.Meta(
+        description="names this daemon process: sequence numbers belong to it, and a "
+        "restarted daemon has another epoch (a since from before means nothing to it)"
+    ),
+]
+
+
+class Result(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
+    """Base of all result structs."""
+
+
+# -- daemon
+Pong = Literal["pong"]
+OpenRpcDocument = Annotated[
+    dict[str, Any], msgspec.Meta(description="this OpenRPC document (shared/openrpc.json)")
+]
+
+
+class RepoRef(Result):
+    """A registered repository; ``error`` says why it cannot be used (else null)."""
+
+    name: str
+    path: str
+    error: str | None
+
+
+class DaemonStatus(Result):
+    version: str
+    pid: int
+    uptime: float
+    socket: str
+    activated: bool
+    repositories: list[RepoRef]
+    clients: int
+    seq: int
+    epoch: Epoch
+
+
+class ShutdownResult(Result):
+    stopping: bool
+
+
+# -- repositories
+class BattleSummary(Result):
+    """A repository's active battle, in brief."""
+
+    task_id: str
+    status: BattleStatus
+    iteration: int
+    mode: ExecutionMode
+    max_iterations: int | None
+    cost_usd: float
+    paused_reason: str | None
+
+
+class RepoSummary(RepoRef):
+    """A repository: PRD name and version, task counts by status, battle (if usable)."""
+
+    prd: str | UnsetType | None = UNSET
+    prd_version: int | UnsetType = UNSET
+    tasks: dict[str, int] | UnsetType = UNSET
+    battle: BattleSummary | UnsetType | None = UNSET
+
+
+class RepoUnregisterResult(Result):
+    name: str
+    path: str
+
+
+# -- config
+class TrustState(Result):
+    """Whether the repository layer applies in full, and which sensitive keys it sets."""
+
+    trusted: bool
+    hash: str
+    trusted_hash: str | None
+    sensitive_keys: list[str]
+    ignored_keys: list[str]
+    message: str | None
+    hint: str | None
+
+
+class ConfigResult(Result):
+    config: ConfigDoc
+    sources: dict[str, Literal["default", "user", "repo"]]  # top-level key -> layer
+    repo_layer: dict[str, Any]  # as on disk, ignored keys included
+    version: int
+    trust: TrustState
+
+
+class TrustResult(Result):
+    repo: str
+    path: str
+    changed: bool
+    trust: TrustState
+    sensitive_values: dict[str, Any]
+
+
+class TrustEntry(Result):
+    """One repository's trust state, or the error that kept it from being read."""
+
+    repo: str
+    path: str
+    trust: TrustState | UnsetType = UNSET
+    error: str | UnsetType = UNSET
+
+
+class TrustListResult(Result):
+    repos: list[TrustEntry]
+
+
+# -- PRD and tasks
+class PrdGetResult(Result):
+    prd: PrdDoc | None
+    version: int
+
+
+class PrdResult(Result):
+    prd: PrdDoc
+    version: int
+
+
+class TaskListResult(Result):
+    tasks: list[TaskDoc]
+    version: int
+
+
+class TaskResult(Result):
+    task: TaskDoc
+    version: int  # the PRD's
+
+
+class TaskDeleteResult(Result):
+    task_id: str
+    version: int
+
+
+# -- events
+class SubscribeResult(Result):
+    """``replayed`` and ``lost`` come with ``since``; ``oldestSeq`` when events were lost."""
+
+    subscription: int
+    seq: int
+    epoch: Epoch
+    replayed: int | UnsetType = UNSET
+    lost: int | UnsetType = UNSET
+    oldest_seq: int | UnsetType = UNSET
+
+
+class UnsubscribeResult(Result):
+    unsubscribed: list[int]
+
+
+# -- battles
+class BattleResult(Result):
+    battle: BattleDoc
+
+
+class BattleStartResult(Result):
+    battle: BattleDoc
+    queued: bool
+
+
+class BattlePauseResult(Result):
+    """``pauseRequested`` unless the battle was paused already."""
+
+    battle: BattleDoc
+    pause_requested: bool | UnsetType = UNSET
+
+
+class BattleApproveResult(Result):
+    battle: BattleDoc
+    approved: bool
+
+
+class RepoBattle(BattleSummary):
+    repo: str
+
+
+class EngineSummary(Result):
+    slots_free: int
+    waiting: int
+
+
+class BattleCurrentResult(Result):
+    battles: list[RepoBattle]
+    engine: EngineSummary
+
+
+class ProgressResult(Result):
+    progress: ProgressDoc | None
+
+
+class HistoryResult(Result):
+    """``version`` of history.json, unless the battle is active (then it is live)."""
+
+    battle: BattleDoc | None
+    version: int | UnsetType = UNSET
+
+
+class LogResult(Result):
+    iteration: int
+    data: str
+    offset: int
+    next_offset: int
+    size: int
+
+
+class RevertResult(Result):
+    task_id: str
+    revert_commit: str
+
+
+# -- inbox
+class InboxItem(Result):
+    """An inbox index entry (``.pokeralph/inbox/index.json``) and its repository."""
+
+    repo: str
+    id: str
+    mode: DeliveryMode
+    status: DeliveryStatus
+    title: str
+    created_at: Timestamp
+    completed_at: Timestamp | None
+
+
+class InboxListResult(Result):
+    items: list[InboxItem]
+
+
+class InboxGetResult(Result):
+    repo: str
+    delivery: DeliveryDoc
+    feedback: list[FeedbackDoc]
+    annotations: list[AnnotationDoc]
+
+
+class DeliveryCreated(Result):
+    repo: str
+    delivery: DeliveryDoc
+
+
+class AnswerResult(Result):
+    repo: str
+    feedback: FeedbackDoc
+
+
+class AnnotateResult(Result):
+    annotation: AnnotationDoc
+
+
+class CloseResult(Result):
+    delivery: DeliveryDoc
+
+
+class WaitResult(Result):
+    """``answer``: the last feedback when answered, null when closed, absent on timeout."""
+
+    status: Literal["answered", "closed", "timeout"]
+    id: str
+    repo: str
+    answer: FeedbackDoc | UnsetType | None = UNSET
+
+
+# -- planning
+class Problem(Result):
+    """What is wrong with a PRD draft, by field."""
+
+    field: str
+    problem: str
+
+
+class PlanningStatus(Result):
+    """The planning session (as in .pokeralph/planning/session.json), lastOutput cut."""
+
+    state: PlanningState
+    idea: str | None
+    breakdown: bool
+    session_id: str | None
+    questions: list[str]
+    delivery_id: str | None
+    prd: dict[str, Any] | None  # the draft, as the agent wrote it
+    problems: list[Problem]
+    error: str | None
+    turns: int
+    last_output: str
+
+
+class FinishResult(Result):
+    """``prd``: the PRD when valid (as saved, with ``version``, when saved), else the draft."""
+
+    valid: bool
+    problems: list[Problem]
+    saved: bool
+    prd: dict[str, Any]
+    version: int | UnsetType = UNSET
+
+
+# -- debug
+class EmitResult(Result):
+    published: int
+    seq: int

@@ -1,7 +1,8 @@
 """The method table and the dispatcher that turns message bodies into replies.
 
 A handler is ``async def handler(ctx, params) -> result``; params arrive decoded into the
-method's msgspec struct (by name or by position). Errors become JSON-RPC error objects:
+method's msgspec struct (by name or by position), and the result is a value of the type
+the method registered (``pokeralphd.protocol.results``), encoded as it is. Errors become JSON-RPC error objects:
 :class:`PokeralphError` keeps its code and data, a decode problem names the field, and
 anything unexpected is logged and reported as -32603 without killing the connection.
 """
@@ -43,6 +44,7 @@ class Method:
     handler: Handler
     params: type[Params]
     summary: str
+    result: Any  # the msgspec type of the result (a results struct, a list or a literal)
     concurrent: bool = False  # may wait a long time: run beside the connection's reader
 
 
@@ -63,12 +65,15 @@ class MethodTable:
         params: type[Params],
         summary: str,
         *,
+        result: Any,
         concurrent: bool = False,
     ) -> Callable[[Handler], Handler]:
+        """Register a handler for ``name``, taking ``params`` and returning ``result``."""
+
         def decorate(handler: Handler) -> Handler:
             if name in self.methods:
                 raise ValueError(f"method {name} registered twice")
-            self.methods[name] = Method(name, handler, params, summary, concurrent)
+            self.methods[name] = Method(name, handler, params, summary, result, concurrent)
             self._discover = None
             return handler
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """A complete pokeralphd client in the Python standard library: find the socket, call a
-method, subscribe to events and resume with `since` after a reconnect.
+method, subscribe to events and resume with `since` after a reconnect (or, when the
+daemon restarted meanwhile, which its `epoch` tells, from the new daemon's start).
 
     python3 watch.py            # print every event, forever
     python3 watch.py --once     # print daemon.status and exit
@@ -88,12 +89,33 @@ def main():
     if "--once" in sys.argv:
         print(json.dumps(Client(path).call("daemon.status"), indent=2))
         return 0
-    last_seq = None
+    last_seq = None  # the last event seen
+    epoch = None  # the daemon process last_seq belongs to
+
+    def handle(event):
+        nonlocal last_seq
+        if last_seq is not None and event["seq"] <= last_seq:
+            return  # seen already (a replay overlapping what we had)
+        last_seq = event["seq"]
+        show(event)
+
     while True:
         try:
             client = Client(path)
-            params = {} if last_seq is None else {"since": last_seq}
-            result = client.call("events.subscribe", params, on_event=show)
+            params = {}
+            if last_seq is not None:
+                # Sequence numbers belong to one daemon process: ask which one answers.
+                if client.call("daemon.status")["epoch"] != epoch:
+                    print(
+                        "the daemon restarted; events from before are not replayed",
+                        file=sys.stderr,
+                    )
+                    last_seq = 0  # its whole history is new to us
+                params["since"] = last_seq
+            result = client.call("events.subscribe", params, on_event=handle)
+            epoch = result["epoch"]
+            if last_seq is None:
+                last_seq = result["seq"]
             print(f"subscribed at seq {result['seq']}", file=sys.stderr, flush=True)
             if result.get("lost"):
                 print(
@@ -102,8 +124,7 @@ def main():
                 )
             for message in client.messages():
                 if message.get("method") == "event":
-                    last_seq = message["params"]["seq"]
-                    show(message["params"])
+                    handle(message["params"])
         except (ConnectionError, FileNotFoundError, ConnectionRefusedError):
             pass
         print("disconnected; retrying", file=sys.stderr)

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
 import msgspec
 import pytest
 
-from pokeralphd.protocol.contract import render
+import pokeralphctl.codes
+from pokeralphd.protocol.codes import ERROR_DESCRIPTIONS, ErrorCode
+from pokeralphd.protocol.contract import CLIENT_CODES, client_codes, render
 from pokeralphd.protocol.events import EVENT_TYPES, check_event
 from pokeralphd.server.methods import build_table
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+ROOT = Path(__file__).resolve().parents[2]
+SHARED = ROOT / "shared"
 
 
 def test_shared_matches_the_code() -> None:
@@ -31,10 +35,93 @@ def test_shared_matches_the_code() -> None:
     )
 
 
+def test_the_clients_error_codes_are_generated() -> None:
+    assert (ROOT / CLIENT_CODES).read_text() == client_codes(), (
+        f"{CLIENT_CODES} is out of date; run `python -m pokeralphd.contract`"
+    )
+    generated = {name: value for name, value in vars(pokeralphctl.codes).items() if name.isupper()}
+    assert generated.pop("NAMES") == {int(code): code.name for code in ErrorCode}
+    assert generated == {code.name: int(code) for code in ErrorCode}
+    assert set(ERROR_DESCRIPTIONS) == set(ErrorCode), "every code is described"
+
+
 def test_every_event_type_has_a_schema_file() -> None:
     for name in EVENT_TYPES:
         schema = json.loads((SHARED / "schemas" / "events" / f"{name}.json").read_text())
         assert schema["properties"]["type"] == {"const": name}
+
+
+# Calls that take an event type: publish(type, ...) on the bus, a store, an orchestrator,
+# an inbox, a planner; RepoStore.update_prd(change, expected, event, ...).
+EVENT_ARG = {"publish": 0, "update_prd": 2}
+
+
+class _EventTypes(ast.NodeVisitor):
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.found: dict[str, list[str]] = {}
+        self.func: ast.FunctionDef | ast.AsyncFunctionDef | None = None
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        outer, self.func = self.func, node
+        self.generic_visit(node)
+        self.func = outer
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Call(self, call: ast.Call) -> None:
+        self.generic_visit(call)
+        name = getattr(call.func, "attr", getattr(call.func, "id", None))
+        if name not in EVENT_ARG:
+            return
+        index = EVENT_ARG[name]
+        keyword = next((k.value for k in call.keywords if k.arg in ("type_", "event")), None)
+        arg = call.args[index] if len(call.args) > index else keyword
+        where = f"{self.where}:{call.lineno}"
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            self.found.setdefault(arg.value, []).append(where)
+            return
+        func = self.func
+        forwarded = (
+            func is not None
+            and func.name in EVENT_ARG
+            and isinstance(arg, ast.Name)
+            and arg.id in {a.arg for a in func.args.args + func.args.kwonlyargs}
+        )
+        assert forwarded, f"{where}: an event type that is not a string literal"
+
+
+def published_event_types() -> dict[str, list[str]]:
+    """Every event type the daemon's code can publish, with where (file:line).
+
+    An event type must be a string literal at the call, or a parameter that the
+    enclosing function (itself a ``publish`` or ``update_prd``) forwards: anything else
+    fails, so no event type can hide from this test behind a variable.
+    """
+    found: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "pokeralphd").rglob("*.py")):
+        if "demo/sample" in path.as_posix():
+            continue
+        visitor = _EventTypes(str(path.relative_to(ROOT)))
+        visitor.visit(ast.parse(path.read_text()))
+        for name, places in visitor.found.items():
+            found.setdefault(name, []).extend(places)
+    return found
+
+
+def test_every_published_event_type_has_a_struct() -> None:
+    published = published_event_types()
+    assert len(published) > 30  # the scan finds the calls
+    missing = sorted(set(published) - set(EVENT_TYPES))
+    assert not missing, f"published without a payload struct in protocol/events.py: {missing}"
+    unused = sorted(set(EVENT_TYPES) - set(published))
+    assert not unused, f"payload structs of events nothing publishes: {unused}"
+
+
+def test_the_readme_names_every_event_type() -> None:
+    readme = (SHARED / "README.md").read_text()
+    missing = [name for name in EVENT_TYPES if name != "debug" and f"`{name}`" not in readme]
+    assert not missing, f"shared/README.md does not list {missing}"
 
 
 def test_every_method_has_a_result_schema() -> None:

@@ -7,10 +7,19 @@ A repository's ``.pokeralph/config.json`` comes with the repository; its sensiti
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+import msgspec
 
 from pokeralphd.errors import PokeralphError
 from pokeralphd.protocol.params import ConfigTrustParams, ConfigUpdateParams, NoParams, RepoParams
+from pokeralphd.protocol.results import (
+    ConfigResult,
+    TrustEntry,
+    TrustListResult,
+    TrustResult,
+    TrustState,
+)
 
 if TYPE_CHECKING:
     from pokeralphd.server.context import CallContext
@@ -23,53 +32,65 @@ def register(table: MethodTable) -> None:
         RepoParams,
         "Effective config, which layer set each key, version, and whether the repository "
         "layer is trusted (which of its sensitive keys are ignored).",
+        result=ConfigResult,
     )
-    async def get(ctx: CallContext, params: RepoParams) -> dict[str, Any]:
-        return await ctx.repos.resolve(params.repo).store.config_get()
+    async def get(ctx: CallContext, params: RepoParams) -> ConfigResult:
+        return msgspec.convert(
+            await ctx.repos.resolve(params.repo).store.config_get(), ConfigResult
+        )
 
     @table.add(
         "config.update",
         ConfigUpdateParams,
         "Set keys in the repository layer (null unsets, objects merge); validated before "
         "anything is written. A trusted layer stays trusted.",
+        result=ConfigResult,
     )
-    async def update(ctx: CallContext, params: ConfigUpdateParams) -> dict[str, Any]:
+    async def update(ctx: CallContext, params: ConfigUpdateParams) -> ConfigResult:
         store = ctx.repos.resolve(params.repo).store
-        return await store.config_update(params.patch, params.expected_version)
+        updated = await store.config_update(params.patch, params.expected_version)
+        return msgspec.convert(updated, ConfigResult)
 
     @table.add(
         "config.trust",
         ConfigTrustParams,
         "Trust the repository layer's current content (with hash: only if unchanged), so "
         "its sensitive keys apply; recorded in the user's config.",
+        result=TrustResult,
     )
-    async def trust(ctx: CallContext, params: ConfigTrustParams) -> dict[str, Any]:
-        return await ctx.repos.resolve(params.repo).store.set_trust(True, params.hash)
+    async def trust(ctx: CallContext, params: ConfigTrustParams) -> TrustResult:
+        changed = await ctx.repos.resolve(params.repo).store.set_trust(True, params.hash)
+        return msgspec.convert(changed, TrustResult)
 
     @table.add(
         "config.untrust",
         RepoParams,
         "Forget the trust in the repository layer: its sensitive keys are ignored again.",
+        result=TrustResult,
     )
-    async def untrust(ctx: CallContext, params: RepoParams) -> dict[str, Any]:
-        return await ctx.repos.resolve(params.repo).store.set_trust(False, None)
+    async def untrust(ctx: CallContext, params: RepoParams) -> TrustResult:
+        changed = await ctx.repos.resolve(params.repo).store.set_trust(False, None)
+        return msgspec.convert(changed, TrustResult)
 
     @table.add(
         "config.trustList",
         NoParams,
         "Every registered repository's trust state (a repository whose config cannot be "
         "read has an error instead).",
+        result=TrustListResult,
     )
-    async def trust_list(ctx: CallContext, params: NoParams) -> dict[str, Any]:
-        repos: list[dict[str, Any]] = []
+    async def trust_list(ctx: CallContext, params: NoParams) -> TrustListResult:
+        repos: list[TrustEntry] = []
         for repo in sorted(ctx.repos, key=lambda r: r.name):
-            entry: dict[str, Any] = {"repo": repo.name, "path": str(repo.path)}
+            entry = TrustEntry(repo=repo.name, path=str(repo.path))
             if repo.error:
-                entry["error"] = repo.error
+                entry.error = repo.error
             else:
                 try:
-                    entry["trust"] = (await repo.store.config_get())["trust"]
+                    config = await repo.store.config_get()
                 except PokeralphError as exc:
-                    entry["error"] = exc.message
+                    entry.error = exc.message
+                else:
+                    entry.trust = msgspec.convert(config["trust"], TrustState)
             repos.append(entry)
-        return {"repos": repos}
+        return TrustListResult(repos=repos)

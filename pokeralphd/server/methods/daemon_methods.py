@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+import msgspec
 
 from pokeralphd.protocol.params import NoParams
+from pokeralphd.protocol.results import DaemonStatus, OpenRpcDocument, Pong, ShutdownResult
 
 if TYPE_CHECKING:
     from pokeralphd.server.context import CallContext
@@ -12,19 +15,31 @@ if TYPE_CHECKING:
 
 
 def register(table: MethodTable) -> None:
-    @table.add("daemon.ping", NoParams, 'Liveness check; answers "pong".')
-    async def ping(ctx: CallContext, params: NoParams) -> str:
+    @table.add("daemon.ping", NoParams, 'Liveness check; answers "pong".', result=Pong)
+    async def ping(ctx: CallContext, params: NoParams) -> Pong:
         return "pong"
 
-    @table.add("daemon.status", NoParams, "Version, pid, uptime, socket, repositories, clients.")
-    async def status(ctx: CallContext, params: NoParams) -> dict[str, Any]:
-        return ctx.services.status()
+    @table.add(
+        "daemon.status",
+        NoParams,
+        "Version, pid, uptime, socket, repositories, clients.",
+        result=DaemonStatus,
+    )
+    async def status(ctx: CallContext, params: NoParams) -> DaemonStatus:
+        return msgspec.convert(ctx.services.status(), DaemonStatus)
 
-    @table.add("daemon.shutdown", NoParams, "Stop the daemon gracefully (as SIGTERM does).")
-    async def shutdown(ctx: CallContext, params: NoParams) -> dict[str, Any]:
+    @table.add(
+        "daemon.shutdown",
+        NoParams,
+        "Stop the daemon gracefully (as SIGTERM does).",
+        result=ShutdownResult,
+    )
+    async def shutdown(ctx: CallContext, params: NoParams) -> ShutdownResult:
         ctx.services.request_shutdown()
-        return {"stopping": True}
+        return ShutdownResult(stopping=True)
 
-    @table.add("rpc.discover", NoParams, "The OpenRPC document of every method.")
-    async def discover(ctx: CallContext, params: NoParams) -> dict[str, Any]:
+    @table.add(
+        "rpc.discover", NoParams, "The OpenRPC document of every method.", result=OpenRpcDocument
+    )
+    async def discover(ctx: CallContext, params: NoParams) -> OpenRpcDocument:
         return ctx.services.discover()

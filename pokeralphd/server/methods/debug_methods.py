@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pokeralphd.errors import InvalidParams
 from pokeralphd.protocol.params import DebugEmitParams
+from pokeralphd.protocol.results import EmitResult
 
 if TYPE_CHECKING:
     from pokeralphd.server.context import CallContext
@@ -14,12 +15,17 @@ if TYPE_CHECKING:
 
 
 def register(table: MethodTable) -> None:
-    @table.add("debug.emit", DebugEmitParams, "Publish `count` debug events (benchmarks only).")
-    async def emit(ctx: CallContext, p: DebugEmitParams) -> dict[str, Any]:
+    @table.add(
+        "debug.emit",
+        DebugEmitParams,
+        "Publish `count` debug events (benchmarks only).",
+        result=EmitResult,
+    )
+    async def emit(ctx: CallContext, p: DebugEmitParams) -> EmitResult:
         if not 0 < p.count <= 1_000_000 or not 0 <= p.size <= 65536:
             raise InvalidParams("count must be 1..1000000 and size 0..65536", field="count")
         pad = "x" * p.size
         bus = ctx.services.bus
         for i in range(p.count):
             bus.publish("debug", None, {"i": i, "t": time.time(), "pad": pad})
-        return {"published": p.count, "seq": bus.seq}
+        return EmitResult(published=p.count, seq=bus.seq)

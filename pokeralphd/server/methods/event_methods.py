@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pokeralphd.errors import InvalidState, NotFound
 from pokeralphd.protocol.params import SubscribeParams, UnsubscribeParams
+from pokeralphd.protocol.results import SubscribeResult, UnsubscribeResult
 
 if TYPE_CHECKING:
     from pokeralphd.server.context import CallContext
@@ -18,8 +19,9 @@ def register(table: MethodTable) -> None:
         SubscribeParams,
         "Receive `event` notifications, filtered by repo, types and task; `since` replays "
         "from history and reports how many events were already dropped.",
+        result=SubscribeResult,
     )
-    async def subscribe(ctx: CallContext, params: SubscribeParams) -> dict[str, Any]:
+    async def subscribe(ctx: CallContext, params: SubscribeParams) -> SubscribeResult:
         conn = ctx.conn
         if conn is None:
             raise InvalidState("events.subscribe needs a connection")
@@ -27,17 +29,13 @@ def register(table: MethodTable) -> None:
         bus = ctx.services.bus
         sub = bus.subscribe(conn.deliver, repo, params.types, params.task_id)
         conn.subscriptions.add(sub.id)
-        result: dict[str, Any] = {
-            "subscription": sub.id,
-            "seq": bus.seq,
-            "epoch": ctx.services.epoch,
-        }
+        result = SubscribeResult(subscription=sub.id, seq=bus.seq, epoch=ctx.services.epoch)
         if params.since is not None:
             events, lost = bus.replay(sub, params.since)
-            result["replayed"] = len(events)
-            result["lost"] = lost
+            result.replayed = len(events)
+            result.lost = lost
             if lost:
-                result["oldestSeq"] = bus.history[0].seq if bus.history else bus.seq + 1
+                result.oldest_seq = bus.history[0].seq if bus.history else bus.seq + 1
 
             def replay() -> None:
                 for event in events:
@@ -51,8 +49,9 @@ def register(table: MethodTable) -> None:
         "events.unsubscribe",
         UnsubscribeParams,
         "Stop one subscription (or all of this connection's when none is named).",
+        result=UnsubscribeResult,
     )
-    async def unsubscribe(ctx: CallContext, params: UnsubscribeParams) -> dict[str, Any]:
+    async def unsubscribe(ctx: CallContext, params: UnsubscribeParams) -> UnsubscribeResult:
         conn = ctx.conn
         if conn is None:
             raise InvalidState("events.unsubscribe needs a connection")
@@ -64,4 +63,4 @@ def register(table: MethodTable) -> None:
                 raise NotFound(f"no subscription {sub_id} on this connection", subscription=sub_id)
             conn.subscriptions.discard(sub_id)
             ctx.services.bus.unsubscribe(sub_id)
-        return {"unsubscribed": ids}
+        return UnsubscribeResult(unsubscribed=ids)

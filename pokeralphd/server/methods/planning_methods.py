@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+import msgspec
 
 from pokeralphd.protocol.params import (
     PlanningAnswerParams,
@@ -10,6 +12,7 @@ from pokeralphd.protocol.params import (
     PlanningStartParams,
     RepoParams,
 )
+from pokeralphd.protocol.results import FinishResult, PlanningStatus
 
 if TYPE_CHECKING:
     from pokeralphd.planning.service import RepoPlanner
@@ -27,33 +30,45 @@ def register(table: MethodTable) -> None:
         PlanningStartParams,
         "Start planning from an idea (or, with breakdown, from the PRD's description); the "
         "agent runs in plan mode and may ask questions.",
+        result=PlanningStatus,
     )
-    async def start(ctx: CallContext, p: PlanningStartParams) -> dict[str, Any]:
-        return await _planner(ctx, p.repo).start(p.idea, p.breakdown)
+    async def start(ctx: CallContext, p: PlanningStartParams) -> PlanningStatus:
+        started = await _planner(ctx, p.repo).start(p.idea, p.breakdown)
+        return msgspec.convert(started, PlanningStatus)
 
     @table.add(
-        "planning.status", RepoParams, "State, questions waiting, the PRD draft and its problems."
+        "planning.status",
+        RepoParams,
+        "State, questions waiting, the PRD draft and its problems.",
+        result=PlanningStatus,
     )
-    async def status(ctx: CallContext, p: RepoParams) -> dict[str, Any]:
-        return _planner(ctx, p.repo).status()
+    async def status(ctx: CallContext, p: RepoParams) -> PlanningStatus:
+        return msgspec.convert(_planner(ctx, p.repo).status(), PlanningStatus)
 
     @table.add(
         "planning.answer",
         PlanningAnswerParams,
         "Answer the agent's questions; the same agent session continues.",
+        result=PlanningStatus,
     )
-    async def answer(ctx: CallContext, p: PlanningAnswerParams) -> dict[str, Any]:
-        return await _planner(ctx, p.repo).answer(p.answer)
+    async def answer(ctx: CallContext, p: PlanningAnswerParams) -> PlanningStatus:
+        return msgspec.convert(await _planner(ctx, p.repo).answer(p.answer), PlanningStatus)
 
     @table.add(
         "planning.finish",
         PlanningFinishParams,
         "Validate the PRD draft (reasons if invalid); with save, write it, replacing or "
         "merging with the existing PRD.",
+        result=FinishResult,
     )
-    async def finish(ctx: CallContext, p: PlanningFinishParams) -> dict[str, Any]:
-        return await _planner(ctx, p.repo).finish(p.save, p.merge)
+    async def finish(ctx: CallContext, p: PlanningFinishParams) -> FinishResult:
+        return msgspec.convert(await _planner(ctx, p.repo).finish(p.save, p.merge), FinishResult)
 
-    @table.add("planning.reset", RepoParams, "Stop and forget the planning session.")
-    async def reset(ctx: CallContext, p: RepoParams) -> dict[str, Any]:
-        return await _planner(ctx, p.repo).reset()
+    @table.add(
+        "planning.reset",
+        RepoParams,
+        "Stop and forget the planning session.",
+        result=PlanningStatus,
+    )
+    async def reset(ctx: CallContext, p: RepoParams) -> PlanningStatus:
+        return msgspec.convert(await _planner(ctx, p.repo).reset(), PlanningStatus)

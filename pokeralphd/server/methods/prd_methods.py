@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pokeralphd.domain.models import PRD, PRDMetadata
 from pokeralphd.errors import InvalidParams
 from pokeralphd.protocol.params import PrdUpdateParams, RepoParams
+from pokeralphd.protocol.results import PrdGetResult, PrdResult
 from pokeralphd.validation import validated
 
 if TYPE_CHECKING:
@@ -15,23 +16,29 @@ if TYPE_CHECKING:
 
 
 def register(table: MethodTable) -> None:
-    @table.add("prd.get", RepoParams, "The PRD with its tasks (null if none yet) and its version.")
-    async def get(ctx: CallContext, params: RepoParams) -> dict[str, Any]:
+    @table.add(
+        "prd.get",
+        RepoParams,
+        "The PRD with its tasks (null if none yet) and its version.",
+        result=PrdGetResult,
+    )
+    async def get(ctx: CallContext, params: RepoParams) -> PrdGetResult:
         prd, version = await ctx.repos.resolve(params.repo).store.prd()
-        return {"prd": prd.dump() if prd else None, "version": version}
+        return PrdGetResult(prd=prd.dump() if prd else None, version=version)
 
     @table.add(
         "prd.update",
         PrdUpdateParams,
         "Replace the PRD (prd) or set name/description/metadata; expectedVersion guards.",
+        result=PrdResult,
     )
-    async def update(ctx: CallContext, params: PrdUpdateParams) -> dict[str, Any]:
+    async def update(ctx: CallContext, params: PrdUpdateParams) -> PrdResult:
         store = ctx.repos.resolve(params.repo).store
         if params.prd is not None:
             if params.name or params.description or params.metadata:
                 raise InvalidParams("pass either prd or name/description/metadata", field="prd")
             prd, version = await store.replace_prd(params.prd, params.expected_version)
-            return {"prd": prd.dump(), "version": version}
+            return PrdResult(prd=prd.dump(), version=version)
         if params.name is None and params.description is None and params.metadata is None:
             raise InvalidParams(
                 "nothing to update: pass prd, name, description or metadata", field="prd"
@@ -59,4 +66,4 @@ def register(table: MethodTable) -> None:
             raise InvalidParams(
                 f"invalid PRD: {exc}", field="name" if params.name is not None else "description"
             ) from exc
-        return {"prd": prd.dump(), "version": version}
+        return PrdResult(prd=prd.dump(), version=version)

@@ -13,6 +13,7 @@ from pokeralphd.protocol.params import (
     TaskRef,
     TaskUpdateParams,
 )
+from pokeralphd.protocol.results import TaskDeleteResult, TaskListResult, TaskResult
 
 if TYPE_CHECKING:
     from pokeralphd.server.context import CallContext
@@ -29,27 +30,31 @@ def _status(value: str, field: str = "status") -> TaskStatus:
 
 def register(table: MethodTable) -> None:
     @table.add(
-        "task.list", TaskListParams, "Tasks of the PRD, in priority order; filter by status."
+        "task.list",
+        TaskListParams,
+        "Tasks of the PRD, in priority order; filter by status.",
+        result=TaskListResult,
     )
-    async def list_(ctx: CallContext, params: TaskListParams) -> dict[str, Any]:
+    async def list_(ctx: CallContext, params: TaskListParams) -> TaskListResult:
         prd, version = await ctx.repos.resolve(params.repo).store.prd()
         tasks = sorted(prd.tasks if prd else [], key=lambda t: (t.priority, t.id))
         if params.status is not None:
             wanted = _status(params.status)
             tasks = [t for t in tasks if t.status == wanted]
-        return {"tasks": [t.dump() for t in tasks], "version": version}
+        return TaskListResult(tasks=[t.dump() for t in tasks], version=version)
 
-    @table.add("task.get", TaskRef, "One task.")
-    async def get(ctx: CallContext, params: TaskRef) -> dict[str, Any]:
+    @table.add("task.get", TaskRef, "One task.", result=TaskResult)
+    async def get(ctx: CallContext, params: TaskRef) -> TaskResult:
         task, version = await ctx.repos.resolve(params.repo).store.task(params.task_id)
-        return {"task": task.dump(), "version": version}
+        return TaskResult(task=task.dump(), version=version)
 
     @table.add(
         "task.create",
         TaskCreateParams,
         "Add a task; its id NNN-slug is generated from the title unless given.",
+        result=TaskResult,
     )
-    async def create(ctx: CallContext, params: TaskCreateParams) -> dict[str, Any]:
+    async def create(ctx: CallContext, params: TaskCreateParams) -> TaskResult:
         fields: dict[str, Any] = {
             "title": params.title,
             "description": params.description,
@@ -60,14 +65,15 @@ def register(table: MethodTable) -> None:
         task, version = await ctx.repos.resolve(params.repo).store.create_task(
             fields, params.id, params.expected_version
         )
-        return {"task": task.dump(), "version": version}
+        return TaskResult(task=task.dump(), version=version)
 
     @table.add(
         "task.update",
         TaskUpdateParams,
         "Change a task's fields; a status change must follow the task state machine.",
+        result=TaskResult,
     )
-    async def update(ctx: CallContext, params: TaskUpdateParams) -> dict[str, Any]:
+    async def update(ctx: CallContext, params: TaskUpdateParams) -> TaskResult:
         fields: dict[str, Any] = {}
         for key, value in (
             ("title", params.title),
@@ -84,13 +90,16 @@ def register(table: MethodTable) -> None:
         task, version = await ctx.repos.resolve(params.repo).update_task(
             params.task_id, fields, params.expected_version
         )
-        return {"task": task.dump(), "version": version}
+        return TaskResult(task=task.dump(), version=version)
 
     @table.add(
-        "task.delete", TaskDeleteParams, "Remove a task from the PRD (its battle files stay)."
+        "task.delete",
+        TaskDeleteParams,
+        "Remove a task from the PRD (its battle files stay).",
+        result=TaskDeleteResult,
     )
-    async def delete(ctx: CallContext, params: TaskDeleteParams) -> dict[str, Any]:
+    async def delete(ctx: CallContext, params: TaskDeleteParams) -> TaskDeleteResult:
         version = await ctx.repos.resolve(params.repo).delete_task(
             params.task_id, params.expected_version
         )
-        return {"taskId": params.task_id, "version": version}
+        return TaskDeleteResult(task_id=params.task_id, version=version)
