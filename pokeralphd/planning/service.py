@@ -14,6 +14,7 @@ import anyio
 
 from pokeralphd.agents import AgentRequest, get_backend, run_agent
 from pokeralphd.agents.base import AgentEvent, AgentResult, AgentText, AgentToolUse
+from pokeralphd.battle.judging import sole
 from pokeralphd.battle.output import OutputStream
 from pokeralphd.domain.ids import next_task_id
 from pokeralphd.domain.inbox import Delivery, Feedback, Source
@@ -203,9 +204,13 @@ class RepoPlanner:
 
     # -- one agent turn
     async def _turn(self, prompt: str) -> None:
+        """One turn; whatever goes wrong is the session's failure, never the daemon's."""
         session = self.session
         try:
             await self._turn_once(session, prompt)
+        except Exception as exc:
+            log.exception("%s: planning turn failed", self.repo.name)
+            self._failed(session, f"internal error: {exc}")
         finally:
             if self.session is session:
                 with anyio.CancelScope(shield=True):
@@ -251,12 +256,15 @@ class RepoPlanner:
         try:
             await anyio.to_thread.run_sync(stream.open)
             with self._scope:
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(stream.run)
-                    outcome = await run_agent(
-                        get_backend(config.agent), request, on_event, stream.raw
-                    )
-                    tg.cancel_scope.cancel()
+                try:
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(stream.run)
+                        outcome = await run_agent(
+                            get_backend(config.agent), request, on_event, stream.raw
+                        )
+                        tg.cancel_scope.cancel()
+                except BaseExceptionGroup as group:
+                    raise sole(group) from None
         except PokeralphError as exc:
             self._failed(session, exc.message)
             return

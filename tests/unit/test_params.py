@@ -118,7 +118,7 @@ async def _call(method: str, handler_error: Exception) -> dict[str, Any]:
 
     table = MethodTable()
 
-    @table.add(method, P.NoParams, "raises")
+    @table.add(method, P.NoParams, "raises", result=type(None))
     async def handler(ctx: CallContext, params: P.NoParams) -> None:
         raise handler_error
 
