@@ -480,3 +480,23 @@ def test_command_agent_with_the_prompt_as_an_argument(
         c["text"] for e in events if e["type"] == "iteration_output" for c in e["payload"]["chunks"]
     )
     assert "got " in text
+
+
+def test_kill_9_during_a_feedback_loop_leaves_nothing_running(home: Path, repo: Path) -> None:
+    """The loop dies with the daemon (a death signal on Linux), and what it started in a
+    session of its own is ended by the next daemon at start (its owner mark)."""
+    pidfile = home / "loop.pids"
+    loop = f"echo $$ > {pidfile}; setsid sleep 300 & echo $! >> {pidfile}; wait"
+    first = DaemonProcess(home).start()
+    task = setup_repo(first, repo, env={"FAKE_CLAUDE_MODE": "complete"}, loops={"test": loop})
+    first.call("battle.start", {"repo": str(repo), "taskId": task})
+    wait_until(
+        lambda: pidfile.exists() and len(pidfile.read_text().split()) >= 2, 30, "the loop's pids"
+    )
+    pids = [int(x) for x in pidfile.read_text().split()]
+    first.kill9()
+    second = DaemonProcess(home).start()
+    try:
+        wait_until(lambda: not _alive(pids), 20, "the orphaned feedback loop to be ended")
+    finally:
+        second.stop()
