@@ -3,7 +3,101 @@ cache, the outbox's writes, the accept loop and the settings that document them.
 
 from __future__ import annotations
 
+import pytest
+
+from pokeralphd.protocol.framing import (
+    DETECT_PREFIX,
+    FrameDecoder,
+    FrameError,
+    FrameTooLarge,
+)
 from pokeralphd.settings import DaemonSettings
+
+# ------------------------------------------------------------------------- framing
+
+
+def test_leading_whitespace_is_discarded_while_the_framing_is_undecided() -> None:
+    decoder = FrameDecoder(max_message=1024)
+    for _ in range(160):  # 10 MiB of line ends, more than any limit
+        assert decoder.feed(b"\r\n" * 32768) == []
+        assert decoder.buffered == 0 and decoder.mode is None
+    assert decoder.feed(b' {"a": 1}\n') == [b'{"a": 1}']
+    assert decoder.mode == "line"
+
+
+def test_line_ends_first_cannot_bypass_the_size_limit() -> None:
+    """16 bytes of CR/LF used to leave the framing undecided forever, buffering all."""
+    decoder = FrameDecoder(max_message=1024)
+    decoder.feed(b"\r\n" * 8)
+    decoder.feed(b"x" * 600)
+    with pytest.raises(FrameTooLarge):
+        decoder.feed(b"x" * 600)
+
+
+def test_a_header_prefix_waits_for_at_most_a_few_bytes() -> None:
+    decoder = FrameDecoder(max_message=1024)
+    assert decoder.feed(b"\r\nContent-Len") == [] and decoder.mode is None
+    assert decoder.buffered <= DETECT_PREFIX
+    assert decoder.feed(b"gth: 2\r\n\r\n{}") == [b"{}"] and decoder.mode == "lsp"
+    # One byte that cannot start a header decides at once.
+    other = FrameDecoder(max_message=1024)
+    assert other.feed(b"Cx") == [] and other.mode == "line"
+
+
+def lsp_headers(*lines: bytes) -> bytes:
+    return b"\r\n".join(lines) + b"\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        b"+2",
+        b"0_2",
+        b"2 2",
+        b"-2",
+        b"0x2",
+        "\u0662".encode(),  # ARABIC-INDIC DIGIT TWO: int() would take it
+        b"",
+        b"2.0",
+        b"1" * 13,
+        b"1" * 5000,
+    ],
+)
+def test_content_length_takes_only_ascii_digits(value: bytes) -> None:
+    with pytest.raises(FrameError):
+        FrameDecoder().feed(lsp_headers(b"Content-Length: " + value) + b"{}")
+
+
+@pytest.mark.parametrize("value", [b"2", b" 2 ", b"\t2", b"0002"])
+def test_content_length_in_plain_digits_is_read(value: bytes) -> None:
+    assert FrameDecoder().feed(lsp_headers(b"Content-Length:" + value) + b"{}") == [b"{}"]
+
+
+def test_duplicate_content_length_is_refused_even_when_equal() -> None:
+    for second in (b"Content-Length: 2", b"content-length: 99"):
+        with pytest.raises(FrameError, match="more than one"):
+            FrameDecoder().feed(lsp_headers(b"Content-Length: 2", second) + b"{}")
+
+
+def test_absurd_lengths_are_refused_before_any_body_is_buffered() -> None:
+    decoder = FrameDecoder(max_message=1 << 20)
+    with pytest.raises(FrameTooLarge) as info:
+        decoder.feed(lsp_headers(b"Content-Length: 999999999999"))
+    assert info.value.size == 999_999_999_999 and info.value.limit == 1 << 20
+
+
+def test_a_header_name_is_matched_exactly() -> None:
+    with pytest.raises(FrameError, match="without a Content-Length"):
+        FrameDecoder().feed(lsp_headers(b"Content-Length : 2") + b"{}")
+
+
+def test_an_endless_header_block_is_refused() -> None:
+    decoder = FrameDecoder()
+    decoder.feed(b"Content-Type: x\r\n")
+    with pytest.raises(FrameError, match="header block"):
+        for _ in range(20):
+            decoder.feed(b"X-Pad: " + b"y" * 1000 + b"\r\n")
+
 
 # ----------------------------------------------------------------------- settings
 
