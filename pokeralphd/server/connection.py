@@ -12,7 +12,6 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import msgspec
 
 from pokeralphd.protocol import jsonrpc
 from pokeralphd.protocol.codes import ErrorCode
@@ -66,7 +65,7 @@ class ClientConnection:
             return await self._dispatch(fast)
         try:
             obj = jsonrpc.decode(body)
-        except msgspec.DecodeError as exc:
+        except jsonrpc.ParseError as exc:
             return jsonrpc.error_response(
                 None, ErrorCode.PARSE_ERROR, "Parse error", {"detail": str(exc)}
             )

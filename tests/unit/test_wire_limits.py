@@ -3,8 +3,15 @@ cache, the outbox's writes, the accept loop and the settings that document them.
 
 from __future__ import annotations
 
-import pytest
+import json
+import random
+from typing import Any
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pokeralphd.protocol import jsonrpc
 from pokeralphd.protocol.framing import (
     DETECT_PREFIX,
     FrameDecoder,
@@ -97,6 +104,106 @@ def test_an_endless_header_block_is_refused() -> None:
     with pytest.raises(FrameError, match="header block"):
         for _ in range(20):
             decoder.feed(b"X-Pad: " + b"y" * 1000 + b"\r\n")
+
+
+# ------------------------------------------------------------------------ decoding
+
+INVALID_UTF8 = [
+    b'"\x80"',
+    b'{"jsonrpc":"2.0","method":"\x80","id":1}',
+    b'{"jsonrpc":"2.0","method":"daemon.ping","id":"\xff\xfe"}',
+    b'["\xed\xa0\x80"]',  # an encoded surrogate
+    b'[{"jsonrpc":"2.0","method":"daemon.ping","id":1}, "\xc3"]',
+]
+
+
+@pytest.mark.parametrize("body", INVALID_UTF8)
+def test_invalid_utf8_is_a_parse_error(body: bytes) -> None:
+    with pytest.raises(jsonrpc.ParseError):
+        jsonrpc.decode(body)
+    assert jsonrpc.decode_request_fast(body) is None
+    assert jsonrpc.decode_many_fast([body, b'{"jsonrpc":"2.0","method":"x"}']) is None
+
+
+def deep(depth: int, opener: bytes = b"[", closer: bytes = b"]", closed: bool = True) -> bytes:
+    return opener * depth + (closer * depth if closed else b"")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        deep(129),
+        deep(983),
+        deep(100_000),
+        deep(100_000, closed=False),
+        b'{"a":' * 983 + b"1" + b"}" * 983,
+        b'{"jsonrpc":"2.0","id":1,"method":"daemon.ping","params":' + deep(5000) + b"}",
+        b'["]",' * 200 + b"1" + b"]" * 200,  # brackets in strings must not hide depth
+    ],
+)
+def test_nesting_deeper_than_the_limit_is_a_parse_error(body: bytes) -> None:
+    with pytest.raises(jsonrpc.ParseError, match=str(jsonrpc.MAX_NESTING)):
+        jsonrpc.decode(body)
+    assert jsonrpc.decode_request_fast(body) is None
+    assert jsonrpc.decode_many_fast([body, b"{}"]) is None
+
+
+def test_nesting_up_to_the_limit_is_decoded() -> None:
+    assert jsonrpc.decode(deep(jsonrpc.MAX_NESTING)) is not None
+    request = (
+        b'{"jsonrpc":"2.0","id":1,"method":"m","params":' + deep(jsonrpc.MAX_NESTING - 1) + b"}"
+    )
+    assert jsonrpc.decode(request)["id"] == 1
+    many = jsonrpc.decode_many_fast([request, request])
+    assert many is not None and len(many) == 2
+
+
+def depth_of(value: Any) -> int:
+    if isinstance(value, list):
+        return 1 + max(map(depth_of, value), default=0)
+    if isinstance(value, dict):
+        return 1 + max(map(depth_of, value.values()), default=0)
+    return 0
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet='[]{}"\\ab\n\u00e9', max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(alphabet='[]{}"\\k', max_size=4), inner, max_size=3)
+    ),
+    max_leaves=60,
+)
+
+
+@settings(max_examples=300)
+@given(json_values)
+def test_nesting_depth_is_exact_whatever_the_strings_hold(value: Any) -> None:
+    body = json.dumps(value, ensure_ascii=False).encode()
+    assert jsonrpc.nesting_depth(body) == depth_of(value)
+
+
+def nest(rng: random.Random, depth: int) -> Any:
+    """A JSON value exactly ``depth`` deep, with bracket-laden strings on the way."""
+    if depth == 0:
+        return rng.choice(["[{", "]}", '"[', "\\]", 1, None])
+    inner = nest(rng, depth - 1)
+    siblings = [rng.choice(["]]", "{[", 2]) for _ in range(rng.randint(0, 2))]
+    if rng.random() < 0.5:
+        return [*siblings, inner]
+    return {"s": siblings, "k[": inner}
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_fast_depth_check_agrees_with_the_exact_depth(seed: int) -> None:
+    rng = random.Random(seed)
+    depth = rng.randint(jsonrpc.MAX_NESTING - 4, jsonrpc.MAX_NESTING + 4)
+    value = nest(rng, depth)
+    for _ in range(rng.randint(0, 30)):  # long enough, at times, for the prefix check
+        value = [value, "x" * rng.randint(0, 2000)] if rng.random() < 0.5 else value
+    body = json.dumps(value).encode()
+    assert jsonrpc.nesting_depth(body) == depth_of(value)
+    assert jsonrpc._too_deep(body) == (depth_of(value) > jsonrpc.MAX_NESTING)
 
 
 # ----------------------------------------------------------------------- settings
