@@ -225,6 +225,9 @@ class Daemon:
             await anyio.sleep(5)
 
     async def _accept(self, listener: Any, scope: anyio.CancelScope, tg: Any) -> None:
+        settings = self.settings
+        # The history's byte bound is a wire limit Daemon.__init__ does not pass (yet).
+        self.bus.set_limits(settings.event_history, settings.event_history_bytes)
         with scope:
             await listener.serve(self._serve_client, tg)
 

@@ -3,8 +3,10 @@ cache, the outbox's writes, the accept loop and the settings that document them.
 
 from __future__ import annotations
 
+import gc
 import json
 import random
+import weakref
 from typing import Any
 
 import pytest
@@ -18,6 +20,7 @@ from pokeralphd.protocol.framing import (
     FrameError,
     FrameTooLarge,
 )
+from pokeralphd.server.eventbus import EventBus
 from pokeralphd.settings import DaemonSettings
 
 # ------------------------------------------------------------------------- framing
@@ -204,6 +207,61 @@ def test_the_fast_depth_check_agrees_with_the_exact_depth(seed: int) -> None:
     body = json.dumps(value).encode()
     assert jsonrpc.nesting_depth(body) == depth_of(value)
     assert jsonrpc._too_deep(body) == (depth_of(value) > jsonrpc.MAX_NESTING)
+
+
+# --------------------------------------------------------------------- event history
+
+
+def test_history_is_bounded_by_encoded_bytes() -> None:
+    """900 KB updates used to be kept 10,000 deep: ~200 MiB for 250 of them."""
+    bus = EventBus(history=10_000, history_bytes=8 << 20)
+    big = "x" * 900_000
+    for i in range(250):
+        bus.publish("task_updated", "r", {"task": {"id": i, "description": big}})
+        assert bus.history_bytes <= 8 << 20
+    assert bus.history_bytes == sum(e.size for e in bus.history)
+    kept = len(bus.history)
+    assert 0 < kept <= 9
+    sub = bus.subscribe(lambda e: True)
+    events, lost = bus.replay(sub, since=0)
+    assert len(events) == kept and lost == 250 - kept
+    assert bus.oldest_seq == 251 - kept
+
+
+def test_an_event_larger_than_the_bound_is_not_kept_and_counts_as_lost() -> None:
+    bus = EventBus(history=100, history_bytes=64 << 10)
+    bus.publish("small", None, {"n": 1})
+    bus.publish("huge", None, {"pad": "y" * (100 << 10)})
+    assert not bus.history and bus.history_bytes == 0
+    sub = bus.subscribe(lambda e: True)
+    assert bus.replay(sub, since=0) == ([], 2)
+    assert bus.replay(sub, since=2) == ([], 0)
+
+
+def test_set_limits_trims_at_once() -> None:
+    bus = EventBus(history=100)
+    for i in range(50):
+        bus.publish("t", None, {"i": i})
+    bus.set_limits(10, 1 << 30)
+    assert [e.seq for e in bus.history] == list(range(41, 51))
+
+
+class Payload(dict[str, Any]):
+    """A dict that can be watched with a weak reference."""
+
+
+def test_an_event_keeps_its_encoded_form_not_the_payload_objects() -> None:
+    bus = EventBus()
+    payload = Payload(task={"id": "001-a", "title": "T"})
+    ref = weakref.ref(payload)
+    event = bus.publish("task_updated", "r", payload, task_id="001-a")
+    del payload
+    gc.collect()
+    assert ref() is None
+    assert event.payload == {"task": {"id": "001-a", "title": "T"}}
+    assert json.loads(event.frame("line"))["params"]["taskId"] == "001-a"
+    lsp = event.frame("lsp")
+    assert lsp.startswith(b"Content-Length: %d\r\n\r\n" % (len(event.line) - 1))
 
 
 # ----------------------------------------------------------------------- settings

@@ -32,7 +32,7 @@ def register(table: MethodTable) -> None:
             result["replayed"] = len(events)
             result["lost"] = lost
             if lost:
-                result["oldestSeq"] = bus.history[0].seq if bus.history else bus.seq + 1
+                result["oldestSeq"] = bus.oldest_seq
 
             def replay() -> None:
                 for event in events:
