@@ -9,6 +9,8 @@ import random
 import weakref
 from typing import Any
 
+import anyio
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -262,6 +264,58 @@ def test_an_event_keeps_its_encoded_form_not_the_payload_objects() -> None:
     assert json.loads(event.frame("line"))["params"]["taskId"] == "001-a"
     lsp = event.frame("lsp")
     assert lsp.startswith(b"Content-Length: %d\r\n\r\n" % (len(event.line) - 1))
+
+
+# ---------------------------------------------------------------------- discover
+
+
+def test_the_discover_document_is_built_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pokeralphd.protocol import openrpc
+    from pokeralphd.server.methods import build_table, daemon_methods
+
+    calls = []
+    real = openrpc.openrpc_document
+
+    def counting(table: Any) -> dict[str, Any]:
+        calls.append(table)
+        return real(table)
+
+    monkeypatch.setattr(openrpc, "openrpc_document", counting)
+    table = build_table()
+    first = daemon_methods.discover_document(table)
+    second = daemon_methods.discover_document(table)
+    assert first is second and len(calls) == 1
+    assert msgspec.json.decode(first) == real(table)
+
+
+@pytest.mark.anyio
+async def test_the_first_discover_is_built_once_off_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import threading as _threading
+
+    from pokeralphd.protocol import openrpc
+    from pokeralphd.server.methods import build_table, daemon_methods
+
+    threads = []
+    real = openrpc.openrpc_document
+
+    def recording(table: Any) -> dict[str, Any]:
+        threads.append(_threading.current_thread())
+        return real(table)
+
+    monkeypatch.setattr(openrpc, "openrpc_document", recording)
+    table = build_table()
+    results = []
+
+    async def ask_for_it() -> None:
+        results.append(await daemon_methods.discover_document_async(table))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(20):
+            tg.start_soon(ask_for_it)
+    assert len(threads) == 1 and threads[0] is not _threading.main_thread()
+    assert len(results) == 20 and all(r is results[0] for r in results)
 
 
 # ----------------------------------------------------------------------- settings
