@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import gc
 import json
+import logging
 import random
+import socket
+import threading
+import time
 import weakref
 from typing import Any
 
@@ -23,6 +27,7 @@ from pokeralphd.protocol.framing import (
     FrameTooLarge,
 )
 from pokeralphd.server.eventbus import EventBus
+from pokeralphd.server.outbox import Outbox
 from pokeralphd.settings import DaemonSettings
 
 # ------------------------------------------------------------------------- framing
@@ -316,6 +321,86 @@ async def test_the_first_discover_is_built_once_off_the_event_loop(
             tg.start_soon(ask_for_it)
     assert len(threads) == 1 and threads[0] is not _threading.main_thread()
     assert len(results) == 20 and all(r is results[0] for r in results)
+
+
+# ------------------------------------------------------------------------ outbox
+
+
+def stream_pair() -> tuple[socket.socket, socket.socket]:
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    theirs.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 << 10)
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 << 10)
+    return ours, theirs
+
+
+def slow_reader(sock: socket.socket, out: bytearray, pause: float) -> threading.Thread:
+    def run() -> None:
+        while chunk := sock.recv(16 << 10):
+            out.extend(chunk)
+            time.sleep(pause)  # a slow client, not synchronisation
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.anyio
+async def test_a_slow_reader_gets_the_whole_frame() -> None:
+    ours, theirs = stream_pair()
+    frame = json.dumps({"jsonrpc": "2.0", "id": 1, "result": "z" * (3 << 20)}).encode() + b"\n"
+    got = bytearray()
+    reader = slow_reader(theirs, got, pause=0.004)
+    stream = await anyio.abc.UNIXSocketStream.from_socket(ours)
+    # The whole send takes several stall timeouts; no single pause comes near one.
+    outbox = Outbox(stream, stall_timeout=0.25)
+    t0 = time.monotonic()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(outbox.run)
+        await outbox.send_now(frame)
+        outbox.close_after_flush()
+    reader.join(30)
+    theirs.close()
+    assert time.monotonic() - t0 > 2 * outbox.stall_timeout
+    assert bytes(got) == frame and not outbox_aborted(outbox)
+
+
+def outbox_aborted(outbox: Outbox) -> bool:
+    return outbox.closed and outbox.pending_bytes > 0
+
+
+@pytest.mark.anyio
+async def test_a_reader_that_stops_is_cut_off_and_closed(caplog: pytest.LogCaptureFixture) -> None:
+    ours, theirs = stream_pair()
+    stream = await anyio.abc.UNIXSocketStream.from_socket(ours)
+    outbox = Outbox(stream, stall_timeout=0.2, label="connection 7")
+    with caplog.at_level(logging.WARNING):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(outbox.run)
+            with anyio.fail_after(5):
+                await outbox.send_now(b"y" * (4 << 20))
+            outbox.put(b"never sent\n")
+    assert outbox.closed
+    assert "connection 7: the client read nothing for 0.2 s" in caplog.text
+    theirs.settimeout(5)
+    received = b""
+    while chunk := theirs.recv(1 << 20):
+        received += chunk
+    assert 0 < len(received) < 4 << 20 and b"never" not in received
+    theirs.close()
+
+
+@pytest.mark.anyio
+async def test_the_shutdown_deadline_bounds_a_shielded_send() -> None:
+    ours, theirs = stream_pair()
+    stream = await anyio.abc.UNIXSocketStream.from_socket(ours)
+    outbox = Outbox(stream, stall_timeout=60)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(outbox.run)
+        outbox.set_deadline(0.3)
+        with anyio.fail_after(5):
+            await outbox.send_now(b"y" * (4 << 20))
+    assert outbox.closed
+    theirs.close()
 
 
 # ----------------------------------------------------------------------- settings
