@@ -192,6 +192,8 @@ class Daemon:
 
     # -- serving
     async def _serve_client(self, stream: SocketStream) -> None:
+        # Runs under the acceptor's guard (pokeralphd.server.accept): whatever escapes
+        # ends this connection only, is logged, and the stream is closed.
         raw = stream.extra(anyio.abc.SocketAttribute.raw_socket)
         try:
             pid, uid = peer_credentials(raw)
@@ -225,11 +227,18 @@ class Daemon:
             await anyio.sleep(5)
 
     async def _accept(self, listener: Any, scope: anyio.CancelScope, tg: Any) -> None:
+        from pokeralphd.server.accept import Acceptor
+
         settings = self.settings
         # The history's byte bound is a wire limit Daemon.__init__ does not pass (yet).
         self.bus.set_limits(settings.event_history, settings.event_history_bytes)
+        acceptor = Acceptor(
+            self._serve_client,
+            max_connections=settings.max_connections,
+            fd_reserve=settings.fd_reserve,
+        )
         with scope:
-            await listener.serve(self._serve_client, tg)
+            await acceptor.serve(listener, tg)
 
     async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

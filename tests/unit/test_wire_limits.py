@@ -11,6 +11,7 @@ import socket
 import threading
 import time
 import weakref
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -26,9 +27,12 @@ from pokeralphd.protocol.framing import (
     FrameError,
     FrameTooLarge,
 )
+from pokeralphd.server import accept
+from pokeralphd.server.accept import Acceptor, connection_cap
 from pokeralphd.server.eventbus import EventBus
 from pokeralphd.server.outbox import Outbox
 from pokeralphd.settings import DaemonSettings
+from tests.helpers import short_tmpdir
 
 # ------------------------------------------------------------------------- framing
 
@@ -401,6 +405,98 @@ async def test_the_shutdown_deadline_bounds_a_shielded_send() -> None:
             await outbox.send_now(b"y" * (4 << 20))
     assert outbox.closed
     theirs.close()
+
+
+# ---------------------------------------------------------------- accept loop
+
+
+def test_the_connection_cap_fits_the_descriptor_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    limits = {"now": (256, 4096)}
+    monkeypatch.setattr(accept.resource, "getrlimit", lambda _which: limits["now"])
+    assert connection_cap(1024, 64) == 192
+    assert connection_cap(100, 64) == 100
+    limits["now"] = (accept.resource.RLIM_INFINITY, accept.resource.RLIM_INFINITY)
+    assert connection_cap(1024, 64) == 1024
+    limits["now"] = (20, 20)
+    assert connection_cap(1024, 64) == 1
+
+
+def ask(path: Path, payload: bytes, timeout: float = 5) -> list[dict[str, Any]]:
+    """Send ``payload`` on a fresh connection and read lines until the peer closes."""
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(timeout)
+        sock.connect(str(path))
+        sock.sendall(payload)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    return [json.loads(line) for line in data.splitlines() if line.strip()]
+
+
+@pytest.mark.anyio
+async def test_a_failing_connection_ends_only_itself(caplog: pytest.LogCaptureFixture) -> None:
+    """Connections ran in the daemon's own task group: one exception ended the process."""
+    path = short_tmpdir() / "a.sock"
+    served = []
+
+    async def handler(stream: anyio.abc.SocketStream) -> None:
+        data = await stream.receive()
+        if b"boom" in data:
+            raise RuntimeError("a bug in a handler")
+        served.append(data)
+        await stream.send(b'{"ok":true}\n')
+
+    listener = await anyio.create_unix_listener(path)
+    acceptor = Acceptor(handler, max_connections=10, fd_reserve=0)
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(acceptor.serve, listener, tg)
+        with caplog.at_level(logging.ERROR):
+            assert await anyio.to_thread.run_sync(ask, path, b"boom\n") == []
+        assert await anyio.to_thread.run_sync(ask, path, b"hello\n") == [{"ok": True}]
+        tg.cancel_scope.cancel()
+    assert served == [b"hello\n"] and acceptor.active == 0
+    assert "a client connection failed" in caplog.text and "a bug in a handler" in caplog.text
+
+
+@pytest.mark.anyio
+async def test_past_the_cap_a_client_is_told_by_id_and_in_its_framing() -> None:
+    path = short_tmpdir() / "a.sock"
+    release = anyio.Event()
+
+    async def handler(stream: anyio.abc.SocketStream) -> None:
+        await release.wait()
+
+    listener = await anyio.create_unix_listener(path)
+    acceptor = Acceptor(handler, max_connections=1, fd_reserve=0)
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(acceptor.serve, listener, tg)
+        holder = await anyio.connect_unix(path)
+        with anyio.fail_after(5):
+            while acceptor.active < 1:
+                await anyio.sleep(0.01)  # polling a condition, with a deadline
+        line = b'{"jsonrpc":"2.0","id":"x7","method":"daemon.ping"}\n'
+        (reply,) = await anyio.to_thread.run_sync(ask, path, line)
+        assert reply["id"] == "x7" and reply["error"]["code"] == -32023
+        assert reply["error"]["data"]["limit"] == 1
+        body = b'{"jsonrpc":"2.0","id":9,"method":"daemon.ping"}'
+        lsp = b"Content-Length: %d\r\n\r\n" % len(body) + body
+        raw = await anyio.to_thread.run_sync(ask_raw, path, lsp)
+        head, _, rest = raw.partition(b"\r\n\r\n")
+        assert head.startswith(b"Content-Length: ") and json.loads(rest)["id"] == 9
+        release.set()
+        await holder.aclose()
+        tg.cancel_scope.cancel()
+
+
+def ask_raw(path: Path, payload: bytes) -> bytes:
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(5)
+        sock.connect(str(path))
+        sock.sendall(payload)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    return data
 
 
 # ----------------------------------------------------------------------- settings
