@@ -5,8 +5,8 @@ in one send, so a pipelining client is served at full speed. Methods marked conc
 (long waits) run beside the reader so they never hold up the connection.
 
 One connection never starves the others: after :data:`TIME_SLICE` of work (pipelined
-messages, the items of a batch) the reader sends what it has and yields to the event
-loop. And nothing one client sends can make the daemon hold more than a bounded amount
+messages, the items of a batch) the reader yields to the event loop, and it sends what
+it has gathered whenever that reaches :data:`FLUSH_BYTES`. And nothing one client sends can make the daemon hold more than a bounded amount
 (see :mod:`pokeralphd.settings`): a batch has at most ``max_batch`` items, a reply at
 most ``max_reply`` bytes (past it an error says so, with a hint), at most
 ``max_pending`` long waits run per connection; whatever the bytes, a bad message gets a
@@ -240,12 +240,15 @@ class ClientConnection:
         return reply
 
     async def _request(self, request: jsonrpc.Request) -> None:
-        if request.method in self._concurrent:
-            self._start_wait(request)
-            return
-        answer = await self._dispatch(request)
-        if answer is not None:
-            self._add_reply(answer)
+        try:
+            if request.method in self._concurrent:
+                self._start_wait(request)
+                return
+            answer = await self._dispatch(request)
+            if answer is not None:
+                self._add_reply(answer)
+        except Exception:
+            self._internal_error(request)
 
     async def _body(self, body: bytes) -> None:
         """One message body, whatever its bytes: a reply (or none) is gathered."""
@@ -304,7 +307,10 @@ class ClientConnection:
             if isinstance(item, jsonrpc.InvalidMessage):
                 replies.append(_invalid(item.id, item.reason))
             else:
-                reply = await self._dispatch(item, hooks)
+                try:
+                    reply = await self._dispatch(item, hooks)
+                except Exception:
+                    reply = self._failed(item)
                 if reply is not None:
                     replies.append(reply)
             if monotonic() >= self._slice_end:
@@ -369,7 +375,9 @@ class ClientConnection:
                 self.outbox.put(encode_frame(body, self.decoder.mode))
             self._run_hooks(hooks)
         except Exception:
-            log.exception("connection %d: a long wait failed", self.id)
+            failed = self._failed(work if isinstance(work, jsonrpc.Request) else None)
+            if failed is not None:
+                self.outbox.put(encode_frame(jsonrpc.encode(failed), self.decoder.mode))
         finally:
             self.pending -= 1
 
@@ -464,7 +472,7 @@ class ClientConnection:
                             replies.append(body)
                             gathered += len(body)
                 except Exception:
-                    self._internal_error(None if request.is_notification else request.id)
+                    self._internal_error(request)
                 if gathered >= FLUSH_BYTES or monotonic() >= slice_end:
                     self._reply_bytes = gathered
                     await self._yield()
@@ -476,20 +484,24 @@ class ClientConnection:
             try:
                 await self._body(body)
             except Exception:
-                self._internal_error(None)
+                self._internal_error(None)  # which request failed is not known here
             if self._reply_bytes >= FLUSH_BYTES or monotonic() >= self._slice_end:
                 await self._yield()
 
-    def _internal_error(self, rid: Any) -> None:
-        # A bug, not the client's doing: say so, and keep the connection.
+    def _internal_error(self, request: jsonrpc.Request | None) -> None:
+        failed = self._failed(request)
+        if failed is not None:
+            self._add_reply(failed)
+
+    def _failed(self, request: jsonrpc.Request | None) -> dict[str, Any] | None:
+        """A bug, not the client's doing: log it, and say so (unless it was a
+        notification); the connection goes on."""
         log.exception("connection %d: failed to handle a message", self.id)
-        self._add_reply(
-            jsonrpc.error_response(
-                None if isinstance(rid, msgspec.UnsetType) else rid,
-                ErrorCode.INTERNAL_ERROR,
-                "Internal error",
-                {"hint": "see the daemon log"},
-            )
+        if request is not None and request.is_notification:
+            return None
+        rid = None if request is None or isinstance(request.id, msgspec.UnsetType) else request.id
+        return jsonrpc.error_response(
+            rid, ErrorCode.INTERNAL_ERROR, "Internal error", {"hint": "see the daemon log"}
         )
 
 

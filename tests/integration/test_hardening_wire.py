@@ -476,6 +476,64 @@ def test_fuzz_over_a_real_socket(wire: SettingsDaemon) -> None:
     alive(wire)
 
 
+def test_a_bug_while_handling_a_message_is_answered_and_the_connection_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Whatever escapes the handling of one message is -32603 for it (by its id), and
+    the messages after it are served."""
+    from pokeralphd.daemon import Daemon
+    from pokeralphd.paths import Paths
+    from pokeralphd.protocol import jsonrpc
+    from pokeralphd.server.connection import ClientConnection
+    from pokeralphd.settings import DaemonSettings
+
+    tmp = short_tmpdir("prf")
+
+    async def call(request: jsonrpc.Request, ctx: Any) -> dict[str, Any]:
+        if request.method != "daemon.ping":
+            raise RuntimeError("a bug")
+        return jsonrpc.result_response(request.id, "pong")  # type: ignore[arg-type]
+
+    async def main() -> tuple[list[Any], list[Any]]:
+        daemon = Daemon(
+            Paths(socket=tmp / "s", state_dir=tmp / "state", config_dir=tmp / "cfg"),
+            DaemonSettings(),
+        )
+        monkeypatch.setattr(daemon.dispatcher, "call", call)
+        conn = ClientConnection(daemon, Sink())
+        async with anyio.create_task_group() as tg:
+            conn._tg = tg
+            fast = [
+                raw_request("daemon.status", 1).strip(),
+                b'{"jsonrpc":"2.0","method":"daemon.status"}',  # a notification: no reply
+                raw_request("daemon.ping", 2).strip(),
+                raw_request("inbox.wait", 3, {"id": "x"}).strip(),  # beside the reader
+            ]
+            await conn._handle(fast)
+            # More brackets than the fast path takes: the careful path, message by message.
+            shallow = json.dumps([[] for _ in range(200)]).encode()
+            careful = raw_request("daemon.status", 4).strip()[:-1] + b',"params":' + shallow + b"}"
+            await conn._handle([careful, b"[" + careful + b"]"])
+            with anyio.fail_after(5):
+                while conn.pending:
+                    await anyio.sleep(0.01)  # polling a condition, with a deadline
+            tg.cancel_scope.cancel()
+        waited = [json.loads(line) for line in b"".join(conn.outbox._chunks).splitlines()]
+        return [json.loads(body) for body in conn._replies], waited
+
+    try:
+        replies, waited = anyio.run(main)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    assert [(r["id"], r.get("result") or r["error"]["code"]) for r in replies[:3]] == [
+        (1, -32603),
+        (2, "pong"),
+        (4, -32603),
+    ]
+    assert [(r["id"], r["error"]["code"]) for r in replies[3]] == [(4, -32603)]  # a batch
+    assert [(r["id"], r["error"]["code"]) for r in waited] == [(3, -32603)]
+
+
 # ------------------------------------------------------------------ framing bounds
 
 
@@ -810,8 +868,10 @@ def test_a_stalled_subscriber_is_dropped_while_others_get_every_event(
             )
             reader.start()
             with pinging(wire):
-                for _ in range(8):  # 880 KB: past the backlog and the kernel's buffers
+                for burst in range(1, 9):  # 880 KB: past the backlog and the kernel's buffers
                     wire.call("debug.emit", {"count": 100, "size": 1000})
+                    # The watcher keeps up (a slow test machine must not overflow it too).
+                    wait_until(lambda b=burst: len(got) >= 100 * b, 20, "the watcher's events")
             reader.join(30)
             assert len(got) == 800 and [e["payload"]["i"] for e in got[-100:]] == list(range(100))
             wait_until(
