@@ -115,7 +115,7 @@ class ClientConnection:
         return False
 
     # -- replies
-    def _encode(self, reply: dict[str, Any]) -> bytes:
+    def _encode(self, reply: dict[str, Any], *, log_too_large: bool = True) -> bytes:
         """One reply's bytes; an unencodable or oversized reply becomes an error."""
         rid = _request_id(reply)
         try:
@@ -131,16 +131,17 @@ class ClientConnection:
                 )
             )
         if len(body) > self.max_reply:
-            return self._too_large(rid, len(body))
+            return self._too_large(rid, len(body), log_it=log_too_large)
         return body
 
-    def _too_large(self, rid: jsonrpc.Id, size: int) -> bytes:
-        log.info(
-            "connection %d: a reply of %d bytes exceeds max_reply (%d); sent an error instead",
-            self.id,
-            size,
-            self.max_reply,
-        )
+    def _too_large(self, rid: jsonrpc.Id, size: int, *, log_it: bool = True) -> bytes:
+        if log_it:
+            log.info(
+                "connection %d: a reply of %d bytes is past max_reply (%d); sent an error",
+                self.id,
+                size,
+                self.max_reply,
+            )
         return jsonrpc.encode(
             jsonrpc.error_response(
                 rid,
@@ -155,17 +156,11 @@ class ClientConnection:
         )
 
     def _encode_batch(self, replies: list[dict[str, Any]]) -> bytes:
-        """A batch reply within max_reply: items past the limit become errors, so every
-        request still gets an answer with its id."""
-        parts: list[bytes] = []
-        total = 2
+        """A batch reply within max_reply (see :class:`_BatchReply`)."""
+        batch = _BatchReply(self)
         for reply in replies:
-            body = self._encode(reply)
-            if total + len(body) + 1 > self.max_reply:
-                body = self._too_large(_request_id(reply), len(body))
-            parts.append(body)
-            total += len(body) + 1
-        return b"[" + b",".join(parts) + b"]"
+            batch.add(reply)
+        return batch.join()
 
     def _add_reply(self, reply: dict[str, Any]) -> None:
         body = self._encode(reply)
@@ -302,23 +297,24 @@ class ClientConnection:
             self._run_hooks(hooks)
 
     async def _run_batch(self, parsed: Batch, hooks: Hooks, *, inline: bool) -> bytes | None:
-        replies: list[dict[str, Any]] = []
+        # Each reply is encoded as it comes, inside the time slices, not all at the end.
+        batch = _BatchReply(self)
         for item in parsed:
             if isinstance(item, jsonrpc.InvalidMessage):
-                replies.append(_invalid(item.id, item.reason))
+                batch.add(_invalid(item.id, item.reason))
             else:
                 try:
                     reply = await self._dispatch(item, hooks)
                 except Exception:
                     reply = self._failed(item)
                 if reply is not None:
-                    replies.append(reply)
+                    batch.add(reply)
             if monotonic() >= self._slice_end:
                 if inline:
                     await self._yield()
                 else:
                     await anyio.lowlevel.checkpoint()
-        return self._encode_batch(replies) if replies else None
+        return batch.join() if batch.parts else None
 
     # -- long waits, beside the reader
     def _start_wait(self, work: jsonrpc.Request | Batch) -> None:
@@ -503,6 +499,41 @@ class ClientConnection:
         return jsonrpc.error_response(
             rid, ErrorCode.INTERNAL_ERROR, "Internal error", {"hint": "see the daemon log"}
         )
+
+
+class _BatchReply:
+    """A batch's reply within max_reply: the items past the limit become errors, so every
+    request still gets an answer with its id; joined with one copy."""
+
+    __slots__ = ("conn", "parts", "replaced", "total")
+
+    def __init__(self, conn: ClientConnection) -> None:
+        self.conn = conn
+        self.parts: list[bytes] = []
+        self.total = 2
+        self.replaced = 0
+
+    def add(self, reply: dict[str, Any]) -> None:
+        body = self.conn._encode(reply, log_too_large=False)
+        if self.total + len(body) + 1 > self.conn.max_reply:
+            body = self.conn._too_large(_request_id(reply), len(body), log_it=False)
+            self.replaced += 1
+        self.parts += (body, b",")
+        self.total += len(body) + 1
+
+    def join(self) -> bytes:
+        if self.replaced:
+            log.info(
+                "connection %d: %d replies of a batch past max_reply (%d) sent as errors",
+                self.conn.id,
+                self.replaced,
+                self.conn.max_reply,
+            )
+        if not self.parts:
+            return b"[]"
+        pieces = [b"[", *self.parts]
+        pieces[-1] = b"]"  # in place of the last separator
+        return b"".join(pieces)
 
 
 def _invalid(rid: jsonrpc.Id, reason: str, **data: Any) -> dict[str, Any]:
