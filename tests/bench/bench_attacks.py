@@ -184,6 +184,12 @@ def tiny_batch(daemon: DaemonProcess) -> str:
     return f"{runs} batches of 524,287 items in 1 MiB"
 
 
+def tiny_lines(daemon: DaemonProcess) -> str:
+    payload = b"1\n" * (1 << 20) + b"\n" * (2 << 20)
+    exchange(daemon, payload)
+    return "1 Mi lines of 2 bytes (each an Invalid Request), then 2 MiB of blank lines"
+
+
 def undecided_framing(daemon: DaemonProcess) -> str:
     payload = b"\r\n" * 8 + b"x" * (8 << 20)
     runs = repeat(2, lambda: exchange(daemon, payload))
@@ -268,6 +274,7 @@ ATTACKS: list[tuple[str, Callable[[DaemonProcess], str]]] = [
     ("batches of rpc.discover", discover_batches),
     ("pipelined flood", pipelined_flood),
     ("batch of 524,287 tiny items", tiny_batch),
+    ("pipelined tiny lines", tiny_lines),
     ("CR/LF then endless bytes", undecided_framing),
     ("slow reader of a big reply", slow_reader),
     ("stalled subscriber + event flood", stalled_subscriber),
