@@ -83,6 +83,17 @@ DELIVERY_NOT_FOUND = -32019
 #: The answer does not fit the delivery's feedback schema.
 INVALID_ANSWER = -32020
 
+#: The reply exceeds the size limit; data has size, limit and a hint (ask for less: paging,
+#: limits, smaller batches).
+REPLY_TOO_LARGE = -32021
+
+#: Too many long waits pending on this connection; data.limit names the bound. Wait for some to
+#: finish, or use another connection.
+TOO_MANY_PENDING = -32022
+
+#: The daemon serves as many connections as it may; this one is closed. Retry later.
+TOO_MANY_CONNECTIONS = -32023
+
 #: Code -> name, for messages and logs.
 NAMES = {
     PARSE_ERROR: "PARSE_ERROR",
@@ -110,4 +121,7 @@ NAMES = {
     PLANNING_ERROR: "PLANNING_ERROR",
     DELIVERY_NOT_FOUND: "DELIVERY_NOT_FOUND",
     INVALID_ANSWER: "INVALID_ANSWER",
+    REPLY_TOO_LARGE: "REPLY_TOO_LARGE",
+    TOO_MANY_PENDING: "TOO_MANY_PENDING",
+    TOO_MANY_CONNECTIONS: "TOO_MANY_CONNECTIONS",
 }

@@ -33,22 +33,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"]
     )
-    parser.add_argument(
-        "--max-message", type=int, help="largest accepted message in bytes (default 1 MiB)"
-    )
-    parser.add_argument(
-        "--max-concurrent-battles",
-        type=int,
-        help="battles running at once, daemon-wide (default 4)",
-    )
-    parser.add_argument(
-        "--event-history", type=int, help="events kept for resuming (default 10000)"
-    )
-    parser.add_argument(
-        "--max-subscriber-backlog",
-        type=int,
-        help="bytes queued for a slow subscriber (default 8 MiB)",
-    )
+    for name, field in DaemonSettings.model_fields.items():
+        if field.annotation is bool:
+            continue
+        flag = "--" + name.replace("_", "-")
+        parser.add_argument(
+            flag,
+            dest=name,
+            type=float if field.annotation is float else int,
+            metavar="N",
+            help=f"{(field.description or '').split('. ')[0]} (default {field.default})",
+        )
     parser.add_argument("--debug-methods", action="store_true", help="enable debug.* (benchmarks)")
     parser.add_argument("--version", action="version", version=f"pokeralphd {__version__}")
     return parser.parse_args(argv)
@@ -57,17 +52,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     setup_logging(args.log_level, args.log_file)
-    overrides = {}
-    if args.max_message is not None:
-        overrides["maxMessage"] = args.max_message
+    overrides: dict[str, object] = {
+        name: getattr(args, name)
+        for name in DaemonSettings.model_fields
+        if getattr(args, name, None) is not None
+    }
     if args.debug_methods:
-        overrides["debugMethods"] = True
-    if args.event_history is not None:
-        overrides["eventHistory"] = args.event_history
-    if args.max_subscriber_backlog is not None:
-        overrides["maxSubscriberBacklog"] = args.max_subscriber_backlog
-    if args.max_concurrent_battles is not None:
-        overrides["maxConcurrentBattles"] = args.max_concurrent_battles
+        overrides["debug_methods"] = True
     try:
         settings = DaemonSettings.model_validate(overrides)
     except ValueError as exc:

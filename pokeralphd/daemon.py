@@ -66,7 +66,7 @@ class Daemon:
         self.ready = anyio.Event()  # set once clients are being served
         self.bound: BoundSocket | None = None
 
-        self.bus = EventBus(settings.event_history)
+        self.bus = EventBus(settings.event_history, settings.event_history_bytes)
         self.inbox = InboxService()
         self.battles = BattleEngine(
             settings.max_concurrent_battles, owner=self.owner, socket_path=str(paths.socket)
@@ -87,7 +87,7 @@ class Daemon:
                 bus=self.bus,
                 battles=self.battles,
                 inbox=self.inbox,
-                discover=self.table.discover,
+                discover=self.table.discover_encoded,
                 epoch=self.epoch,
                 status=self.status,
                 request_shutdown=self.shutdown_requested.set,

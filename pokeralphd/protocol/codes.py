@@ -39,6 +39,9 @@ class ErrorCode(IntEnum):
     PLANNING_ERROR = -32018
     DELIVERY_NOT_FOUND = -32019
     INVALID_ANSWER = -32020
+    REPLY_TOO_LARGE = -32021
+    TOO_MANY_PENDING = -32022
+    TOO_MANY_CONNECTIONS = -32023
 
 
 ERROR_DESCRIPTIONS: dict[ErrorCode, str] = {
@@ -67,4 +70,10 @@ ERROR_DESCRIPTIONS: dict[ErrorCode, str] = {
     ErrorCode.PLANNING_ERROR: "The planning session failed or produced an invalid PRD.",
     ErrorCode.DELIVERY_NOT_FOUND: "No inbox delivery with that id.",
     ErrorCode.INVALID_ANSWER: "The answer does not fit the delivery's feedback schema.",
+    ErrorCode.REPLY_TOO_LARGE: "The reply exceeds the size limit; data has size, limit and "
+    "a hint (ask for less: paging, limits, smaller batches).",
+    ErrorCode.TOO_MANY_PENDING: "Too many long waits pending on this connection; data.limit "
+    "names the bound. Wait for some to finish, or use another connection.",
+    ErrorCode.TOO_MANY_CONNECTIONS: "The daemon serves as many connections as it may; this "
+    "one is closed. Retry later.",
 }

@@ -3,15 +3,32 @@
 The framing is chosen per connection from its first bytes: a connection that starts
 with a ``Content-Length:`` (or ``Content-Type:``) header speaks LSP framing, anything
 else one JSON message per line. Replies use the connection's framing.
+
+Every byte the decoder holds is bounded, whatever the peer sends:
+
+- before the framing is known, leading whitespace is discarded as it arrives and the
+  choice is made within the first :data:`DETECT_PREFIX` bytes, so nothing piles up;
+- a line (complete or not) longer than ``max_message`` raises :class:`FrameTooLarge`;
+- an LSP header block longer than :data:`MAX_HEADER_BLOCK` raises :class:`FrameError`,
+  a ``Content-Length`` over ``max_message`` :class:`FrameTooLarge` before any of the
+  body is buffered.
+
+``Content-Length`` is read strictly: ASCII digits only (no sign, no ``_``, no inner
+spaces, at most :data:`MAX_LENGTH_DIGITS` of them), exactly one such header per message.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 DEFAULT_MAX_MESSAGE = 1 << 20  # 1 MiB
 MAX_HEADER_BLOCK = 8 * 1024
+MAX_LENGTH_DIGITS = 12  # anything longer is absurd, whatever max_message says
 _HEADER_PREFIXES = (b"content-length", b"content-type")
+DETECT_PREFIX = max(map(len, _HEADER_PREFIXES))  # bytes needed, at most, to choose
+_WHITESPACE = b" \t\r\n"
+_DIGITS = re.compile(rb"[0-9]{1,%d}" % MAX_LENGTH_DIGITS)
 
 Mode = Literal["line", "lsp"]
 
@@ -39,16 +56,25 @@ class FrameDecoder:
         self._need: int | None = None  # LSP: body length once headers are read
         self._scan_from = 0
 
+    @property
+    def buffered(self) -> int:
+        """Bytes held waiting for the rest of a message (bounded; see the module doc)."""
+        return len(self._buf)
+
     def feed(self, data: bytes) -> list[bytes]:
-        self._buf += data
-        if self.mode is None and not self._detect():
-            return []
+        if self.mode is None:
+            # Undecided: keep only what can still matter, the bytes after leading whitespace.
+            self._buf += data.lstrip(_WHITESPACE) if not self._buf else data
+            if not self._detect():
+                return []
+        else:
+            self._buf += data
         if self.mode == "line":
             return self._lines()
         return self._lsp()
 
     def _detect(self) -> bool:
-        head = bytes(self._buf[:16]).lstrip(b"\r\n").lower()
+        head = bytes(self._buf[:DETECT_PREFIX]).lower()
         if not head:
             return False
         for prefix in _HEADER_PREFIXES:
@@ -56,7 +82,7 @@ class FrameDecoder:
                 self.mode = "lsp"
                 return True
             if prefix.startswith(head):
-                return False  # could still become a header: wait for more bytes
+                return False  # could still become a header: at most DETECT_PREFIX bytes wait
         self.mode = "line"
         return True
 
@@ -76,21 +102,22 @@ class FrameDecoder:
         if len(rest) > self.max_message:
             raise FrameTooLarge(len(rest), self.max_message)
         # Blank lines are ignored; surrounding whitespace (a CRLF sender's \r) is trimmed.
-        return [
-            line.strip() if line[:1].isspace() or line[-1:].isspace() else line
-            for line in lines
-            if line and not line.isspace()
-        ]
+        # All C-level (strip returns the line itself when there is nothing to trim): a
+        # read of tiny or empty lines costs no Python loop.
+        return list(filter(None, map(bytes.strip, lines)))
 
     def _lsp(self) -> list[bytes]:
         out: list[bytes] = []
         buf = self._buf
         while True:
             if self._need is None:
-                end = buf.find(b"\r\n\r\n")
+                end = buf.find(b"\r\n\r\n", 0, MAX_HEADER_BLOCK + 4)
                 if end < 0:
                     if len(buf) > MAX_HEADER_BLOCK:
-                        raise FrameError("LSP header block too long or not terminated")
+                        raise FrameError(
+                            f"LSP header block longer than {MAX_HEADER_BLOCK} bytes "
+                            "or not terminated by an empty line"
+                        )
                     break
                 self._need = self._content_length(bytes(buf[:end]))
                 del buf[: end + 4]
@@ -107,13 +134,19 @@ class FrameDecoder:
             name, sep, value = raw.partition(b":")
             if not sep:
                 raise FrameError(f"malformed LSP header line {raw[:60]!r}")
-            if name.strip().lower() == b"content-length":
-                try:
-                    length = int(value.strip())
-                except ValueError as exc:
-                    raise FrameError(f"bad Content-Length {value.strip()[:20]!r}") from exc
-        if length is None or length < 0:
-            raise FrameError("LSP message without a valid Content-Length header")
+            if name.lower() != b"content-length":
+                continue  # Content-Type or another header: not needed to frame
+            if length is not None:
+                raise FrameError("more than one Content-Length header")
+            digits = value.strip(b" \t")
+            if not _DIGITS.fullmatch(digits):
+                raise FrameError(
+                    f"bad Content-Length {digits[:20]!r}: "
+                    f"expected 1 to {MAX_LENGTH_DIGITS} ASCII digits"
+                )
+            length = int(digits)
+        if length is None:
+            raise FrameError("LSP message without a Content-Length header")
         if length > self.max_message:
             raise FrameTooLarge(length, self.max_message)
         return length

@@ -4,14 +4,23 @@ Follows the specification to the letter: a parse error or an invalid request who
 cannot be read answers with ``id: null``; notifications (no ``id`` member) never get a
 reply, not even an error; an empty batch is one invalid-request error; a batch of only
 notifications gets no reply at all.
+
+Decoding never raises anything but :class:`ParseError`, whatever the bytes: invalid JSON,
+invalid UTF-8 (which msgspec reports as ``UnicodeDecodeError``), or nesting deeper than
+:data:`MAX_NESTING` (checked on the bytes before msgspec recurses, so the answer does not
+depend on how deep the caller's stack happens to be).
 """
 
 from __future__ import annotations
 
+import itertools
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import msgspec
+
+MAX_NESTING = 128  # arrays and objects inside one another, in one message
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder()
@@ -47,13 +56,81 @@ class InvalidMessage:
 
 
 _fast_decoder = msgspec.json.Decoder(Request)
+# What msgspec may raise on hostile bytes besides DecodeError: UnicodeDecodeError (a
+# ValueError) for invalid UTF-8 in a string, RecursionError as a last resort.
+_DECODE_ERRORS = (msgspec.DecodeError, ValueError, RecursionError)
+
+
+class ParseError(ValueError):
+    """The bytes are not one valid JSON value (or are nested too deeply)."""
+
+
+# Depth is judged on the bytes, in C-level passes: strings (which may hold any bracket)
+# are cut out and what is left of the brackets becomes a skeleton of "[" and "]".
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+_SQUARE = bytes.maketrans(b"{}", b"[]")
+_SIGNS = bytes.maketrans(b"[]", b"\x01\xff")
+# Opening brackets (as "[") and newlines only: a line nesting deeper than MAX_NESTING
+# leaves a run of more than MAX_NESTING "[" -- one translate and one substring search.
+_OPENERS = bytes.maketrans(b"{", b"[")
+_NOT_OPENER_OR_NL = bytes(b for b in range(256) if b not in b"[{\n")
+_DEEP_RUN = b"[" * (MAX_NESTING + 1)
+_PREFIX = 16 << 10
+
+
+def _brackets(body: bytes) -> int:
+    """Opening brackets in ``body``: an upper bound of its depth, in two C-level counts."""
+    return body.count(b"[") + body.count(b"{")
+
+
+def _skeleton(body: bytes, *, cut: bool = False) -> bytes:
+    """The brackets outside strings, all as "[" and "]". With ``cut`` (a prefix), a string
+    left open at the end is dropped with all that follows it."""
+    if b'"' in body:
+        body = _STRING.sub(b"", body)
+        if cut:
+            body = body.partition(b'"')[0]
+    return body.translate(_SQUARE, _NOT_BRACKET)
+
+
+def nesting_depth(body: bytes) -> int:
+    """How deeply arrays and objects nest in ``body`` (exact for valid JSON)."""
+    signs = _skeleton(body).translate(_SIGNS)
+    return max(itertools.accumulate(memoryview(signs).cast("b")), default=0)
+
+
+def _skeleton_too_deep(skeleton: bytes) -> bool:
+    # Each pass removes every innermost pair, so valid JSON empties in exactly `depth`
+    # passes; a bushy tree shrinks fast, a deep chain shows a run of "[" at once.
+    for _ in range(MAX_NESTING + 1):
+        if _DEEP_RUN in skeleton:
+            return True
+        if b"[]" not in skeleton:
+            return skeleton.count(b"[") > MAX_NESTING  # brackets left open nest too
+        skeleton = skeleton.replace(b"[]", b"")
+    return True  # pairs still left after MAX_NESTING + 1 passes
+
+
+def _too_deep(body: bytes) -> bool:
+    # An attack nests deeply from the start: judge a prefix first (cheap), then the rest.
+    if len(body) > _PREFIX and _skeleton_too_deep(_skeleton(body[:_PREFIX], cut=True)):
+        return True
+    return _skeleton_too_deep(_skeleton(body))
+
+
+def _check_depth(body: bytes) -> None:
+    if _brackets(body) > MAX_NESTING and _too_deep(body):
+        raise ParseError(f"arrays and objects nested deeper than {MAX_NESTING} levels")
 
 
 def decode_request_fast(body: bytes) -> Request | None:
-    """A single well-formed request object, or None (let :func:`parse_request` judge it)."""
+    """A single well-formed request object, or None (let :func:`decode` judge it)."""
+    if _brackets(body) > MAX_NESTING:
+        return None  # possibly too deep: the careful path decides
     try:
         return _fast_decoder.decode(body)
-    except (msgspec.DecodeError, RecursionError):  # nested too deep: decode() says so
+    except _DECODE_ERRORS:
         return None
 
 
@@ -65,21 +142,25 @@ def decode_many_fast(bodies: list[bytes]) -> list[Request] | None:
     if len(bodies) == 1:
         one = decode_request_fast(bodies[0])
         return None if one is None else [one]
+    joined = b"\n".join(bodies)
+    # A line with more opening brackets than MAX_NESTING might nest too deeply: that read
+    # takes the careful path, body by body.
+    if _DEEP_RUN in joined.translate(_OPENERS, _NOT_OPENER_OR_NL):
+        return None
     try:
-        msgs = _fast_decoder.decode_lines(b"\n".join(bodies))
-    except (msgspec.DecodeError, RecursionError):
+        msgs = _fast_decoder.decode_lines(joined)
+    except _DECODE_ERRORS:
         return None
     return msgs if len(msgs) == len(bodies) else None
 
 
 def decode(body: bytes) -> Any:
-    """Parse JSON; raises ``msgspec.DecodeError`` on invalid JSON or UTF-8, or JSON nested
-    deeper than the interpreter's recursion limit (msgspec raises RecursionError there,
-    which would otherwise end the connection's task and the daemon with it)."""
+    """Parse one JSON value; raises :class:`ParseError` (only) for anything invalid."""
+    _check_depth(body)
     try:
         return _decoder.decode(body)
-    except RecursionError as exc:
-        raise msgspec.DecodeError("JSON is nested too deeply") from exc
+    except _DECODE_ERRORS as exc:
+        raise ParseError(str(exc)) from None
 
 
 def parse_request(obj: Any) -> Request | InvalidMessage:

@@ -3,15 +3,26 @@
 Every complete message a read brings is handled before the replies are written together
 in one send, so a pipelining client is served at full speed. Methods marked concurrent
 (long waits) run beside the reader so they never hold up the connection.
+
+One connection never starves the others: after :data:`TIME_SLICE` of work (pipelined
+messages, the items of a batch) the reader yields to the event loop, and it sends what
+it has gathered whenever that reaches :data:`FLUSH_BYTES`. And nothing one client sends can make the daemon hold more than a bounded amount
+(see :mod:`pokeralphd.settings`): a batch has at most ``max_batch`` items, a reply at
+most ``max_reply`` bytes (past it an error says so, with a hint), at most
+``max_pending`` long waits run per connection; whatever the bytes, a bad message gets a
+JSON-RPC error and never an exception out of the connection.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import weakref
+from time import monotonic
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
+import anyio.lowlevel
 import msgspec
 
 from pokeralphd.protocol import jsonrpc
@@ -22,16 +33,44 @@ from pokeralphd.server.eventbus import Event, overflow_notice
 from pokeralphd.server.outbox import Outbox
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TypeAlias
+
     from anyio.abc import ByteStream, TaskGroup
 
     from pokeralphd.server.context import Services
     from pokeralphd.server.dispatch import Dispatcher
     from pokeralphd.settings import DaemonSettings
 
+    Batch: TypeAlias = list[jsonrpc.Request | jsonrpc.InvalidMessage]
+    Hooks: TypeAlias = list[Callable[[], None]]
+
 log = logging.getLogger(__name__)
 _ids = itertools.count(1)
 READ_SIZE = 1 << 18
 REPLY_BACKLOG = 4 << 20
+FLUSH_BYTES = 1 << 20  # replies gathered before they are sent, at most
+TIME_SLICE = 0.002  # seconds of one connection's work before the others get a turn
+SHUTDOWN_GRACE = 5.0  # seconds a client gets to take its last replies at shutdown
+_ENCODE_ERRORS = (TypeError, ValueError, OverflowError, RecursionError, msgspec.MsgspecError)
+
+_concurrent_cache: weakref.WeakKeyDictionary[Dispatcher, frozenset[str]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _concurrent_methods(dispatcher: Dispatcher) -> frozenset[str]:
+    names = _concurrent_cache.get(dispatcher)
+    if names is None:
+        names = _concurrent_cache[dispatcher] = frozenset(
+            name for name, method in dispatcher.table.methods.items() if method.concurrent
+        )
+    return names
+
+
+def _request_id(reply: dict[str, Any]) -> jsonrpc.Id:
+    rid: jsonrpc.Id = reply.get("id")
+    return rid
 
 
 class ConnectionHost(Protocol):
@@ -50,18 +89,36 @@ class ClientConnection:
     def __init__(
         self, host: ConnectionHost, stream: ByteStream, peer_pid: int | None = None
     ) -> None:
+        settings = host.settings
         self.id = next(_ids)
         self.host = host
         self.stream = stream
         self.peer_pid = peer_pid
-        self.decoder = FrameDecoder(host.settings.max_message)
-        self.outbox = Outbox(stream, host.settings.max_subscriber_backlog)
+        self.decoder = FrameDecoder(settings.max_message)
+        self.outbox = Outbox(
+            stream,
+            settings.max_subscriber_backlog,
+            settings.send_stall_timeout,
+            f"connection {self.id}",
+        )
+        self.max_batch = settings.max_batch
+        self.max_reply = settings.max_reply
+        self.max_pending = settings.max_pending
+        self.pending = 0  # long waits running beside the reader
+        self._refused = 0
         self.subscriptions: set[int] = set()
         self._reader_scope = anyio.CancelScope()
+        self._concurrent = _concurrent_methods(host.dispatcher)
+        self._replies: list[bytes] = []  # encoded reply bodies waiting for the next flush
+        self._reply_bytes = 0
+        self._slice_end = 0.0
+        self._tg: TaskGroup | None = None
 
     def close(self) -> None:
-        """Stop reading (shutdown): replies already queued are still sent, then the socket closes."""
+        """Stop reading (shutdown): replies already queued are still sent, for a while,
+        then the socket closes."""
         self._reader_scope.cancel()
+        self.outbox.set_deadline(SHUTDOWN_GRACE)
 
     # -- events
     def deliver(self, event: Event) -> bool:
@@ -73,57 +130,269 @@ class ClientConnection:
         return False
 
     # -- replies
-    def _send(self, messages: list[dict[str, Any]] | dict[str, Any]) -> None:
-        self.outbox.put(encode_frame(jsonrpc.encode(messages), self.decoder.mode))
-
-    async def _handle_body(self, body: bytes) -> dict[str, Any] | list[Any] | None:
-        fast = jsonrpc.decode_request_fast(body) if body[:1] == b"{" else None
-        if fast is not None:
-            return await self._dispatch(fast)
+    def _encode(self, reply: dict[str, Any], *, log_too_large: bool = True) -> bytes:
+        """One reply's bytes; an unencodable or oversized reply becomes an error."""
+        rid = _request_id(reply)
         try:
-            obj = jsonrpc.decode(body)
-        except msgspec.DecodeError as exc:
-            return jsonrpc.error_response(
-                None, ErrorCode.PARSE_ERROR, "Parse error", {"detail": str(exc)}
-            )
-        if isinstance(obj, list):
-            if not obj:
-                return jsonrpc.error_response(
-                    None, ErrorCode.INVALID_REQUEST, "Invalid Request", {"detail": "empty batch"}
+            body = jsonrpc.encode(reply)
+        except _ENCODE_ERRORS:
+            log.exception("connection %d: a reply could not be encoded", self.id)
+            return jsonrpc.encode(
+                jsonrpc.error_response(
+                    rid,
+                    ErrorCode.INTERNAL_ERROR,
+                    "Internal error",
+                    {"detail": "the reply could not be encoded", "hint": "see the daemon log"},
                 )
-            replies = [r for r in [await self._handle_one(item) for item in obj] if r is not None]
-            return replies or None
-        return await self._handle_one(obj)
-
-    async def _handle_one(self, obj: Any) -> dict[str, Any] | None:
-        parsed = jsonrpc.parse_request(obj)
-        if isinstance(parsed, jsonrpc.InvalidMessage):
-            return jsonrpc.error_response(
-                parsed.id, ErrorCode.INVALID_REQUEST, "Invalid Request", {"detail": parsed.reason}
             )
-        return await self._dispatch(parsed)
+        if len(body) > self.max_reply:
+            return self._too_large(rid, len(body), log_it=log_too_large)
+        return body
 
-    async def _dispatch(self, parsed: jsonrpc.Request) -> dict[str, Any] | None:
+    def _too_large(self, rid: jsonrpc.Id, size: int, *, log_it: bool = True) -> bytes:
+        if log_it:
+            log.info(
+                "connection %d: a reply of %d bytes is past max_reply (%d); sent an error",
+                self.id,
+                size,
+                self.max_reply,
+            )
+        return jsonrpc.encode(
+            jsonrpc.error_response(
+                rid,
+                ErrorCode.REPLY_TOO_LARGE,
+                f"the reply of {size} bytes exceeds the limit of {self.max_reply} bytes",
+                {
+                    "size": size,
+                    "limit": self.max_reply,
+                    "hint": "ask for less: use paging or limits, or split the batch",
+                },
+            )
+        )
+
+    def _encode_batch(self, replies: list[dict[str, Any]]) -> bytes:
+        """A batch reply within max_reply (see :class:`_BatchReply`)."""
+        batch = _BatchReply(self)
+        for reply in replies:
+            batch.add(reply)
+        return batch.join()
+
+    def _add_reply(self, reply: dict[str, Any]) -> None:
+        body = self._encode(reply)
+        self._replies.append(body)
+        self._reply_bytes += len(body)
+
+    def _add_body(self, body: bytes) -> None:
+        self._replies.append(body)
+        self._reply_bytes += len(body)
+
+    def _framed(self, bodies: list[bytes]) -> bytes:
+        if self.decoder.mode == "lsp":
+            return b"".join(encode_frame(body, "lsp") for body in bodies)
+        bodies.append(b"")
+        return b"\n".join(bodies)
+
+    def _take_replies(self) -> bytes | None:
+        if not self._replies:
+            return None
+        replies = self._replies.copy()  # the list stays the same object (hot loop holds it)
+        self._replies.clear()
+        self._reply_bytes = 0
+        return self._framed(replies)
+
+    def _queue_replies(self) -> None:
+        """Hand the gathered replies to the writer now (before events that follow them)."""
+        payload = self._take_replies()
+        if payload is not None:
+            self.outbox.put(payload)
+
+    async def _flush(self) -> None:
+        payload = self._take_replies()
+        if payload is not None:
+            await self.outbox.send_now(payload)
+        if self.outbox.pending_bytes >= REPLY_BACKLOG:
+            await self.outbox.wait_drained(REPLY_BACKLOG)
+
+    async def _yield(self) -> None:
+        """End of this connection's time slice (or of the bytes gathered): let others run.
+
+        Replies are sent here only once FLUSH_BYTES are gathered (else at the end of the
+        read): a send per slice would cost a pipelining client a wake-up each time."""
+        if self._reply_bytes >= FLUSH_BYTES:
+            await self._flush()
+        await anyio.lowlevel.checkpoint()
+        self._slice_end = monotonic() + TIME_SLICE
+
+    def _run_hooks(self, hooks: Hooks) -> None:
+        for hook in hooks:
+            try:
+                hook()
+            except Exception:
+                log.exception("connection %d: an after-reply hook failed", self.id)
+
+    # -- requests
+    async def _dispatch(
+        self, parsed: jsonrpc.Request, hooks: Hooks | None = None
+    ) -> dict[str, Any] | None:
+        """Run one request. Its after-reply hooks (a replay) go to ``hooks`` when given
+        (a batch runs them after its whole reply); else the reply is queued, then they run."""
         ctx = CallContext(self.host.services, self)
         reply = await self.host.dispatcher.call(parsed, ctx)
         if ctx.after_reply:
-            # Replay queued by the handler goes out after its reply.
+            if hooks is not None:
+                hooks.extend(ctx.after_reply)
+                return reply
             if reply is not None:
-                self._send(reply)
+                self._add_reply(reply)
                 reply = None
-            for hook in ctx.after_reply:
-                hook()
+            self._queue_replies()
+            self._run_hooks(ctx.after_reply)
         return reply
 
-    def _needs_task(self, body: bytes, dispatcher: Dispatcher) -> bool:
-        # Cheap check before decoding twice: only bodies naming a concurrent method.
-        return any(name in body for name in dispatcher.concurrent_names)
+    async def _request(self, request: jsonrpc.Request) -> None:
+        try:
+            if request.method in self._concurrent:
+                self._start_wait(request)
+                return
+            answer = await self._dispatch(request)
+            if answer is not None:
+                self._add_reply(answer)
+        except Exception:
+            self._internal_error(request)
 
-    async def _run_concurrent(self, body: bytes) -> None:
-        reply = await self._handle_body(body)
-        if reply is not None:
-            self._send(reply)
+    async def _body(self, body: bytes) -> None:
+        """One message body, whatever its bytes: a reply (or none) is gathered."""
+        fast = jsonrpc.decode_request_fast(body) if body[:1] == b"{" else None
+        if fast is not None:
+            await self._request(fast)
+            return
+        try:
+            obj = jsonrpc.decode(body)
+        except jsonrpc.ParseError as exc:
+            self._add_reply(
+                jsonrpc.error_response(
+                    None, ErrorCode.PARSE_ERROR, "Parse error", {"detail": str(exc)}
+                )
+            )
+            return
+        if isinstance(obj, list):
+            await self._batch(obj)
+            return
+        parsed = jsonrpc.parse_request(obj)
+        if isinstance(parsed, jsonrpc.InvalidMessage):
+            self._add_reply(_invalid(parsed.id, parsed.reason))
+            return
+        await self._request(parsed)
 
+    async def _batch(self, items: list[Any]) -> None:
+        if not items:
+            self._add_reply(_invalid(None, "empty batch"))
+            return
+        if len(items) > self.max_batch:
+            self._add_reply(
+                _invalid(
+                    None,
+                    f"a batch of {len(items)} requests exceeds the limit of {self.max_batch}; "
+                    "split it (nothing in it was run)",
+                    limit=self.max_batch,
+                )
+            )
+            return
+        parsed: Batch = [jsonrpc.parse_request(item) for item in items]
+        concurrent = self._concurrent
+        if any(isinstance(p, jsonrpc.Request) and p.method in concurrent for p in parsed):
+            self._start_wait(parsed)  # a long wait inside: the whole batch runs beside us
+            return
+        hooks: Hooks = []
+        body = await self._run_batch(parsed, hooks, inline=True)
+        if body is not None:
+            self._add_body(body)
+        if hooks:
+            self._queue_replies()
+            self._run_hooks(hooks)
+
+    async def _run_batch(self, parsed: Batch, hooks: Hooks, *, inline: bool) -> bytes | None:
+        # Each reply is encoded as it comes, inside the time slices, not all at the end.
+        batch = _BatchReply(self)
+        for item in parsed:
+            if isinstance(item, jsonrpc.InvalidMessage):
+                batch.add(_invalid(item.id, item.reason))
+            else:
+                try:
+                    reply = await self._dispatch(item, hooks)
+                except Exception:
+                    reply = self._failed(item)
+                if reply is not None:
+                    batch.add(reply)
+            if monotonic() >= self._slice_end:
+                if inline:
+                    await self._yield()
+                else:
+                    await anyio.lowlevel.checkpoint()
+        return batch.join() if batch.parts else None
+
+    # -- long waits, beside the reader
+    def _start_wait(self, work: jsonrpc.Request | Batch) -> None:
+        if self.pending >= self.max_pending or self._tg is None:
+            self._refuse_wait(work)
+            return
+        self.pending += 1
+        self._tg.start_soon(self._run_wait, work)
+
+    def _refuse_wait(self, work: jsonrpc.Request | Batch) -> None:
+        """Too many long waits already: every request of ``work`` gets an error at once."""
+        items = [work] if isinstance(work, jsonrpc.Request) else work
+        replies: list[dict[str, Any]] = []
+        for item in items:
+            if isinstance(item, jsonrpc.InvalidMessage):
+                replies.append(_invalid(item.id, item.reason))
+            elif not item.is_notification:
+                replies.append(
+                    jsonrpc.error_response(
+                        None if isinstance(item.id, msgspec.UnsetType) else item.id,
+                        ErrorCode.TOO_MANY_PENDING,
+                        f"{self.max_pending} long waits are already pending on this connection",
+                        {
+                            "limit": self.max_pending,
+                            "method": item.method,
+                            "hint": "wait for earlier calls to return, or use another connection",
+                        },
+                    )
+                )
+        self._refused += 1
+        if self._refused == 1 or self._refused % 1000 == 0:  # once, then now and then
+            log.info(
+                "connection %d: refused %d long wait(s) past max_pending (%d)",
+                self.id,
+                self._refused,
+                self.max_pending,
+            )
+        if not replies:
+            return
+        if isinstance(work, jsonrpc.Request):
+            self._add_reply(replies[0])
+        else:
+            self._add_body(self._encode_batch(replies))
+
+    async def _run_wait(self, work: jsonrpc.Request | Batch) -> None:
+        try:
+            hooks: Hooks = []
+            if isinstance(work, jsonrpc.Request):
+                reply = await self._dispatch(work, hooks)
+                body = None if reply is None else self._encode(reply)
+            else:
+                body = await self._run_batch(work, hooks, inline=False)
+            if body is not None:
+                self.outbox.put(encode_frame(body, self.decoder.mode))
+            self._run_hooks(hooks)
+        except Exception:
+            failed = self._failed(work if isinstance(work, jsonrpc.Request) else None)
+            if failed is not None:
+                self.outbox.put(encode_frame(jsonrpc.encode(failed), self.decoder.mode))
+        finally:
+            self.pending -= 1
+
+    # -- the connection's life
     async def serve(self) -> None:
         self.host.opened(self)
         try:
@@ -133,17 +402,18 @@ class ClientConnection:
                     # Long waits (concurrent methods) live in the inner group: they end
                     # with the reader, when the client goes away or the daemon stops.
                     async with anyio.create_task_group() as inner:
-                        await self._read_loop(inner)
+                        self._tg = inner
+                        await self._read_loop()
                         inner.cancel_scope.cancel()
                 self.outbox.close_after_flush()
         finally:
+            self._tg = None
             bus = self.host.services.bus
             for sub_id in self.subscriptions:
                 bus.unsubscribe(sub_id)
             self.host.closed(self)
 
-    async def _read_loop(self, tg: TaskGroup) -> None:
-        dispatcher = self.host.dispatcher
+    async def _read_loop(self) -> None:
         while not self.outbox.closed:
             try:
                 data = await self.stream.receive(READ_SIZE)
@@ -151,10 +421,11 @@ class ClientConnection:
                 return
             except OSError:
                 return
+            self._slice_end = monotonic() + TIME_SLICE
             try:
                 bodies = self.decoder.feed(data)
             except FrameTooLarge as exc:
-                self._send(
+                self._add_reply(
                     jsonrpc.error_response(
                         None,
                         ErrorCode.MESSAGE_TOO_LARGE,
@@ -163,37 +434,122 @@ class ClientConnection:
                     )
                 )
                 log.warning("connection %d: %s; closing", self.id, exc)
+                await self._flush()
                 return
             except FrameError as exc:
-                self._send(jsonrpc.error_response(None, ErrorCode.PARSE_ERROR, str(exc)))
+                self._add_reply(
+                    jsonrpc.error_response(
+                        None,
+                        ErrorCode.PARSE_ERROR,
+                        "Parse error",
+                        {
+                            "detail": str(exc),
+                            "hint": "the framing is lost; the connection is closed",
+                        },
+                    )
+                )
+                log.info("connection %d: %s; closing", self.id, exc)
+                await self._flush()
                 return
-            replies: list[bytes] = []
-            # Fast path: nothing in this read may need its own task, and every message is a
-            # single well-formed request: decode them all in one pass.
-            many = (
-                jsonrpc.decode_many_fast(bodies)
-                if bodies and not any(name in data for name in dispatcher.concurrent_names)
-                else None
+            if bodies:
+                await self._handle(bodies)
+            await self._flush()
+
+    async def _handle(self, bodies: list[bytes]) -> None:
+        # Fast path: every message of the read is a single well-formed request: decode
+        # them all in one pass.
+        many = jsonrpc.decode_many_fast(bodies)
+        if many is not None:
+            # The hot loop of a pipelining client: _add_reply and _encode inlined, the
+            # counters local (a handler adding replies itself only makes them approximate).
+            concurrent = self._concurrent
+            encode = jsonrpc.encode
+            max_reply = self.max_reply
+            replies = self._replies
+            gathered = self._reply_bytes
+            slice_end = self._slice_end
+            for request in many:
+                try:
+                    if request.method in concurrent:
+                        self._start_wait(request)
+                    else:
+                        answer = await self._dispatch(request)
+                        if answer is not None:
+                            body = encode(answer)
+                            if len(body) > max_reply:
+                                body = self._too_large(_request_id(answer), len(body))
+                            replies.append(body)
+                            gathered += len(body)
+                except Exception:
+                    self._internal_error(request)
+                if gathered >= FLUSH_BYTES or monotonic() >= slice_end:
+                    self._reply_bytes = gathered
+                    await self._yield()
+                    gathered = self._reply_bytes
+                    slice_end = self._slice_end
+            self._reply_bytes = gathered
+            return
+        for body in bodies:
+            try:
+                await self._body(body)
+            except Exception:
+                self._internal_error(None)  # which request failed is not known here
+            if self._reply_bytes >= FLUSH_BYTES or monotonic() >= self._slice_end:
+                await self._yield()
+
+    def _internal_error(self, request: jsonrpc.Request | None) -> None:
+        failed = self._failed(request)
+        if failed is not None:
+            self._add_reply(failed)
+
+    def _failed(self, request: jsonrpc.Request | None) -> dict[str, Any] | None:
+        """A bug, not the client's doing: log it, and say so (unless it was a
+        notification); the connection goes on."""
+        log.exception("connection %d: failed to handle a message", self.id)
+        if request is not None and request.is_notification:
+            return None
+        rid = None if request is None or isinstance(request.id, msgspec.UnsetType) else request.id
+        return jsonrpc.error_response(
+            rid, ErrorCode.INTERNAL_ERROR, "Internal error", {"hint": "see the daemon log"}
+        )
+
+
+class _BatchReply:
+    """A batch's reply within max_reply: the items past the limit become errors, so every
+    request still gets an answer with its id; joined with one copy."""
+
+    __slots__ = ("conn", "parts", "replaced", "total")
+
+    def __init__(self, conn: ClientConnection) -> None:
+        self.conn = conn
+        self.parts: list[bytes] = []
+        self.total = 2
+        self.replaced = 0
+
+    def add(self, reply: dict[str, Any]) -> None:
+        body = self.conn._encode(reply, log_too_large=False)
+        if self.total + len(body) + 1 > self.conn.max_reply:
+            body = self.conn._too_large(_request_id(reply), len(body), log_it=False)
+            self.replaced += 1
+        self.parts += (body, b",")
+        self.total += len(body) + 1
+
+    def join(self) -> bytes:
+        if self.replaced:
+            log.info(
+                "connection %d: %d replies of a batch past max_reply (%d) sent as errors",
+                self.conn.id,
+                self.replaced,
+                self.conn.max_reply,
             )
-            if many is not None:
-                encode = jsonrpc.encode
-                for request in many:
-                    answer = await self._dispatch(request)
-                    if answer is not None:
-                        replies.append(encode(answer))
-            else:
-                for body in bodies:
-                    if self._needs_task(body, dispatcher):
-                        tg.start_soon(self._run_concurrent, body)
-                        continue
-                    reply = await self._handle_body(body)
-                    if reply is not None:
-                        replies.append(jsonrpc.encode(reply))
-            if replies:
-                if self.decoder.mode == "lsp":
-                    await self.outbox.send_now(b"".join(encode_frame(r, "lsp") for r in replies))
-                else:
-                    replies.append(b"")
-                    await self.outbox.send_now(b"\n".join(replies))
-            if self.outbox.pending_bytes >= REPLY_BACKLOG:
-                await self.outbox.wait_drained(REPLY_BACKLOG)
+        if not self.parts:
+            return b"[]"
+        pieces = [b"[", *self.parts]
+        pieces[-1] = b"]"  # in place of the last separator
+        return b"".join(pieces)
+
+
+def _invalid(rid: jsonrpc.Id, reason: str, **data: Any) -> dict[str, Any]:
+    return jsonrpc.error_response(
+        rid, ErrorCode.INVALID_REQUEST, "Invalid Request", {"detail": reason, **data}
+    )

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
+
+    import msgspec
 
     from pokeralphd.battle.engine import BattleEngine
     from pokeralphd.inbox.service import InboxService
@@ -33,7 +35,7 @@ class Services:
     bus: EventBus
     battles: BattleEngine
     inbox: InboxService
-    discover: Callable[[], dict[str, Any]]  # the OpenRPC document of every method
+    discover: Callable[[], Awaitable[msgspec.Raw]]  # the encoded OpenRPC document
     epoch: str  # names this daemon process: sequence numbers belong to it
     status: Callable[[], dict[str, Any]]
     request_shutdown: Callable[[], None]

@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import anyio
+import anyio.to_thread
 import msgspec
 
 from pokeralphd.domain.ids import (
@@ -51,12 +53,28 @@ class Method:
 class MethodTable:
     def __init__(self) -> None:
         self.methods: dict[str, Method] = {}
-        self._discover: dict[str, Any] | None = None
+        self._discover: msgspec.Raw | None = None
+        self._building: anyio.Event | None = None
 
     def discover(self) -> dict[str, Any]:
-        """The OpenRPC document (built once: the table never changes once serving)."""
-        if self._discover is None:
-            self._discover = openrpc_document(self.methods.values())
+        """The OpenRPC document of every method."""
+        return openrpc_document(self.methods.values())
+
+    async def discover_encoded(self) -> msgspec.Raw:
+        """The OpenRPC document, encoded. It never changes once the daemon serves, so it
+        is built once (~50 ms), in a worker thread so other clients are served meanwhile,
+        and once however many ask at the same time."""
+        while self._discover is None:
+            if self._building is not None:
+                await self._building.wait()
+                continue  # built (or the build failed: then try again)
+            building = self._building = anyio.Event()
+            try:
+                document = await anyio.to_thread.run_sync(self.discover)
+                self._discover = msgspec.Raw(jsonrpc.encode(document))
+            finally:
+                self._building = None
+                building.set()
         return self._discover
 
     def add(
@@ -151,7 +169,6 @@ _ID_PARAMS = {"task": "taskId", "delivery": "id"}
 class Dispatcher:
     def __init__(self, table: MethodTable) -> None:
         self.table = table
-        self.concurrent_names = [n.encode() for n, m in table.methods.items() if m.concurrent]
         # Params structs of methods called without params, decoded once (they are never mutated).
         self._no_params: dict[str, Params] = {}
 
@@ -209,7 +226,3 @@ class Dispatcher:
         if request.is_notification:
             return None
         return jsonrpc.result_response(rid, result)
-
-    def is_concurrent(self, request: jsonrpc.Request) -> bool:
-        method = self.table.methods.get(request.method)
-        return method is not None and method.concurrent

@@ -4,13 +4,18 @@
 without awaiting anything, so a slow subscriber never slows the daemon. A subscriber may
 resume with ``since``: events still in history are replayed; if some were already
 dropped, the subscription says how many.
+
+The history is bounded twice, by count and by encoded bytes (what it costs to hold):
+the oldest events go first when either is reached, even the newest one if it alone is
+larger than the byte bound. An event keeps only its encoded form, not the payload
+objects it was built from.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pokeralphd.domain.timeutil import now_iso
@@ -22,37 +27,62 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 EVENT_METHOD = "event"
+DEFAULT_HISTORY = 10_000
+DEFAULT_HISTORY_BYTES = 32 << 20
 
 
-@dataclass(slots=True)
 class Event:
-    seq: int
-    type: str
-    repo: str | None
-    task_id: str | None
-    payload: dict[str, Any]
-    timestamp: str
-    _frames: dict[str, bytes] = field(default_factory=dict)
+    """One published event, held as its encoded ``event`` notification."""
+
+    __slots__ = ("_lsp", "line", "repo", "seq", "task_id", "timestamp", "type")
+
+    def __init__(
+        self,
+        seq: int,
+        type_: str,
+        repo: str | None,
+        task_id: str | None,
+        payload: dict[str, Any],
+        timestamp: str,
+    ) -> None:
+        self.seq = seq
+        self.type = type_
+        self.repo = repo
+        self.task_id = task_id
+        self.timestamp = timestamp
+        params: dict[str, Any] = {
+            "seq": seq,
+            "type": type_,
+            "repo": repo,
+            "payload": payload,
+            "timestamp": timestamp,
+        }
+        if task_id is not None:
+            params["taskId"] = task_id
+        # Encoded once, at publish: the line frame (body + newline) is what most use.
+        self.line = encode_frame(jsonrpc.encode(jsonrpc.notification(EVENT_METHOD, params)), "line")
+        self._lsp: bytes | None = None
+
+    @property
+    def size(self) -> int:
+        """Encoded bytes, what holding it in history costs."""
+        return len(self.line)
 
     def params(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "seq": self.seq,
-            "type": self.type,
-            "repo": self.repo,
-            "payload": self.payload,
-            "timestamp": self.timestamp,
-        }
-        if self.task_id is not None:
-            out["taskId"] = self.task_id
-        return out
+        params: dict[str, Any] = jsonrpc.decode(self.line[:-1])["params"]
+        return params
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        payload: dict[str, Any] = self.params()["payload"]
+        return payload
 
     def frame(self, mode: Mode | None) -> bytes:
-        key = mode or "line"
-        cached = self._frames.get(key)
-        if cached is None:
-            body = jsonrpc.encode(jsonrpc.notification(EVENT_METHOD, self.params()))
-            cached = self._frames[key] = encode_frame(body, mode)
-        return cached
+        if mode != "lsp":
+            return self.line
+        if self._lsp is None:
+            self._lsp = encode_frame(self.line[:-1], "lsp")
+        return self._lsp
 
 
 @dataclass
@@ -87,11 +117,34 @@ def overflow_notice(mode: Mode | None, dropped_after: int) -> bytes:
 
 
 class EventBus:
-    def __init__(self, history: int = 10_000) -> None:
+    def __init__(
+        self, history: int = DEFAULT_HISTORY, history_bytes: int = DEFAULT_HISTORY_BYTES
+    ) -> None:
         self.seq = 0
-        self.history: deque[Event] = deque(maxlen=history)
+        self.history: deque[Event] = deque()
+        self.history_bytes = 0
+        self.max_history = history
+        self.max_history_bytes = history_bytes
         self.subscriptions: dict[int, Subscription] = {}
         self._ids = itertools.count(1)
+
+    def set_limits(self, history: int, history_bytes: int) -> None:
+        """Bound the history by count and by encoded bytes (the oldest go first)."""
+        self.max_history = history
+        self.max_history_bytes = history_bytes
+        self._trim()
+
+    def _trim(self) -> None:
+        history = self.history
+        while history and (
+            len(history) > self.max_history or self.history_bytes > self.max_history_bytes
+        ):
+            self.history_bytes -= history.popleft().size
+
+    @property
+    def oldest_seq(self) -> int:
+        """The seq of the oldest event still in history (the next one when it is empty)."""
+        return self.history[0].seq if self.history else self.seq + 1
 
     def publish(
         self,
@@ -103,6 +156,9 @@ class EventBus:
         self.seq += 1
         event = Event(self.seq, type_, repo, task_id, payload, now_iso())
         self.history.append(event)
+        self.history_bytes += event.size
+        if self.history_bytes > self.max_history_bytes or len(self.history) > self.max_history:
+            self._trim()
         gone = []
         for sub in self.subscriptions.values():  # matches() inlined: this is the hot loop
             if (
@@ -134,7 +190,7 @@ class EventBus:
 
     def replay(self, sub: Subscription, since: int) -> tuple[list[Event], int]:
         """Events after ``since`` still in history for ``sub``, and how many were dropped."""
-        oldest = self.history[0].seq if self.history else self.seq + 1
+        oldest = self.oldest_seq
         lost = max(0, oldest - since - 1) if since < self.seq else 0
         events = [e for e in self.history if e.seq > since and sub.matches(e)]
         return events, lost

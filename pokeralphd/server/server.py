@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import anyio
 import anyio.abc
 
+from pokeralphd.server.accept import Acceptor
 from pokeralphd.server.connection import ClientConnection
 from pokeralphd.server.listener import peer_credentials
 
@@ -53,12 +54,17 @@ class Server:
         task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         """Accept clients (until :meth:`stop_accepting`) and serve each in its own task,
-        until cancelled."""
+        until cancelled. The acceptor guards each connection: a failure ends only it."""
+        acceptor = Acceptor(
+            self.serve_client,
+            max_connections=self.settings.max_connections,
+            fd_reserve=self.settings.fd_reserve,
+        )
         async with anyio.create_task_group() as tg:
             self._accepting = anyio.CancelScope()
             task_status.started()
             with self._accepting:
-                await listener.serve(self.serve_client, tg)
+                await acceptor.serve(listener, tg)
             await anyio.sleep_forever()  # the clients go on until the daemon stops us
 
     def stop_accepting(self) -> None:

@@ -398,5 +398,5 @@ def test_json_nested_too_deep_is_a_decode_error_not_a_crash(depth: int) -> None:
     body = b'{"jsonrpc":"2.0","id":1,"method":"m","params":[' + b"[" * depth + b"]" * depth + b"]}"
     assert jsonrpc.decode_request_fast(body) is None
     assert jsonrpc.decode_many_fast([body, body]) is None
-    with pytest.raises(msgspec.DecodeError, match="nested too deeply"):
+    with pytest.raises(jsonrpc.ParseError, match="nested deeper than"):
         jsonrpc.decode(body)

@@ -41,5 +41,5 @@ def register(table: MethodTable) -> None:
     @table.add(
         "rpc.discover", NoParams, "The OpenRPC document of every method.", result=OpenRpcDocument
     )
-    async def discover(ctx: CallContext, params: NoParams) -> OpenRpcDocument:
-        return ctx.services.discover()
+    async def discover(ctx: CallContext, params: NoParams) -> msgspec.Raw:
+        return await ctx.services.discover()

@@ -35,7 +35,7 @@ def register(table: MethodTable) -> None:
             result.replayed = len(events)
             result.lost = lost
             if lost:
-                result.oldest_seq = bus.history[0].seq if bus.history else bus.seq + 1
+                result.oldest_seq = bus.oldest_seq
 
             def replay() -> None:
                 for event in events:
