@@ -1,25 +1,29 @@
 """RepoStore: one registered repository's documents: config layers, the PRD, its tasks.
 
-It is the single writer of those files: every change goes through one lock, runs its
-file I/O off the event loop, and is published as an event. It also holds the
+It is the single writer of those files: every change runs its file I/O off the event
+loop and is published as an event. Config changes go through one lock; the PRD is kept
+in memory and written by group commit (:mod:`pokeralphd.store.commit`): changes that
+arrive together share one durable write, each with its own version. It also holds the
 repository's lock (one daemon per repository) and why the repository is unusable, if it
 is. Battles, the inbox and planning are built on top of it (``pokeralphd.repository``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
 from pokeralphd.domain.ids import next_task_id, validate_task_id
-from pokeralphd.domain.models import PRD, Config, Task
+from pokeralphd.domain.models import PRD, Battle, Config, Progress, Task
 from pokeralphd.domain.statuses import TaskStatus, check_task_transition
 from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import InvalidParams, PokeralphError, RepoNotFound, TaskNotFound
 from pokeralphd.store import config_layers
-from pokeralphd.store.filemanager import FileManager
+from pokeralphd.store.commit import DocumentFile
+from pokeralphd.store.filemanager import HISTORY_KIND, PRD_KIND, PROGRESS_KIND, FileManager
 from pokeralphd.store.locks import RepoLock
 from pokeralphd.validation import validated
 
@@ -42,6 +46,9 @@ class RepoStore:
         self.failure: PokeralphError | None = None  # why it is unusable (locked, missing)
         self._events = events
         self._user_config_file = user_config_file
+        # the PRD in memory, written by group commit; the tasks' encodings are kept
+        self._prd = DocumentFile(PRD_KIND, self.files.prd_path, fragments_of="tasks")
+        self._battle_files: dict[str, BattleFiles] = {}
 
     # -- plumbing
     def open(self) -> None:
@@ -134,8 +141,9 @@ class RepoStore:
 
     # -- PRD
     async def prd(self) -> tuple[PRD | None, int]:
-        loaded = await self.io(self.files.load_prd)
-        return (loaded.value, loaded.version) if loaded else (None, 0)
+        """The PRD as it is on disk (from memory unless the file changed) and its version."""
+        state = await self.io(self._prd.current)
+        return (_copy(state.value), state.version) if state.value is not None else (None, 0)
 
     def _default_prd(self) -> PRD:
         return PRD(name=self.name, description=f"Tasks for {self.name}")
@@ -148,18 +156,29 @@ class RepoStore:
         payload: Callable[[PRD], dict[str, Any]],
         task_id: str | None = None,
     ) -> tuple[PRD, int]:
-        """Load (or create) the PRD, apply ``change``, validate, save, publish ``event``."""
-        async with self.write_lock:
-            loaded = await self.io(self.files.load_prd)
-            prd = loaded.value if loaded else self._default_prd()
-            new = change(prd.model_copy(deep=True))
-            new = validated(PRD, new.model_dump(by_alias=True), "PRD")
+        """Apply ``change`` to the PRD (or a new one), validate, save, publish ``event``.
+
+        ``change`` gets a copy of the PRD whose task list is its own; it may add, remove
+        or replace tasks and set the PRD's fields, but never change a task in place (the
+        tasks are shared with what is on disk): build a new one. Changes arriving
+        together are written together (:mod:`pokeralphd.store.commit`); the event goes
+        out once the write holding this change is durable, with the version it got.
+        """
+
+        def apply(current: PRD | None) -> PRD:
+            base = current if current is not None else self._default_prd()
+            working = _copy(base)
+            new = _revalidated(change(working), base, working)
             new.updated_at = utcnow()
-            version = await self.io(self.files.save_prd, new, expected)
-        data = payload(new)
-        data["version"] = version
-        self.publish(event, data, task_id)
-        return new, version
+            return new
+
+        def published(new: PRD, version: int) -> None:
+            data = payload(new)
+            data["version"] = version
+            self.publish(event, data, task_id)
+
+        new, version = await self._prd.update(apply, expected, published)
+        return _copy(new), version
 
     async def replace_prd(self, data: dict[str, Any], expected: int | None) -> tuple[PRD, int]:
         new = validated(PRD, data, "PRD", "prd")
@@ -170,11 +189,11 @@ class RepoStore:
     # -- tasks
     async def task(self, task_id: str) -> tuple[Task, int]:
         validate_task_id(task_id)
-        prd, version = await self.prd()
-        task = prd.task(task_id) if prd else None
+        state = await self.io(self._prd.current)
+        task = state.value.task(task_id) if state.value is not None else None
         if task is None:
             raise TaskNotFound(task_id, self.name)
-        return task, version
+        return task.model_copy(deep=True), state.version
 
     async def create_task(
         self, fields: dict[str, Any], wanted_id: str | None, expected: int | None
@@ -183,14 +202,20 @@ class RepoStore:
         created: list[Task] = []
 
         def change(prd: PRD) -> PRD:
-            existing = [t.id for t in prd.tasks]
             if wanted_id is not None:
                 validate_task_id(wanted_id)
-                if wanted_id in existing:
+                if prd.task(wanted_id) is not None:
                     raise InvalidParams(f"task id {wanted_id!r} already exists", field="id")
                 task_id = wanted_id
             else:
-                task_id = next_task_id(fields.get("title", ""), existing + used_ids)
+                # every id is NNN-slug: the greatest one holds the highest number in use,
+                # all next_task_id looks for (and one id is quicker to search than 900)
+                top = max((t.id for t in prd.tasks), default="")
+                top = max([top, *used_ids])
+                try:
+                    task_id = next_task_id(fields.get("title", ""), [top] if top else [])
+                except ValueError as exc:  # no three-digit number left
+                    raise InvalidParams(str(exc), field="id") from exc
             data = dict(fields)
             data.setdefault("priority", len(prd.tasks) + 1)
             task = validated(Task, {"id": task_id, **data}, "task")
@@ -199,9 +224,9 @@ class RepoStore:
             return prd
 
         _, version = await self.update_prd(
-            change, expected, "task_created", lambda _p: {"task": created[0].dump()}, None
+            change, expected, "task_created", lambda _p: {"task": created[-1].dump()}, None
         )
-        return created[0], version
+        return created[-1], version
 
     async def update_task(
         self, task_id: str, fields: dict[str, Any], expected: int | None
@@ -219,7 +244,7 @@ class RepoStore:
             data.update(fields)
             data["updatedAt"] = utcnow()
             new_task = validated(Task, data, "task")
-            prd.tasks[prd.tasks.index(task)] = new_task
+            prd.tasks[next(i for i, t in enumerate(prd.tasks) if t is task)] = new_task
             updated.append(new_task)
             return prd
 
@@ -227,10 +252,10 @@ class RepoStore:
             change,
             expected,
             "task_updated",
-            lambda _p: {"task": updated[0].dump(), "changed": sorted(fields)},
+            lambda _p: {"task": updated[-1].dump(), "changed": sorted(fields)},
             task_id,
         )
-        return updated[0], version
+        return updated[-1], version
 
     async def delete_task(self, task_id: str, expected: int | None) -> int:
         validate_task_id(task_id)
@@ -246,3 +271,56 @@ class RepoStore:
             change, expected, "task_deleted", lambda _p: {"taskId": task_id}, task_id
         )
         return version
+
+    # -- battle files (written by the battle orchestrator alone)
+    def battle_files(self, task_id: str) -> BattleFiles:
+        """The history and progress documents of ``task_id``'s battle, kept in memory
+        while the battle goes on."""
+        files = self._battle_files.get(task_id)
+        if files is None:
+            files = self._battle_files[task_id] = BattleFiles(
+                DocumentFile(HISTORY_KIND, self.files.history_path(task_id)),
+                DocumentFile(PROGRESS_KIND, self.files.progress_path(task_id)),
+            )
+        return files
+
+    def forget_battle_files(self, task_id: str) -> None:
+        """Drop what is kept of a battle that ended (its files stay as written)."""
+        self._battle_files.pop(task_id, None)
+
+
+@dataclass(frozen=True)
+class BattleFiles:
+    history: DocumentFile[Battle]
+    progress: DocumentFile[Progress]
+
+
+def _copy(prd: PRD) -> PRD:
+    """A PRD of its own fields and task list, sharing the (never changed) tasks."""
+    metadata = prd.metadata.model_copy() if prd.metadata is not None else None
+    return prd.model_copy(update={"tasks": list(prd.tasks), "metadata": metadata})
+
+
+def _revalidated(new: PRD, base: PRD, working: PRD) -> PRD:
+    """What ``change`` made of ``working`` (a :func:`_copy` of ``base``), validated as a
+    PRD read from disk would be, with the field of the first error named.
+
+    Tasks kept from ``base`` (the same objects, validated when they came in and never
+    changed in place) are taken as they are; every other task is validated from its
+    fields. ``working``'s own fields were validated as they were set; a PRD the change
+    built itself is validated field by field. So a change to one task of a 20 MB PRD
+    does not revalidate the others.
+    """
+    kept = {id(task) for task in base.tasks}  # base holds them: no id is reused meanwhile
+    if new is working:
+        ids = set()
+        for index, task in enumerate(new.tasks):
+            if id(task) not in kept:
+                data = task.model_dump(by_alias=True)
+                new.tasks[index] = validated(Task, data, "PRD", f"tasks[{index}]")
+            ids.add(task.id)
+        if len(ids) == len(new.tasks):
+            return new
+    data = new.model_dump(by_alias=True, exclude={"tasks"})
+    data["tasks"] = [t if id(t) in kept else t.model_dump(by_alias=True) for t in new.tasks]
+    return validated(PRD, data, "PRD")  # names what is wrong (a duplicate id, ...)
