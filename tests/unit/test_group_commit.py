@@ -287,7 +287,6 @@ async def test_a_failed_write_fails_its_batch_and_keeps_file_and_version(
 ) -> None:
     await prd_file.update(_add("kept"), None)
     before = prd_file.path.read_bytes()
-    real_write = commit.atomic_write
 
     def full_disk(path: Path, data: bytes, mode: int = 0o644) -> None:
         raise StorageError(f"no space left on the device holding {path}", file=str(path))
@@ -308,7 +307,7 @@ async def test_a_failed_write_fails_its_batch_and_keeps_file_and_version(
     assert isinstance(outcomes["a"], StorageError) and isinstance(outcomes["b"], StorageError)
     assert isinstance(outcomes["stale"], VersionConflict)  # its own error, not the disk's
     assert prd_file.path.read_bytes() == before
-    monkeypatch.setattr(commit, "atomic_write", real_write)
+    monkeypatch.undo()  # the disk has room again
     value, version = await prd_file.update(_add("after"))
     assert version == 2 and [t.title for t in value.tasks] == ["kept", "after"]
 
