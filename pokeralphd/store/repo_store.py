@@ -164,6 +164,18 @@ class RepoStore:
         together are written together (:mod:`pokeralphd.store.commit`); the event goes
         out once the write holding this change is durable, with the version it got.
         """
+        new, version = await self._update_prd(change, expected, event, payload, task_id)
+        return _copy(new), version
+
+    async def _update_prd(
+        self,
+        change: Callable[[PRD], PRD],
+        expected: int | None,
+        event: str,
+        payload: Callable[[PRD], dict[str, Any]],
+        task_id: str | None,
+    ) -> tuple[PRD, int]:
+        """:meth:`update_prd`, returning the PRD now stored itself (not to be changed)."""
 
         def apply(current: PRD | None) -> PRD:
             base = current if current is not None else self._default_prd()
@@ -177,8 +189,7 @@ class RepoStore:
             data["version"] = version
             self.publish(event, data, task_id)
 
-        new, version = await self._prd.update(apply, expected, published)
-        return _copy(new), version
+        return await self._prd.update(apply, expected, published)
 
     async def replace_prd(self, data: dict[str, Any], expected: int | None) -> tuple[PRD, int]:
         new = validated(PRD, data, "PRD", "prd")
@@ -223,7 +234,7 @@ class RepoStore:
             created.append(task)
             return prd
 
-        _, version = await self.update_prd(
+        _, version = await self._update_prd(
             change, expected, "task_created", lambda _p: {"task": created[-1].dump()}, None
         )
         return created[-1], version
@@ -248,7 +259,7 @@ class RepoStore:
             updated.append(new_task)
             return prd
 
-        _, version = await self.update_prd(
+        _, version = await self._update_prd(
             change,
             expected,
             "task_updated",
@@ -267,7 +278,7 @@ class RepoStore:
             prd.tasks.remove(task)
             return prd
 
-        _, version = await self.update_prd(
+        _, version = await self._update_prd(
             change, expected, "task_deleted", lambda _p: {"taskId": task_id}, task_id
         )
         return version
