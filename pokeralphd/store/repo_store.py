@@ -11,10 +11,12 @@ is. Battles, the inbox and planning are built on top of it (``pokeralphd.reposit
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Self, SupportsIndex, TypeVar, overload
 
 import anyio
+from pydantic import ValidationError
 
 from pokeralphd.domain.ids import next_task_id, validate_task_id
 from pokeralphd.domain.models import PRD, Battle, Config, Progress, Task
@@ -28,12 +30,13 @@ from pokeralphd.store.locks import RepoLock
 from pokeralphd.validation import validated
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
     from pokeralphd.ports import EventSink
     from pokeralphd.store.registry import RepoEntry
 
 R = TypeVar("R")
+_TASK_ID = attrgetter("id")
 
 
 class RepoStore:
@@ -49,6 +52,7 @@ class RepoStore:
         # the PRD in memory, written by group commit; the tasks' encodings are kept
         self._prd = DocumentFile(PRD_KIND, self.files.prd_path, fragments_of="tasks")
         self._battle_files: dict[str, BattleFiles] = {}
+        self._battle_ids_seen: tuple[int, list[str]] = (0, [])  # (PRD write, ids)
 
     # -- plumbing
     def open(self) -> None:
@@ -209,20 +213,19 @@ class RepoStore:
     async def create_task(
         self, fields: dict[str, Any], wanted_id: str | None, expected: int | None
     ) -> tuple[Task, int]:
-        used_ids = await self.io(self.files.battle_task_ids)
         created: list[Task] = []
 
         def change(prd: PRD) -> PRD:
             if wanted_id is not None:
                 validate_task_id(wanted_id)
-                if prd.task(wanted_id) is not None:
+                if wanted_id in map(_TASK_ID, prd.tasks):
                     raise InvalidParams(f"task id {wanted_id!r} already exists", field="id")
                 task_id = wanted_id
             else:
                 # every id is NNN-slug: the greatest one holds the highest number in use,
                 # all next_task_id looks for (and one id is quicker to search than 900)
-                top = max((t.id for t in prd.tasks), default="")
-                top = max([top, *used_ids])
+                top = max(map(_TASK_ID, prd.tasks), default="")
+                top = max([top, *self._battle_ids()])  # an old battle's number stays taken
                 try:
                     task_id = next_task_id(fields.get("title", ""), [top] if top else [])
                 except ValueError as exc:  # no three-digit number left
@@ -246,16 +249,15 @@ class RepoStore:
         updated: list[Task] = []
 
         def change(prd: PRD) -> PRD:
-            task = prd.task(task_id)
-            if task is None:
-                raise TaskNotFound(task_id, self.name)
+            index = self._index(prd, task_id)
+            task = prd.tasks[index]
             data = task.model_dump(by_alias=True)
             if "status" in fields:
                 check_task_transition(task.status, TaskStatus(fields["status"]))
             data.update(fields)
             data["updatedAt"] = utcnow()
             new_task = validated(Task, data, "task")
-            prd.tasks[next(i for i, t in enumerate(prd.tasks) if t is task)] = new_task
+            prd.tasks[index] = new_task
             updated.append(new_task)
             return prd
 
@@ -272,16 +274,28 @@ class RepoStore:
         validate_task_id(task_id)
 
         def change(prd: PRD) -> PRD:
-            task = prd.task(task_id)
-            if task is None:
-                raise TaskNotFound(task_id, self.name)
-            prd.tasks.remove(task)
+            del prd.tasks[self._index(prd, task_id)]
             return prd
 
         _, version = await self._update_prd(
             change, expected, "task_deleted", lambda _p: {"taskId": task_id}, task_id
         )
         return version
+
+    def _battle_ids(self) -> list[str]:
+        """(in a PRD write) The task ids of the battle folders, listed once per write
+        however many creates it carries."""
+        batch = self._prd.batches
+        if self._battle_ids_seen[0] != batch:
+            self._battle_ids_seen = (batch, self.files.battle_task_ids())
+        return self._battle_ids_seen[1]
+
+    def _index(self, prd: PRD, task_id: str) -> int:
+        """Where ``task_id`` is in the PRD's tasks (one pass in C, not a loop of __eq__)."""
+        try:
+            return list(map(_TASK_ID, prd.tasks)).index(task_id)
+        except ValueError:
+            raise TaskNotFound(task_id, self.name) from None
 
     # -- battle files (written by the battle orchestrator alone)
     def battle_files(self, task_id: str) -> BattleFiles:
@@ -306,10 +320,48 @@ class BattleFiles:
     progress: DocumentFile[Progress]
 
 
+class _Tasks(list[Task]):
+    """A task list that remembers every task put into it: after a change, those are the
+    only tasks that may need validating (the others are the PRD's own, validated)."""
+
+    def __init__(self, tasks: Iterable[Task] = ()) -> None:
+        super().__init__(tasks)
+        self.added: list[Task] = []
+
+    def append(self, task: Task) -> None:
+        self.added.append(task)
+        super().append(task)
+
+    def extend(self, tasks: Iterable[Task]) -> None:
+        tasks = list(tasks)
+        self.added += tasks
+        super().extend(tasks)
+
+    def insert(self, index: SupportsIndex, task: Task) -> None:
+        self.added.append(task)
+        super().insert(index, task)
+
+    def __iadd__(self, tasks: Iterable[Task]) -> Self:  # type: ignore[override,misc]
+        self.extend(tasks)
+        return self
+
+    @overload
+    def __setitem__(self, index: SupportsIndex, value: Task) -> None: ...
+    @overload
+    def __setitem__(self, index: slice, value: Iterable[Task]) -> None: ...
+    def __setitem__(self, index: SupportsIndex | slice, value: Any) -> None:
+        if isinstance(index, slice):
+            value = list(value)
+            self.added += value
+        else:
+            self.added.append(value)
+        super().__setitem__(index, value)
+
+
 def _copy(prd: PRD) -> PRD:
     """A PRD of its own fields and task list, sharing the (never changed) tasks."""
     metadata = prd.metadata.model_copy() if prd.metadata is not None else None
-    return prd.model_copy(update={"tasks": list(prd.tasks), "metadata": metadata})
+    return prd.model_copy(update={"tasks": _Tasks(prd.tasks), "metadata": metadata})
 
 
 def _revalidated(new: PRD, base: PRD, working: PRD) -> PRD:
@@ -317,21 +369,24 @@ def _revalidated(new: PRD, base: PRD, working: PRD) -> PRD:
     PRD read from disk would be, with the field of the first error named.
 
     Tasks kept from ``base`` (the same objects, validated when they came in and never
-    changed in place) are taken as they are; every other task is validated from its
-    fields. ``working``'s own fields were validated as they were set; a PRD the change
-    built itself is validated field by field. So a change to one task of a 20 MB PRD
-    does not revalidate the others.
+    changed in place) are taken as they are; only the tasks the change put into the
+    list (``_Tasks.added``) are validated from their fields. ``working``'s own fields
+    were validated as they were set. A PRD the change built itself, or a list it set
+    anew, is validated as a whole but for the tasks kept from ``base``. So a change to
+    one task of a 20 MB PRD costs what that task costs, not what the PRD does.
     """
-    kept = {id(task) for task in base.tasks}  # base holds them: no id is reused meanwhile
-    if new is working:
-        ids = set()
-        for index, task in enumerate(new.tasks):
-            if id(task) not in kept:
-                data = task.model_dump(by_alias=True)
-                new.tasks[index] = validated(Task, data, "PRD", f"tasks[{index}]")
-            ids.add(task.id)
-        if len(ids) == len(new.tasks):
+    tasks = new.tasks
+    # the usual case, in time proportional to what changed (plus a set of the ids)
+    unique = len(set(map(_TASK_ID, tasks))) == len(tasks)
+    if new is working and isinstance(tasks, _Tasks) and unique:
+        try:
+            for task in tasks.added:  # (one removed again is checked all the same)
+                Task.model_validate(task.model_dump(by_alias=True))
+        except ValidationError:
+            pass  # validated again below, which names the task and field
+        else:
             return new
+    kept = set(map(id, base.tasks))  # base holds them: no id() is reused meanwhile
     data = new.model_dump(by_alias=True, exclude={"tasks"})
-    data["tasks"] = [t if id(t) in kept else t.model_dump(by_alias=True) for t in new.tasks]
+    data["tasks"] = [t if id(t) in kept else t.model_dump(by_alias=True) for t in tasks]
     return validated(PRD, data, "PRD")  # names what is wrong (a duplicate id, ...)

@@ -566,3 +566,60 @@ async def test_progress_ticks_leave_history_alone(store: RepoStore) -> None:
     assert store.battle_files("001-a") is files
     store.forget_battle_files("001-a")
     assert store.battle_files("001-a") is not files
+
+
+async def test_new_task_numbers_pass_the_battle_folders_left_behind(store: RepoStore) -> None:
+    await store.create_task(_fields("A"), None, None)
+    store.files.create_battle_folder("007-deleted-long-ago")  # its task is gone, not its files
+    async with anyio.create_task_group() as tg:  # one write carries them all
+        for n in range(5):
+            tg.start_soon(store.create_task, _fields(f"T{n}"), None, None)
+    prd, _ = await store.prd()
+    assert prd is not None
+    assert sorted(t.id[:3] for t in prd.tasks) == ["001", "008", "009", "010", "011", "012"]
+    store.files.create_battle_folder("020-another")
+    task, _ = await store.create_task(_fields("Z"), None, None)
+    assert task.id == "021-z"
+
+
+@pytest.mark.parametrize(
+    "how",
+    ["append", "insert", "extend", "iadd", "setitem", "slice", "assign", "new_prd"],
+)
+async def test_every_way_of_putting_a_task_in_is_validated(store: RepoStore, how: str) -> None:
+    await store.create_task(_fields("A"), None, None)
+
+    def change(prd: PRD) -> PRD:
+        bad = prd.tasks[0].model_copy(update={"id": "002-b", "title": ""})  # not validated
+        match how:
+            case "append":
+                prd.tasks.append(bad)
+            case "insert":
+                prd.tasks.insert(0, bad)
+            case "extend":
+                prd.tasks.extend([bad])
+            case "iadd":
+                prd.tasks += [bad]
+            case "setitem":
+                prd.tasks[0] = bad
+            case "slice":
+                prd.tasks[1:] = [bad]
+            case "assign":
+                prd.tasks = [*prd.tasks, bad]
+            case "new_prd":
+                return prd.model_copy(update={"tasks": [*prd.tasks, bad]})
+        return prd
+
+    with pytest.raises(InvalidParams) as info:
+        await store.update_prd(change, None, "prd_updated", lambda p: {})
+    assert info.value.data["field"].endswith("].title")
+
+    def duplicate(prd: PRD) -> PRD:
+        prd.tasks.extend(list(prd.tasks))  # nothing new, but every id twice
+        return prd
+
+    with pytest.raises(InvalidParams) as info:
+        await store.update_prd(duplicate, None, "prd_updated", lambda p: {})
+    assert info.value.data["field"] == "tasks"
+    prd, version = await store.prd()
+    assert version == 1 and prd is not None and [t.id for t in prd.tasks] == ["001-a"]
