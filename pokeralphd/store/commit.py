@@ -310,11 +310,14 @@ class DocumentFile(Generic[M]):
             try:
                 data, fragments = self._encode(value, version, body, state.fragments)
                 atomic_write(self.path, data)
-                after = signature(self.path)
             except Exception as exc:  # the file keeps its previous content and version
                 for item in carried:
                     item.error, item.wrote = exc, False
                 return
+            try:
+                after = signature(self.path)
+            except StorageError:
+                after = None  # written all the same; read it again next time
             if after is not None and after[2] != len(data):
                 after = None  # not what we wrote (changed at once): read it next time
             self._state = Durable(value, version, after, body, fragments)
