@@ -114,14 +114,22 @@ class BattleOrchestrator:
         self.repo.publish(type_, {"taskId": task_id, **payload}, task_id)
 
     async def save(self, active: ActiveBattle, *, progress: bool = True) -> None:
-        """Write history (and progress) for the battle; one writer, serialised."""
-        files = self.repo.files
+        """Write what changed of the battle; one writer, serialised, durable on return.
+
+        history.json is written only when the battle's record differs from what the
+        file holds (a progress tick leaves it alone); progress.json whenever
+        ``progress`` is asked for. Neither file is read again: the store keeps both in
+        memory while the battle goes on (and re-reads one only if it changed on disk).
+        """
         async with self.write_lock:
             with anyio.CancelScope(shield=True):
-                await self.repo.io(files.save_history, active.battle)
+                files = self.repo.battle_files(active.task_id)
+                await files.history.save(active.battle)
                 if progress:
                     active.progress.last_update = utcnow()
-                    await self.repo.io(files.save_progress, active.progress)
+                    await files.progress.save(active.progress)
+                if active.battle.status in TERMINAL_BATTLE_STATUSES:
+                    self.repo.forget_battle_files(active.task_id)
         if progress:
             self.publish("progress_update", {"progress": active.progress.dump()}, active.task_id)
 

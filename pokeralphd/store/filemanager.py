@@ -11,8 +11,11 @@
     │   └── logs/iteration-{n}.log  what the agent printed
     └── daemon.lock                 held by the daemon that owns this repository
 
-All methods are synchronous and do plain file I/O; the repository store serialises
-writes and runs them off the event loop. Task ids are validated before any path is built.
+All methods are synchronous and do plain file I/O, reading a document again before each
+save (its version and validity); they serve tools, tests and start-up. The daemon's
+own writes of the PRD and of a battle's history and progress go through the repository
+store, which keeps them in memory and writes them by group commit
+(:mod:`pokeralphd.store.commit`). Task ids are validated before any path is built.
 Nothing here follows a symbolic link (:mod:`pokeralphd.store.safefs`): an agent can write
 anything in the repository, ``.pokeralph/`` included, and a planted link is refused with
 a :class:`StorageError` naming it instead of being read or written through.

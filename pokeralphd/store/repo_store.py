@@ -1,35 +1,42 @@
 """RepoStore: one registered repository's documents: config layers, the PRD, its tasks.
 
-It is the single writer of those files: every change goes through one lock, runs its
-file I/O off the event loop, and is published as an event. It also holds the
+It is the single writer of those files: every change runs its file I/O off the event
+loop and is published as an event. Config changes go through one lock; the PRD is kept
+in memory and written by group commit (:mod:`pokeralphd.store.commit`): changes that
+arrive together share one durable write, each with its own version. It also holds the
 repository's lock (one daemon per repository) and why the repository is unusable, if it
 is. Battles, the inbox and planning are built on top of it (``pokeralphd.repository``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Self, SupportsIndex, TypeVar, overload
 
 import anyio
+from pydantic import ValidationError
 
 from pokeralphd.domain.ids import next_task_id, validate_task_id
-from pokeralphd.domain.models import PRD, Config, Task
+from pokeralphd.domain.models import PRD, Battle, Config, Progress, Task
 from pokeralphd.domain.statuses import TaskStatus, check_task_transition
 from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import InvalidParams, PokeralphError, RepoNotFound, TaskNotFound
 from pokeralphd.store import config_layers
-from pokeralphd.store.filemanager import FileManager
+from pokeralphd.store.commit import DocumentFile
+from pokeralphd.store.filemanager import HISTORY_KIND, PRD_KIND, PROGRESS_KIND, FileManager
 from pokeralphd.store.locks import RepoLock
 from pokeralphd.validation import validated
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
     from pokeralphd.ports import EventSink
     from pokeralphd.store.registry import RepoEntry
 
 R = TypeVar("R")
+_TASK_ID = attrgetter("id")
 
 
 class RepoStore:
@@ -42,6 +49,10 @@ class RepoStore:
         self.failure: PokeralphError | None = None  # why it is unusable (locked, missing)
         self._events = events
         self._user_config_file = user_config_file
+        # the PRD in memory, written by group commit; the tasks' encodings are kept
+        self._prd = DocumentFile(PRD_KIND, self.files.prd_path, fragments_of="tasks")
+        self._battle_files: dict[str, BattleFiles] = {}
+        self._battle_ids_seen: tuple[int, list[str]] = (0, [])  # (PRD write, ids)
 
     # -- plumbing
     def open(self) -> None:
@@ -134,8 +145,9 @@ class RepoStore:
 
     # -- PRD
     async def prd(self) -> tuple[PRD | None, int]:
-        loaded = await self.io(self.files.load_prd)
-        return (loaded.value, loaded.version) if loaded else (None, 0)
+        """The PRD as it is on disk (from memory unless the file changed) and its version."""
+        state = await self.io(self._prd.current)
+        return (_copy(state.value), state.version) if state.value is not None else (None, 0)
 
     def _default_prd(self) -> PRD:
         return PRD(name=self.name, description=f"Tasks for {self.name}")
@@ -148,18 +160,40 @@ class RepoStore:
         payload: Callable[[PRD], dict[str, Any]],
         task_id: str | None = None,
     ) -> tuple[PRD, int]:
-        """Load (or create) the PRD, apply ``change``, validate, save, publish ``event``."""
-        async with self.write_lock:
-            loaded = await self.io(self.files.load_prd)
-            prd = loaded.value if loaded else self._default_prd()
-            new = change(prd.model_copy(deep=True))
-            new = validated(PRD, new.model_dump(by_alias=True), "PRD")
+        """Apply ``change`` to the PRD (or a new one), validate, save, publish ``event``.
+
+        ``change`` gets a copy of the PRD whose task list is its own; it may add, remove
+        or replace tasks and set the PRD's fields, but never change a task in place (the
+        tasks are shared with what is on disk): build a new one. Changes arriving
+        together are written together (:mod:`pokeralphd.store.commit`); the event goes
+        out once the write holding this change is durable, with the version it got.
+        """
+        new, version = await self._update_prd(change, expected, event, payload, task_id)
+        return _copy(new), version
+
+    async def _update_prd(
+        self,
+        change: Callable[[PRD], PRD],
+        expected: int | None,
+        event: str,
+        payload: Callable[[PRD], dict[str, Any]],
+        task_id: str | None,
+    ) -> tuple[PRD, int]:
+        """:meth:`update_prd`, returning the PRD now stored itself (not to be changed)."""
+
+        def apply(current: PRD | None) -> PRD:
+            base = current if current is not None else self._default_prd()
+            working = _copy(base)
+            new = _revalidated(change(working), base, working)
             new.updated_at = utcnow()
-            version = await self.io(self.files.save_prd, new, expected)
-        data = payload(new)
-        data["version"] = version
-        self.publish(event, data, task_id)
-        return new, version
+            return new
+
+        def published(new: PRD, version: int) -> None:
+            data = payload(new)
+            data["version"] = version
+            self.publish(event, data, task_id)
+
+        return await self._prd.update(apply, expected, published)
 
     async def replace_prd(self, data: dict[str, Any], expected: int | None) -> tuple[PRD, int]:
         new = validated(PRD, data, "PRD", "prd")
@@ -170,27 +204,33 @@ class RepoStore:
     # -- tasks
     async def task(self, task_id: str) -> tuple[Task, int]:
         validate_task_id(task_id)
-        prd, version = await self.prd()
-        task = prd.task(task_id) if prd else None
+        state = await self.io(self._prd.current)
+        task = state.value.task(task_id) if state.value is not None else None
         if task is None:
             raise TaskNotFound(task_id, self.name)
-        return task, version
+        return task.model_copy(deep=True), state.version
 
     async def create_task(
         self, fields: dict[str, Any], wanted_id: str | None, expected: int | None
     ) -> tuple[Task, int]:
-        used_ids = await self.io(self.files.battle_task_ids)
         created: list[Task] = []
 
         def change(prd: PRD) -> PRD:
-            existing = [t.id for t in prd.tasks]
             if wanted_id is not None:
                 validate_task_id(wanted_id)
-                if wanted_id in existing:
+                if wanted_id in map(_TASK_ID, prd.tasks):
                     raise InvalidParams(f"task id {wanted_id!r} already exists", field="id")
                 task_id = wanted_id
             else:
-                task_id = next_task_id(fields.get("title", ""), existing + used_ids)
+                # every id is NUMBER-slug: the one with the highest number is all
+                # next_task_id looks for (one id is quicker to search than 900); an old
+                # battle's number stays taken
+                ids = [*map(_TASK_ID, prd.tasks), *self._battle_ids()]
+                top = max(ids, key=_task_number, default=None)
+                try:
+                    task_id = next_task_id(fields.get("title", ""), [top] if top else [])
+                except ValueError as exc:  # no number left that fits in an id
+                    raise InvalidParams(str(exc), field="id") from exc
             data = dict(fields)
             data.setdefault("priority", len(prd.tasks) + 1)
             task = validated(Task, {"id": task_id, **data}, "task")
@@ -198,10 +238,10 @@ class RepoStore:
             created.append(task)
             return prd
 
-        _, version = await self.update_prd(
-            change, expected, "task_created", lambda _p: {"task": created[0].dump()}, None
+        _, version = await self._update_prd(
+            change, expected, "task_created", lambda _p: {"task": created[-1].dump()}, None
         )
-        return created[0], version
+        return created[-1], version
 
     async def update_task(
         self, task_id: str, fields: dict[str, Any], expected: int | None
@@ -210,39 +250,149 @@ class RepoStore:
         updated: list[Task] = []
 
         def change(prd: PRD) -> PRD:
-            task = prd.task(task_id)
-            if task is None:
-                raise TaskNotFound(task_id, self.name)
+            index = self._index(prd, task_id)
+            task = prd.tasks[index]
             data = task.model_dump(by_alias=True)
             if "status" in fields:
                 check_task_transition(task.status, TaskStatus(fields["status"]))
             data.update(fields)
             data["updatedAt"] = utcnow()
             new_task = validated(Task, data, "task")
-            prd.tasks[prd.tasks.index(task)] = new_task
+            prd.tasks[index] = new_task
             updated.append(new_task)
             return prd
 
-        _, version = await self.update_prd(
+        _, version = await self._update_prd(
             change,
             expected,
             "task_updated",
-            lambda _p: {"task": updated[0].dump(), "changed": sorted(fields)},
+            lambda _p: {"task": updated[-1].dump(), "changed": sorted(fields)},
             task_id,
         )
-        return updated[0], version
+        return updated[-1], version
 
     async def delete_task(self, task_id: str, expected: int | None) -> int:
         validate_task_id(task_id)
 
         def change(prd: PRD) -> PRD:
-            task = prd.task(task_id)
-            if task is None:
-                raise TaskNotFound(task_id, self.name)
-            prd.tasks.remove(task)
+            del prd.tasks[self._index(prd, task_id)]
             return prd
 
-        _, version = await self.update_prd(
+        _, version = await self._update_prd(
             change, expected, "task_deleted", lambda _p: {"taskId": task_id}, task_id
         )
         return version
+
+    def _battle_ids(self) -> list[str]:
+        """(in a PRD write) The task ids of the battle folders, listed once per write
+        however many creates it carries."""
+        batch = self._prd.batches
+        if self._battle_ids_seen[0] != batch:
+            self._battle_ids_seen = (batch, self.files.battle_task_ids())
+        return self._battle_ids_seen[1]
+
+    def _index(self, prd: PRD, task_id: str) -> int:
+        """Where ``task_id`` is in the PRD's tasks (one pass in C, not a loop of __eq__)."""
+        try:
+            return list(map(_TASK_ID, prd.tasks)).index(task_id)
+        except ValueError:
+            raise TaskNotFound(task_id, self.name) from None
+
+    # -- battle files (written by the battle orchestrator alone)
+    def battle_files(self, task_id: str) -> BattleFiles:
+        """The history and progress documents of ``task_id``'s battle, kept in memory
+        while the battle goes on."""
+        files = self._battle_files.get(task_id)
+        if files is None:
+            files = self._battle_files[task_id] = BattleFiles(
+                DocumentFile(HISTORY_KIND, self.files.history_path(task_id)),
+                DocumentFile(PROGRESS_KIND, self.files.progress_path(task_id)),
+            )
+        return files
+
+    def forget_battle_files(self, task_id: str) -> None:
+        """Drop what is kept of a battle that ended (its files stay as written)."""
+        self._battle_files.pop(task_id, None)
+
+
+@dataclass(frozen=True)
+class BattleFiles:
+    history: DocumentFile[Battle]
+    progress: DocumentFile[Progress]
+
+
+class _Tasks(list[Task]):
+    """A task list that remembers every task put into it: after a change, those are the
+    only tasks that may need validating (the others are the PRD's own, validated)."""
+
+    def __init__(self, tasks: Iterable[Task] = ()) -> None:
+        super().__init__(tasks)
+        self.added: list[Task] = []
+
+    def append(self, task: Task) -> None:
+        self.added.append(task)
+        super().append(task)
+
+    def extend(self, tasks: Iterable[Task]) -> None:
+        tasks = list(tasks)
+        self.added += tasks
+        super().extend(tasks)
+
+    def insert(self, index: SupportsIndex, task: Task) -> None:
+        self.added.append(task)
+        super().insert(index, task)
+
+    def __iadd__(self, tasks: Iterable[Task]) -> Self:  # type: ignore[override,misc]
+        self.extend(tasks)
+        return self
+
+    @overload
+    def __setitem__(self, index: SupportsIndex, value: Task) -> None: ...
+    @overload
+    def __setitem__(self, index: slice, value: Iterable[Task]) -> None: ...
+    def __setitem__(self, index: SupportsIndex | slice, value: Any) -> None:
+        if isinstance(index, slice):
+            value = list(value)
+            self.added += value
+        else:
+            self.added.append(value)
+        super().__setitem__(index, value)
+
+
+def _copy(prd: PRD) -> PRD:
+    """A PRD of its own fields and task list, sharing the (never changed) tasks."""
+    metadata = prd.metadata.model_copy() if prd.metadata is not None else None
+    return prd.model_copy(update={"tasks": _Tasks(prd.tasks), "metadata": metadata})
+
+
+def _revalidated(new: PRD, base: PRD, working: PRD) -> PRD:
+    """What ``change`` made of ``working`` (a :func:`_copy` of ``base``), validated as a
+    PRD read from disk would be, with the field of the first error named.
+
+    Tasks kept from ``base`` (the same objects, validated when they came in and never
+    changed in place) are taken as they are; only the tasks the change put into the
+    list (``_Tasks.added``) are validated from their fields. ``working``'s own fields
+    were validated as they were set. A PRD the change built itself, or a list it set
+    anew, is validated as a whole but for the tasks kept from ``base``. So a change to
+    one task of a 20 MB PRD costs what that task costs, not what the PRD does.
+    """
+    tasks = new.tasks
+    # the usual case, in time proportional to what changed (plus a set of the ids)
+    unique = len(set(map(_TASK_ID, tasks))) == len(tasks)
+    if new is working and isinstance(tasks, _Tasks) and unique:
+        try:
+            for task in tasks.added:  # (one removed again is checked all the same)
+                Task.model_validate(task.model_dump(by_alias=True))
+        except ValidationError:
+            pass  # validated again below, which names the task and field
+        else:
+            return new
+    kept = set(map(id, base.tasks))  # base holds them: no id() is reused meanwhile
+    data = new.model_dump(by_alias=True, exclude={"tasks"})
+    data["tasks"] = [t if id(t) in kept else t.model_dump(by_alias=True) for t in tasks]
+    return validated(PRD, data, "PRD")  # names what is wrong (a duplicate id, ...)
+
+
+def _task_number(task_id: str) -> int:
+    """The number of a NUMBER-slug task id (ASCII digits, validated before)."""
+    return int(task_id.split("-", 1)[0])

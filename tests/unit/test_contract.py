@@ -53,19 +53,19 @@ def test_every_event_type_has_a_schema_file() -> None:
 
 # Calls that take an event type: publish(type, ...) on the bus, a store, an orchestrator,
 # an inbox, a planner; RepoStore.update_prd(change, expected, event, ...).
-EVENT_ARG = {"publish": 0, "update_prd": 2}
+EVENT_ARG = {"publish": 0, "update_prd": 2, "_update_prd": 2}
 
 
 class _EventTypes(ast.NodeVisitor):
     def __init__(self, where: str) -> None:
         self.where = where
         self.found: dict[str, list[str]] = {}
-        self.func: ast.FunctionDef | ast.AsyncFunctionDef | None = None
+        self.funcs: list[ast.FunctionDef | ast.AsyncFunctionDef] = []  # enclosing, inner last
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        outer, self.func = self.func, node
+        self.funcs.append(node)
         self.generic_visit(node)
-        self.func = outer
+        self.funcs.pop()
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
@@ -81,12 +81,11 @@ class _EventTypes(ast.NodeVisitor):
         if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
             self.found.setdefault(arg.value, []).append(where)
             return
-        func = self.func
-        forwarded = (
-            func is not None
-            and func.name in EVENT_ARG
-            and isinstance(arg, ast.Name)
+        # A parameter of an enclosing publish/update_prd (a closure inside one counts).
+        forwarded = isinstance(arg, ast.Name) and any(
+            func.name in EVENT_ARG
             and arg.id in {a.arg for a in func.args.args + func.args.kwonlyargs}
+            for func in self.funcs
         )
         assert forwarded, f"{where}: an event type that is not a string literal"
 
