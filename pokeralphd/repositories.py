@@ -115,6 +115,11 @@ class Repositories:
             existing = self._registry.by_path(str(root))
             if existing is not None:
                 return self._by_name[existing.name]
+            entry = RepoEntry(name=self._registry.unique_name(name or root.name), path=str(root))
+            if name is not None and entry.name != name:  # before anything is written
+                raise InvalidParams(
+                    f"name {name!r} is taken or invalid; try {entry.name!r}", field="name"
+                )
             if not await anyio.Path(root / ".git").exists():
                 if not git_init:
                     raise NotAGitRepo(
@@ -123,11 +128,6 @@ class Repositories:
                         path=str(root),
                     )
                 await anyio.run_process(["git", "init", "-q", str(root)])
-            entry = RepoEntry(name=self._registry.unique_name(name or root.name), path=str(root))
-            if name is not None and entry.name != name:
-                raise InvalidParams(
-                    f"name {name!r} is taken or invalid; try {entry.name!r}", field="name"
-                )
             repo = self._build(entry)
             if repo.failure is not None:
                 await self._release(repo)

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from pokeralphd.battle.orchestrator import BattleOrchestrator
-    from pokeralphd.domain.models import Task
+    from pokeralphd.domain.models import PRD, Task
     from pokeralphd.errors import PokeralphError
     from pokeralphd.inbox.service import RepoInbox
     from pokeralphd.planning.service import RepoPlanner
@@ -53,6 +53,11 @@ class Repository:
         """A person's edit: refused while the task is in a battle."""
         self.battles.ensure_task_editable(task_id)
         return await self.store.update_task(task_id, fields, expected)
+
+    async def replace_prd(self, data: dict[str, Any], expected: int | None) -> tuple[PRD, int]:
+        """A whole new PRD: refused while a battle is active, whose task it would replace."""
+        self.battles.ensure_idle()
+        return await self.store.replace_prd(data, expected)
 
     async def delete_task(self, task_id: str, expected: int | None) -> int:
         self.battles.ensure_task_editable(task_id)

@@ -158,3 +158,32 @@ async def test_two_planning_starts_at_once_get_one_session(home: Path) -> None:
             if not isinstance(o, dict)
         )
         await d.call("planning.reset", {"repo": str(repo)})
+
+
+async def test_a_new_prd_cannot_pull_the_task_from_under_a_battle(home: Path) -> None:
+    repo = make_git_repo(home / "repo")
+    async with running_daemon(home) as d:
+        task = await _setup(d, repo)
+        await d.call("battle.start", {"repo": str(repo), "taskId": task})
+        prd = (await d.call("prd.get", {"repo": str(repo)}))["prd"]
+        prd["tasks"][0]["status"] = "completed"
+        with pytest.raises(RpcError) as info:
+            await d.call("prd.update", {"repo": str(repo), "prd": prd})
+        assert info.value.code == int(ErrorCode.BATTLE_ACTIVE)
+        # Changing the name and description is fine.
+        await d.call("prd.update", {"repo": str(repo), "name": "Renamed"})
+        (current,) = (await d.call("battle.current", {"repo": str(repo)}))["battles"]
+        assert current["taskId"] == task and current["status"] in ("pending", "running")
+        await d.call("battle.cancel", {"repo": str(repo)})
+
+
+async def test_a_taken_name_leaves_nothing_behind(home: Path) -> None:
+    first = make_git_repo(home / "first")
+    plain = home / "plain"
+    plain.mkdir()
+    async with running_daemon(home) as d:
+        await d.call("repo.register", {"path": str(first), "name": "taken"})
+        with pytest.raises(RpcError) as info:
+            await d.call("repo.register", {"path": str(plain), "name": "taken", "gitInit": True})
+        assert info.value.code == int(ErrorCode.INVALID_PARAMS)
+        assert not (plain / ".git").exists()

@@ -62,7 +62,10 @@ def register(table: MethodTable) -> None:
         result=FinishResult,
     )
     async def finish(ctx: CallContext, p: PlanningFinishParams) -> FinishResult:
-        return msgspec.convert(await _planner(ctx, p.repo).finish(p.save, p.merge), FinishResult)
+        repo = ctx.repos.resolve(p.repo)
+        if p.save and p.merge == "replace":
+            repo.battles.ensure_idle()  # a new PRD would pull the task from under a battle
+        return msgspec.convert(await repo.planner.finish(p.save, p.merge), FinishResult)
 
     @table.add(
         "planning.reset",

@@ -33,11 +33,12 @@ def register(table: MethodTable) -> None:
         result=PrdResult,
     )
     async def update(ctx: CallContext, params: PrdUpdateParams) -> PrdResult:
-        store = ctx.repos.resolve(params.repo).store
+        repo = ctx.repos.resolve(params.repo)
+        store = repo.store
         if params.prd is not None:
             if params.name or params.description or params.metadata:
                 raise InvalidParams("pass either prd or name/description/metadata", field="prd")
-            prd, version = await store.replace_prd(params.prd, params.expected_version)
+            prd, version = await repo.replace_prd(params.prd, params.expected_version)
             return PrdResult(prd=prd.dump(), version=version)
         if params.name is None and params.description is None and params.metadata is None:
             raise InvalidParams(
