@@ -59,9 +59,6 @@ MESSAGE_TOO_LARGE = -32011
 #: The subscriber fell too far behind; the connection is closed.
 SUBSCRIBER_OVERFLOW = -32012
 
-#: Events asked for with since were already dropped from history.
-EVENTS_LOST = -32013
-
 #: The agent could not be started or reported an error.
 AGENT_ERROR = -32014
 
@@ -73,9 +70,6 @@ INVALID_STATE = -32016
 
 #: The daemon is shutting down.
 SHUTTING_DOWN = -32017
-
-#: The planning session failed or produced an invalid PRD.
-PLANNING_ERROR = -32018
 
 #: No inbox delivery with that id.
 DELIVERY_NOT_FOUND = -32019
@@ -113,12 +107,10 @@ NAMES = {
     STORAGE_ERROR: "STORAGE_ERROR",
     MESSAGE_TOO_LARGE: "MESSAGE_TOO_LARGE",
     SUBSCRIBER_OVERFLOW: "SUBSCRIBER_OVERFLOW",
-    EVENTS_LOST: "EVENTS_LOST",
     AGENT_ERROR: "AGENT_ERROR",
     NOT_FOUND: "NOT_FOUND",
     INVALID_STATE: "INVALID_STATE",
     SHUTTING_DOWN: "SHUTTING_DOWN",
-    PLANNING_ERROR: "PLANNING_ERROR",
     DELIVERY_NOT_FOUND: "DELIVERY_NOT_FOUND",
     INVALID_ANSWER: "INVALID_ANSWER",
     REPLY_TOO_LARGE: "REPLY_TOO_LARGE",

@@ -7,15 +7,13 @@
     ├── RepoNotFound               no registered repository matches a path or name
     ├── TaskNotFound               no task with that id
     ├── VersionConflict            expectedVersion is stale
-    ├── TransitionError            a status change the state machine forbids
     ├── CorruptFile                a document on disk does not parse or validate
     ├── NotAGitRepo                repo.register on a folder without git
     ├── RepoLocked                 the repository belongs to another daemon
     ├── BattleActive / NoBattle    battle state does not fit the request
     ├── StorageError               a write failed (ENOSPC, EACCES); nothing changed
     ├── AgentError                 an agent backend could not start or run
-    ├── NotFound / InvalidState    generic lookups and state mismatches
-    └── ShuttingDown               the daemon is stopping
+    └── NotFound / InvalidState    generic lookups and state mismatches
 """
 
 from __future__ import annotations
@@ -68,10 +66,6 @@ class VersionConflict(PokeralphError):
         )
 
 
-class TransitionError(PokeralphError):
-    code = ErrorCode.ILLEGAL_TRANSITION
-
-
 class CorruptFile(PokeralphError):
     """Raised when a document on disk cannot be used; the file is never overwritten."""
 
@@ -117,7 +111,3 @@ class NotFound(PokeralphError):
 
 class InvalidState(PokeralphError):
     code = ErrorCode.INVALID_STATE
-
-
-class ShuttingDown(PokeralphError):
-    code = ErrorCode.SHUTTING_DOWN

@@ -31,12 +31,10 @@ class ErrorCode(IntEnum):
     STORAGE_ERROR = -32010
     MESSAGE_TOO_LARGE = -32011
     SUBSCRIBER_OVERFLOW = -32012
-    EVENTS_LOST = -32013
     AGENT_ERROR = -32014
     NOT_FOUND = -32015
     INVALID_STATE = -32016
     SHUTTING_DOWN = -32017
-    PLANNING_ERROR = -32018
     DELIVERY_NOT_FOUND = -32019
     INVALID_ANSWER = -32020
     REPLY_TOO_LARGE = -32021
@@ -62,12 +60,10 @@ ERROR_DESCRIPTIONS: dict[ErrorCode, str] = {
     ErrorCode.STORAGE_ERROR: "A write failed (disk full, permissions); nothing changed.",
     ErrorCode.MESSAGE_TOO_LARGE: "The message exceeds the size limit; the connection is closed.",
     ErrorCode.SUBSCRIBER_OVERFLOW: "The subscriber fell too far behind; the connection is closed.",
-    ErrorCode.EVENTS_LOST: "Events asked for with since were already dropped from history.",
     ErrorCode.AGENT_ERROR: "The agent could not be started or reported an error.",
     ErrorCode.NOT_FOUND: "The requested item does not exist.",
     ErrorCode.INVALID_STATE: "The request does not fit the current state.",
     ErrorCode.SHUTTING_DOWN: "The daemon is shutting down.",
-    ErrorCode.PLANNING_ERROR: "The planning session failed or produced an invalid PRD.",
     ErrorCode.DELIVERY_NOT_FOUND: "No inbox delivery with that id.",
     ErrorCode.INVALID_ANSWER: "The answer does not fit the delivery's feedback schema.",
     ErrorCode.REPLY_TOO_LARGE: "The reply exceeds the size limit; data has size, limit and "
