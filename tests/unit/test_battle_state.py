@@ -37,8 +37,9 @@ async def test_only_a_pause_now_is_forgotten() -> None:
     active.request_stop("pause_now")
     active.clear_pause_now()
     assert active.stop_reason is None and not active.stopping
-    for reason in ("shutdown", "cancel"):
+    stronger: list[StopReason] = ["shutdown", "cancel"]
+    for reason in stronger:
         active = _active()
-        active.request_stop(reason)  # type: ignore[arg-type]
+        active.request_stop(reason)
         active.clear_pause_now()
         assert active.stop_reason == reason and active.stopping
