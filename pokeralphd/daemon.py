@@ -149,14 +149,22 @@ class Daemon:
             await anyio.sleep(5)
 
     async def _signals(self) -> None:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async for signum in signals:
-                # Keep receiving: a second signal during shutdown must not kill us half-way.
-                if self.shutdown_requested.is_set():
-                    log.info("received %s; already stopping", signal.Signals(signum).name)
-                    continue
-                log.info("received %s; shutting down", signal.Signals(signum).name)
-                self.shutdown_requested.set()
+        try:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for signum in signals:
+                    # Keep receiving: a second signal during shutdown must not kill us
+                    # half-way.
+                    if self.shutdown_requested.is_set():
+                        log.info("received %s; already stopping", signal.Signals(signum).name)
+                        continue
+                    log.info("received %s; shutting down", signal.Signals(signum).name)
+                    self.shutdown_requested.set()
+        finally:
+            if self.shutdown_requested.is_set():
+                # Stopping already: leaving the receiver put the default actions back, so
+                # a late SIGTERM would kill the last steps (releasing locks, the socket).
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     async def run(self, *, handle_signals: bool = True) -> None:
         activated = activated_socket()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -57,6 +58,23 @@ def test_sigterm_and_sigint_exit_zero_and_remove_the_socket(home: Path) -> None:
         assert proc.stop(sig) == 0
         assert not proc.socket.exists()
         assert "stopped" in proc.logs()
+
+
+def test_signals_during_the_whole_shutdown_never_kill_it(home: Path, repo: Path) -> None:
+    """A service manager (or an impatient person) may signal again while the daemon stops:
+    up to the last step, it still exits cleanly (0), its socket removed."""
+    proc = DaemonProcess(home).start()
+    proc.call("repo.register", {"path": str(repo)})
+    assert proc.proc is not None
+    sent = 0
+    while proc.proc.poll() is None:
+        proc.proc.send_signal(signal.SIGTERM if sent % 2 == 0 else signal.SIGINT)
+        sent += 1
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.proc.wait(timeout=0.002)  # paces the signals; not a synchronisation
+    proc.log.close()
+    assert proc.proc.returncode == 0, proc.logs()[-2000:]
+    assert sent > 1 and not proc.socket.exists()
 
 
 def test_daemon_shutdown_method(home: Path) -> None:
