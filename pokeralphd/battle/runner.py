@@ -152,7 +152,8 @@ async def _loop(orch: BattleControl, active: ActiveBattle) -> bool:
         transient = transient + 1 if failure and failure.kind != "rate_limit" else 0
         if failure is not None and failure.kind == "rate_limit":
             until = failure.resets_at or clock.time() + backoff_delay(rate_limits)
-            await _rate_limit_pause(orch, active, until, f" ({_describe(failure)})")
+            detail = f" ({failure.status})" if failure.status is not None else ""
+            await _rate_limit_pause(orch, active, until, detail)
             continue
         if failure is not None and transient >= TRANSIENT_LIMIT:
             await _pause(
