@@ -162,7 +162,7 @@ async def spawn(
 ) -> Process:
     """Start ``argv`` in a new process group (raises OSError as ``open_process`` does)."""
     full_env = child_env(env, owner, token)
-    _check_program(argv, cwd, full_env.get("PATH"))
+    check_program(argv, cwd, full_env.get("PATH"))
     return await anyio.open_process(
         _with_death_signal(argv),
         stdin=stdin,
@@ -174,7 +174,7 @@ async def spawn(
     )
 
 
-def _check_program(argv: Sequence[str], cwd: str, path: str | None) -> None:
+def check_program(argv: Sequence[str], cwd: str, path: str | None) -> None:
     """Raise what ``exec`` would (FileNotFoundError, PermissionError) before we start:
     behind setpriv a missing program would only show as an exit status."""
     if not argv or not argv[0]:

@@ -64,6 +64,10 @@ class AgentResult:
     num_turns: int | None
     duration_ms: int | None
     session_id: str | None
+    # The HTTP status and error type of a failed API call, when the CLI reports them
+    # (Claude Code: ``api_error_status``/``api_error_type`` on an ``is_error`` result).
+    api_error_status: int | None = None
+    api_error_type: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +94,25 @@ AgentEvent = (
 )
 
 
+ApiFailureKind = Literal["rate_limit", "overloaded", "server"]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiFailure:
+    """A run that failed because the model API refused or failed the call, not because of
+    the agent's work: it is retried (after a reset or a backoff), never counted.
+
+    ``rate_limit`` is a 429 (``rate_limit_error``); ``overloaded`` a 529
+    (``overloaded_error``); ``server`` any other 5xx (``api_error``). ``resets_at`` is
+    the reset the CLI's message or headers named, when it named one.
+    """
+
+    kind: ApiFailureKind
+    status: int | None
+    message: str
+    resets_at: float | None = None
+
+
 @dataclass
 class AgentRequest:
     prompt: str
@@ -114,7 +137,8 @@ class AgentOutcome:
     session_id: str | None = None
     error: str | None = None
     duration_ms: int = 0
-    rate_limited_until: float | None = None
+    rate_limited_until: float | None = None  # a rejected rate_limit_event's reset
+    api_failure: ApiFailure | None = None  # a transient API failure (see ApiFailure)
 
 
 def json_events(
@@ -140,7 +164,11 @@ class AgentBackend(abc.ABC):
     default_command: str = ""
 
     def executable(self, request: AgentRequest) -> str:
-        return request.config.command or self.default_command
+        return self.program(request.config)
+
+    def program(self, config: AgentConfig) -> str:
+        """The executable the configuration names (``agent.command``), else the default."""
+        return config.command or self.default_command
 
     @abc.abstractmethod
     def argv(self, request: AgentRequest) -> list[str]:

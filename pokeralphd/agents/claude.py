@@ -3,8 +3,10 @@
 The prompt goes on stdin, which is then closed. Each stdout line is one JSON event keyed
 by ``type``: ``system`` (``init`` carries the session id), ``assistant`` (text and
 tool_use blocks), ``user`` (tool results, which echo files: never searched for signals),
-``rate_limit_event``, ``result`` (subtype, is_error, cost, turns, usage). Anything else is
-a notice, never an error.
+``rate_limit_event`` (printed on every run with subscription auth: ``allowed`` is no news,
+``rejected`` carries the reset), ``result`` (subtype, is_error, cost, turns, usage; a failed
+API call adds ``api_error_status`` and ``api_error_type``, e.g. 429 ``rate_limit_error``,
+with no rate_limit_event under API-key auth). Anything else is a notice, never an error.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ def usage_of(raw: Any) -> Usage | None:
         output_tokens=_int(raw.get("output_tokens")),
         cache_creation_input_tokens=_int(raw.get("cache_creation_input_tokens")),
         cache_read_input_tokens=_int(raw.get("cache_read_input_tokens")),
+        reasoning_output_tokens=_int(raw.get("reasoning_output_tokens")),
     )
 
 
@@ -149,6 +152,8 @@ class ClaudeBackend(AgentBackend):
         if kind == "result":
             cost = event.get("total_cost_usd")
             text = event.get("result")
+            status = event.get("api_error_status")
+            error_type = event.get("api_error_type")
             return [
                 AgentResult(
                     text=text if isinstance(text, str) else "",
@@ -163,6 +168,10 @@ class ClaudeBackend(AgentBackend):
                     if isinstance(event.get("duration_ms"), int)
                     else None,
                     session_id=event.get("session_id"),
+                    api_error_status=status
+                    if isinstance(status, int) and not isinstance(status, bool)
+                    else None,
+                    api_error_type=error_type if isinstance(error_type, str) else None,
                 )
             ]
         if kind == "stream_event":

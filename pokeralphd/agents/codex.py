@@ -34,16 +34,43 @@ class CodexBackend(AgentBackend):
         self._thread: str | None = None
 
     def argv(self, request: AgentRequest) -> list[str]:
+        """``codex exec --json --sandbox MODE -c … [-m MODEL] [EXTRA…] [resume ID] -``.
+
+        What is passed, and why (codex 0.1xx; ``--sandbox`` is an option of ``exec``
+        itself, not of its ``resume`` subcommand, so every option comes before ``resume``):
+
+        - ``--sandbox workspace-write`` to execute: without ``--sandbox``, ``exec`` runs
+          read-only and every write fails with "Read-only file system" while the agent
+          reports success. ``--sandbox read-only`` to plan: nothing may be written.
+        - ``-c sandbox_workspace_write.network_access=false``: the sandboxed commands get
+          no network (the default, stated so a user's config.toml cannot turn it on); the
+          CLI's own calls to the model endpoint are not sandboxed and still work.
+        - ``-c web_search="disabled"``: the model gets no web search tool (no fetching
+          beyond the model endpoint).
+        - not ``--skip-git-repo-check``: a battle runs in a registered git repository, and
+          the check is what keeps a writing agent out of a folder with no history to undo.
+        - not ``--dangerously-bypass-approvals-and-sandbox``: ``exec`` never asks for
+          approval, and the sandbox is the only limit the agent has.
+
+        ``agent.extraArgs`` come after ours: a user who wants another policy can say so.
+        """
         cfg = request.config
-        argv = [self.executable(request), "exec"]
-        if request.resume_session:
-            argv += ["resume", request.resume_session]
-        argv.append("--json")
-        if request.mode == "plan":
-            argv += ["--sandbox", "read-only"]
+        argv = [
+            self.executable(request),
+            "exec",
+            "--json",
+            "--sandbox",
+            "read-only" if request.mode == "plan" else "workspace-write",
+            "-c",
+            "sandbox_workspace_write.network_access=false",
+            "-c",
+            'web_search="disabled"',
+        ]
         if cfg.model:
             argv += ["-m", cfg.model]
         argv += list(cfg.extra_args)
+        if request.resume_session:
+            argv += ["resume", request.resume_session]
         argv.append(request.prompt if cfg.prompt_via == "argument" else "-")
         return argv
 
@@ -80,7 +107,9 @@ class CodexBackend(AgentBackend):
                 paths = ", ".join(str(c.get("path", "")) for c in changes if isinstance(c, dict))
                 return [AgentToolUse("file_change", paths[:200])]
             if itype == "error":
-                return [AgentNotice(f"error: {item.get('message', '')}")]
+                # Non-fatal (e.g. unknown model metadata): the turn goes on; a fatal
+                # error ends the turn with turn.failed or a top-level error event.
+                return [AgentNotice(f"codex warning: {item.get('message', '')}")]
             if itype in ("reasoning", "todo_list", "web_search", "mcp_tool_call"):
                 return [
                     AgentToolUse(str(itype), str(item.get("text", item.get("query", "")))[:200])
@@ -120,10 +149,21 @@ class CodexBackend(AgentBackend):
 
 
 def _codex_usage(raw: Any) -> dict[str, Any] | None:
+    """OpenAI's usage in Anthropic's terms: OpenAI's ``input_tokens`` include the cached
+    ones (Anthropic's do not), so the uncached input is ``input - cached``; a cache write
+    is Anthropic's cache creation; reasoning tokens are a part of ``output_tokens``."""
     if not isinstance(raw, dict):
         return None
+    total = _count(raw.get("input_tokens"))
+    cached = min(_count(raw.get("cached_input_tokens")), total)
     return {
-        "input_tokens": raw.get("input_tokens", 0),
-        "output_tokens": raw.get("output_tokens", 0),
-        "cache_read_input_tokens": raw.get("cached_input_tokens", 0),
+        "input_tokens": total - cached,
+        "output_tokens": _count(raw.get("output_tokens")),
+        "cache_read_input_tokens": cached,
+        "cache_creation_input_tokens": _count(raw.get("cache_write_input_tokens")),
+        "reasoning_output_tokens": _count(raw.get("reasoning_output_tokens")),
     }
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0

@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import re
 import subprocess
 import time
 import uuid
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 import anyio
@@ -27,15 +29,45 @@ from pokeralphd.agents.base import (
     AgentStarted,
     AgentStderr,
     AgentText,
+    ApiFailure,
 )
 from pokeralphd.errors import AgentError
-from pokeralphd.proc import end_tree, iter_lines, reap, spawn, sweep
+from pokeralphd.proc import check_program, child_env, end_tree, iter_lines, reap, spawn, sweep
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 STDERR_TAIL = 12
+
+
+def start_error(backend: AgentBackend, program: str, exc: OSError) -> AgentError:
+    """What ``exec`` failing on ``program`` means, with the fix."""
+    if isinstance(exc, FileNotFoundError):
+        return AgentError(
+            f"the {backend.name} agent executable {program!r} was not found; {backend.missing_hint()}",
+            command=program,
+        )
+    if isinstance(exc, PermissionError):
+        return AgentError(
+            f"{program!r} is not executable (permission denied); fix its mode or set agent.command",
+            command=program,
+        )
+    if exc.errno == errno.ENOEXEC:
+        return AgentError(f"{program!r} is not a program this system can run", command=program)
+    return AgentError(f"could not start {program!r}: {exc.strerror or exc}", command=program)
+
+
+def check_executable(backend: AgentBackend, request: AgentRequest) -> None:
+    """Raise the AgentError a run would end with if the agent's program cannot be started
+    (missing, not executable): resolved as ``proc.spawn`` resolves it, with the agent's
+    own environment (its PATH included) and working directory."""
+    argv = backend.argv(request)
+    path = child_env({**request.config.env, **request.env}, None, None).get("PATH")
+    try:
+        check_program(argv, str(request.cwd), path)
+    except OSError as exc:
+        raise start_error(backend, argv[0] if argv else "", exc) from exc
 
 
 async def run_agent(
@@ -58,24 +90,8 @@ async def run_agent(
             token=token,
             stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
         )
-    except FileNotFoundError as exc:
-        raise AgentError(
-            f"the {backend.name} agent executable {argv[0]!r} was not found; {backend.missing_hint()}",
-            command=argv[0],
-        ) from exc
-    except PermissionError as exc:
-        raise AgentError(
-            f"{argv[0]!r} is not executable (permission denied); fix its mode or set agent.command",
-            command=argv[0],
-        ) from exc
     except OSError as exc:
-        if exc.errno == errno.ENOEXEC:
-            raise AgentError(
-                f"{argv[0]!r} is not a program this system can run", command=argv[0]
-            ) from exc
-        raise AgentError(
-            f"could not start {argv[0]!r}: {exc.strerror or exc}", command=argv[0]
-        ) from exc
+        raise start_error(backend, argv[0], exc) from exc
 
     clock = request.clock
     outcome = AgentOutcome(exit_code=None, reason="exited")
@@ -189,6 +205,8 @@ async def run_agent(
         await anyio.to_thread.run_sync(sweep, token)
         await reap(process)
         outcome.error = _error_of(backend, outcome, stderr_tail)
+        if outcome.rate_limited_until is None:
+            outcome.api_failure = classify_api_failure(outcome.result, stderr_tail, clock.time())
     outcome.duration_ms = int((time.monotonic() - started) * 1000)
     return outcome
 
@@ -222,4 +240,74 @@ def _error_of(backend: AgentBackend, outcome: AgentOutcome, stderr_tail: list[st
             else f"exited with status {code}"
         )
         return f"the agent {how}" + (f": {tail[-800:]}" if tail else "")
+    return None
+
+
+# "API Error: 529 {...}", "API Error: Request rejected (429) · Rate limited…"
+API_STATUS_IN_TEXT = re.compile(r"API Error:\D{0,40}?\b([45]\d\d)\b")
+RATE_LIMIT_TYPES = {"rate_limit_error"}
+OVERLOADED_TYPES = {"overloaded_error"}
+SERVER_TYPES = {"api_error", "internal_server_error", "server_error"}
+
+
+def classify_api_failure(
+    result: AgentResult | None, stderr_tail: list[str], now: float
+) -> ApiFailure | None:
+    """A failed result that is the API's doing (429, 529, 5xx): transient, to be retried
+    without counting the iteration. The structured fields a CLI prints win; the status in
+    an "API Error: NNN" message is the fallback. Anything else (a 4xx such as a bad key, a
+    failed turn) is the agent's failure, counted as usual."""
+    if result is None or not result.is_error:
+        return None
+    message = (result.text or "").strip()
+    status = result.api_error_status
+    if status is None:
+        found = API_STATUS_IN_TEXT.search(message)
+        status = int(found.group(1)) if found else None
+    kind_name = result.api_error_type or ""
+    if status == 429 or kind_name in RATE_LIMIT_TYPES:
+        text = "\n".join([message, *stderr_tail])
+        return ApiFailure("rate_limit", status, message[:500], reset_from_text(text, now))
+    if status == 529 or kind_name in OVERLOADED_TYPES:
+        return ApiFailure("overloaded", status, message[:500])
+    if (status is not None and 500 <= status <= 599) or kind_name in SERVER_TYPES:
+        return ApiFailure("server", status, message[:500])
+    return None
+
+
+_UNITS = {"s": 1, "sec": 1, "second": 1, "m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600}
+RETRY_AFTER = re.compile(r"retry-after\W{0,3}(\d{1,6})\b", re.IGNORECASE)
+TRY_IN = re.compile(
+    r"(?:try again|retry|resets?)\s+in\s+(\d{1,6})\s*(s|sec|second|m|min|minute|h|hour)s?\b",
+    re.IGNORECASE,
+)
+RESET_EPOCH = re.compile(
+    r"(?:reset\w*|limit reached)\W{0,6}(?:at\W{0,3})?(\d{10})\b", re.IGNORECASE
+)
+RESET_ISO = re.compile(
+    r"reset\w*\W{0,6}(?:at\W{0,3})?(\d{4}-\d\d-\d\dT\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:Z|[+-]\d\d:?\d\d))",
+    re.IGNORECASE,
+)
+MAX_RESET_AHEAD = 7 * 24 * 3600  # a "reset" further away than this is not believed
+
+
+def reset_from_text(text: str, now: float) -> float | None:
+    """The reset a rate-limit message or a printed header names, as epoch seconds: a
+    ``retry-after`` (seconds), "try again in N minutes", an epoch (``…limit reached|EPOCH``,
+    ``resetsAt: EPOCH``) or an RFC 3339 time (``anthropic-ratelimit-*-reset``). None when
+    it names none, or one in the past or implausibly far away."""
+    candidates: list[float] = []
+    if found := RETRY_AFTER.search(text):
+        candidates.append(now + int(found.group(1)))
+    if found := TRY_IN.search(text):
+        candidates.append(now + int(found.group(1)) * _UNITS[found.group(2).lower()])
+    if found := RESET_EPOCH.search(text):
+        candidates.append(float(found.group(1)))
+    if found := RESET_ISO.search(text):
+        with contextlib.suppress(ValueError):
+            stamp = found.group(1).replace("Z", "+00:00")
+            candidates.append(datetime.fromisoformat(stamp).timestamp())
+    for when in candidates:
+        if now < when <= now + MAX_RESET_AHEAD:
+            return when
     return None

@@ -27,6 +27,7 @@ from pokeralphd.agents.base import (
     AgentText,
     AgentToolResult,
     AgentToolUse,
+    ApiFailure,
 )
 from pokeralphd.battle.completion import detect_completion
 from pokeralphd.battle.feedback import detect_loops, resolve_loops, run_loop
@@ -59,6 +60,13 @@ class IterationVerdict:
     completed: bool
     fatal: str | None = None  # the battle cannot go on (missing agent binary, broken PRD)
     rate_limited_until: float | None = None
+    api_failure: ApiFailure | None = None  # transient: retried after a backoff, not counted
+
+
+def _refused(outcome: AgentOutcome) -> bool:
+    """The API refused or failed the run (a rate limit, an overload, a server error): the
+    agent did no work worth judging, so no completion is looked for and no loop runs."""
+    return outcome.rate_limited_until is not None or outcome.api_failure is not None
 
 
 class IterationRun:
@@ -106,6 +114,8 @@ class IterationRun:
                 self.stream.chunk("stderr", text)
             case AgentNotice(text=text):
                 self.stream.chunk("notice", text)
+            case AgentRateLimit(status="allowed"):
+                pass  # printed on every run with subscription auth: not news
             case AgentRateLimit(status=status, resets_at=resets_at):
                 self.stream.chunk(
                     "notice",
@@ -183,7 +193,7 @@ class IterationRun:
             self.lap("agent")
             if scope.cancelled_caught:
                 record.error = "paused immediately: the agent was stopped"
-            elif outcome is not None:
+            elif outcome is not None and not _refused(outcome):
                 completion, feedback = await self._judge(outcome)
             self.lap("feedback")
             files_changed = await anyio.to_thread.run_sync(self.git.changed_since, snapshot)
@@ -227,6 +237,7 @@ class IterationRun:
             completed=signalled_and_passed,
             fatal=fatal,
             rate_limited_until=outcome.rate_limited_until if outcome else None,
+            api_failure=outcome.api_failure if outcome else None,
         )
 
     async def _prompt(self) -> str:
@@ -340,6 +351,12 @@ class IterationRun:
                 )
             elif outcome.rate_limited_until is not None:
                 data.update(result=IterationResult.CANCELLED, error=outcome.error or "rate limited")
+            elif outcome.api_failure is not None:
+                # The API's doing, not the agent's: recorded, never counted.
+                data.update(
+                    result=IterationResult.CANCELLED,
+                    error=outcome.error or f"API error: {outcome.api_failure.message}",
+                )
             elif outcome.error:
                 data.update(result=IterationResult.FAILURE, error=outcome.error)
             else:

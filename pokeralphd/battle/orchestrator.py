@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from pokeralphd.agents import AgentRequest, get_backend
+from pokeralphd.agents.runner import check_executable
 from pokeralphd.battle.gitservice import GitService
 from pokeralphd.battle.state import ActiveBattle
 from pokeralphd.domain.ids import validate_task_id
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from pokeralphd.battle.state import BattleHost
+    from pokeralphd.domain.models import Config
     from pokeralphd.ports import Inbox
     from pokeralphd.store.repo_store import RepoStore
 
@@ -206,6 +209,7 @@ class BattleOrchestrator:
         if task.status == TaskStatus.PLANNING:
             raise InvalidState(f"task {task_id} is being planned", taskId=task_id)
         config = await self.repo.config()
+        await self._check_agent(config)
         files = self.repo.files
         previous = await self.repo.io(files.load_history, task_id)
         attempt = previous.value.attempt + 1 if previous else 1
@@ -225,6 +229,15 @@ class BattleOrchestrator:
         await self.save(active)
         self.host.launch(self, active)
         return {"battle": battle.dump(), "queued": active.queued}
+
+    async def _check_agent(self, config: Config) -> None:
+        """Refuse to start when the agent's program cannot be started (missing, not
+        executable, no agent.command for the command backend): the same AgentError, with
+        the install hint, the first iteration would end with, before anything is written,
+        so the task is left as it was."""
+        backend = get_backend(config.agent)
+        request = AgentRequest(prompt="", cwd=self.repo.path, mode="execute", config=config.agent)
+        await anyio.to_thread.run_sync(check_executable, backend, request)
 
     async def pause(self, task_id: str | None, now: bool) -> dict[str, Any]:
         active = self._resolve(task_id)

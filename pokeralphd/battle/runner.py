@@ -1,9 +1,15 @@
 """The battle loop of one task: iterate until complete, failed, paused or cancelled.
 
 HITL waits for approval after every iteration; YOLO runs on. Pause takes effect between
-iterations (or at once with ``now``); a rejected rate limit pauses until its reset
-instead of burning iterations; only iterations that really ran (success, failure,
+iterations (or at once with ``now``); only iterations that really ran (success, failure,
 timeout) count against the maximum.
+
+The API's refusals never burn iterations. A rejected rate limit, or a 429 (which with
+API-key auth comes without a rate_limit_event), pauses until the reset the CLI named, else
+for a backoff (60 s, doubling, at most 30 min), then goes on by itself. An overloaded
+(529) or failing (5xx) API is retried after the same backoff; after
+``TRANSIENT_LIMIT`` such failures in a row the battle pauses until a person resumes it.
+Every timed wait runs on the engine's clock and ends early on ``battle.resume``.
 """
 
 from __future__ import annotations
@@ -19,11 +25,30 @@ from pokeralphd.clock import wait_or_timeout
 from pokeralphd.domain.statuses import BattleStatus, ExecutionMode, IterationResult
 
 if TYPE_CHECKING:
+    from pokeralphd.agents.base import ApiFailure
     from pokeralphd.battle.state import ActiveBattle, BattleControl
 
 log = logging.getLogger(__name__)
 B = BattleStatus
 COUNTED = frozenset({IterationResult.SUCCESS, IterationResult.FAILURE, IterationResult.TIMEOUT})
+BACKOFF_FIRST = 60.0  # seconds before the first retry
+BACKOFF_CAP = 30 * 60.0
+TRANSIENT_LIMIT = 5  # overloaded/server failures in a row before the battle pauses for good
+
+
+def backoff_delay(attempt: int) -> float:
+    """The wait before retry number ``attempt`` (from 1): 60 s, 120 s, 240 s… at most 30 min."""
+    return min(BACKOFF_FIRST * 2.0 ** (min(max(attempt, 1), 32) - 1), BACKOFF_CAP)
+
+
+def _when(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def _describe(failure: ApiFailure) -> str:
+    what = {"rate_limit": "rate limited", "overloaded": "overloaded", "server": "server error"}
+    status = f" {failure.status}" if failure.status is not None else ""
+    return f"{what[failure.kind]}{status}"
 
 
 async def run_battle(orch: BattleControl, active: ActiveBattle, paused: bool) -> None:
@@ -88,6 +113,8 @@ async def _acquire_and_loop(orch: BattleControl, active: ActiveBattle) -> None:
 async def _loop(orch: BattleControl, active: ActiveBattle) -> bool:
     """Run iterations; True when the battle reached a terminal state, False when paused."""
     battle = active.battle
+    clock = orch.host.clock
+    rate_limits = transient = 0  # API refusals in a row, for the backoff
     while True:
         if active.pause_requested:
             await _pause(orch, active, "paused at your request")
@@ -119,6 +146,33 @@ async def _loop(orch: BattleControl, active: ActiveBattle) -> bool:
             return True
         if verdict.rate_limited_until is not None:
             await _rate_limit_pause(orch, active, verdict.rate_limited_until)
+            continue
+        failure = verdict.api_failure
+        rate_limits = rate_limits + 1 if failure and failure.kind == "rate_limit" else 0
+        transient = transient + 1 if failure and failure.kind != "rate_limit" else 0
+        if failure is not None and failure.kind == "rate_limit":
+            until = failure.resets_at or clock.time() + backoff_delay(rate_limits)
+            detail = f" ({failure.status})" if failure.status is not None else ""
+            await _rate_limit_pause(orch, active, until, detail)
+            continue
+        if failure is not None and transient >= TRANSIENT_LIMIT:
+            await _pause(
+                orch,
+                active,
+                f"the model API failed {transient} times in a row ({_describe(failure)}: "
+                f"{failure.message[:200]}); resume with `pokeralphctl battle resume`",
+            )
+            return False
+        if failure is not None:
+            until = clock.time() + backoff_delay(transient)
+            await _timed_pause(
+                orch,
+                active,
+                f"the model API failed ({_describe(failure)}); retrying at {_when(until)} "
+                f"(failure {transient} of {TRANSIENT_LIMIT} in a row)",
+                until,
+                "retrying after an API failure",
+            )
             continue
         if active.pause_requested or active.stop_reason == "pause_now":
             active.clear_pause_now()
@@ -187,16 +241,26 @@ async def _wait_resume(orch: BattleControl, active: ActiveBattle) -> None:
     active.pause_requested = False
 
 
-async def _rate_limit_pause(orch: BattleControl, active: ActiveBattle, until: float) -> None:
-    reason = f"rate limited until {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(until))}"
+async def _rate_limit_pause(
+    orch: BattleControl, active: ActiveBattle, until: float, detail: str = ""
+) -> None:
+    await _timed_pause(
+        orch, active, f"rate limited{detail} until {_when(until)}", until, "rate limit reset"
+    )
+
+
+async def _timed_pause(
+    orch: BattleControl, active: ActiveBattle, reason: str, until: float, resumed: str
+) -> None:
+    """Paused until ``until`` on the engine's clock (``rateLimitedUntil`` in the event:
+    when the battle goes on by itself), or until a person resumes it earlier."""
     await orch.set_status(active, B.PAUSED, paused_reason=reason)
     orch.publish("battle_paused", {"reason": reason, "rateLimitedUntil": until}, active.task_id)
     clock = orch.host.clock
-    # A person may resume earlier.
     await wait_or_timeout(active.resume_event, clock, until - clock.time())
     active.pause_requested = False
     await orch.set_status(active, B.RUNNING, paused_reason=None)
-    orch.publish("battle_resumed", {"reason": "rate limit reset"}, active.task_id)
+    orch.publish("battle_resumed", {"reason": resumed}, active.task_id)
 
 
 async def _fail(orch: BattleControl, active: ActiveBattle, error: str) -> None:

@@ -153,6 +153,8 @@ class Usage(Model):
     output_tokens: int = Field(default=0, ge=0)
     cache_creation_input_tokens: int = Field(default=0, ge=0)
     cache_read_input_tokens: int = Field(default=0, ge=0)
+    # Reasoning tokens, a part of output_tokens (OpenAI reports them; Anthropic does not).
+    reasoning_output_tokens: int = Field(default=0, ge=0)
 
     def plus(self, other: Usage) -> Usage:
         return Usage(
@@ -161,6 +163,7 @@ class Usage(Model):
             cache_creation_input_tokens=self.cache_creation_input_tokens
             + other.cache_creation_input_tokens,
             cache_read_input_tokens=self.cache_read_input_tokens + other.cache_read_input_tokens,
+            reasoning_output_tokens=self.reasoning_output_tokens + other.reasoning_output_tokens,
         )
 
 

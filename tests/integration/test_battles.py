@@ -295,7 +295,7 @@ def test_two_repositories_battle_at_once_and_the_limit_queues(home: Path) -> Non
         daemon.stop()
 
 
-def test_missing_agent_binary_fails_with_the_fix(
+def test_missing_agent_binary_is_refused_with_the_fix(
     daemon: DaemonProcess, repo: Path, home: Path
 ) -> None:
     task = setup_repo(daemon, repo, fake="", env={})
@@ -303,10 +303,12 @@ def test_missing_agent_binary_fails_with_the_fix(
         "config.update",
         {"repo": str(repo), "patch": {"agent": {"command": str(home / "no-such-claude")}}},
     )
-    events = run_until(daemon, ("battle.start", {"repo": str(repo), "taskId": task}), END)
-    assert types(events)[-1] == "battle_failed"
-    error = events[-1]["payload"]["error"]
-    assert "no-such-claude" in error and "agent.command" in error
+    with pytest.raises(RequestFailed) as info:
+        daemon.call("battle.start", {"repo": str(repo), "taskId": task})
+    assert "no-such-claude" in info.value.message and "agent.command" in info.value.message
+    assert (
+        daemon.call("task.get", {"repo": str(repo), "taskId": task})["task"]["status"] == "pending"
+    )
 
 
 def test_agent_error_result_is_an_iteration_failure(daemon: DaemonProcess, repo: Path) -> None:

@@ -21,7 +21,9 @@ from pokeralphd.agents.base import (
 from pokeralphd.agents.claude import ClaudeBackend
 from pokeralphd.agents.codex import CodexBackend
 from pokeralphd.agents.command import CommandBackend
-from pokeralphd.domain.models import AgentConfig
+from pokeralphd.agents.runner import classify_api_failure, reset_from_text
+from pokeralphd.battle.runner import backoff_delay
+from pokeralphd.domain.models import AgentConfig, Usage
 
 
 def line(obj: object) -> bytes:
@@ -190,3 +192,130 @@ def test_argv() -> None:
         and CodexBackend().argv(request())[-1] == "-"
     )
     assert CommandBackend().argv(request(backend="command", command="/bin/agent")) == ["/bin/agent"]
+
+
+NOW = 1_800_000_000.0
+
+
+def api_result(text: str, status: int | None = None, kind: str | None = None) -> AgentResult:
+    return AgentResult(text, True, "success", 0.0, None, 1, 310, "s", status, kind)
+
+
+def test_claude_api_error_result_is_parsed() -> None:
+    result = {
+        "type": "result",
+        "subtype": "success",
+        "is_error": True,
+        "api_error_status": 429,
+        "result": "API Error: Request rejected (429) · Rate limited. Please try again later.",
+        "session_id": "s",
+        "total_cost_usd": 0,
+        "terminal_reason": "api_error",
+        "api_error_type": "rate_limit_error",
+    }
+    (parsed,) = ClaudeBackend().parse_line(line(result))
+    assert isinstance(parsed, AgentResult)
+    assert parsed.api_error_status == 429 and parsed.api_error_type == "rate_limit_error"
+    weird = {**result, "api_error_status": True, "api_error_type": 5}
+    (parsed,) = ClaudeBackend().parse_line(line(weird))
+    assert isinstance(parsed, AgentResult) and parsed.api_error_status is None
+    assert parsed.api_error_type is None
+    allowed = {"type": "rate_limit_event", "rate_limit_info": {"status": "allowed"}}
+    assert ClaudeBackend().parse_line(line(allowed)) == [AgentRateLimit("allowed", None, None)]
+
+
+def test_api_failures_are_classified() -> None:
+    msg429 = "API Error: Request rejected (429) · Rate limited. Please try again later."
+    limited = classify_api_failure(api_result(msg429, 429, "rate_limit_error"), [], NOW)
+    assert limited is not None and limited.kind == "rate_limit" and limited.resets_at is None
+    over = classify_api_failure(api_result("API Error: 529 ...", 529, "overloaded_error"), [], NOW)
+    assert over is not None and over.kind == "overloaded" and over.status == 529
+    server = classify_api_failure(api_result("x", 503, None), [], NOW)
+    assert server is not None and server.kind == "server"
+    assert classify_api_failure(api_result("x", None, "api_error"), [], NOW) is not None
+    # Without the structured fields, the status in the CLI's message is the fallback.
+    text_only = classify_api_failure(api_result('API Error: 529 {"type":"error"}'), [], NOW)
+    assert text_only is not None and text_only.kind == "overloaded"
+    assert classify_api_failure(api_result(msg429), [], NOW) is not None
+    # The agent's own failures are not the API's.
+    assert classify_api_failure(api_result("Invalid API key · Please run /login"), [], NOW) is None
+    assert classify_api_failure(api_result("x", 401, "authentication_error"), [], NOW) is None
+    assert classify_api_failure(None, [], NOW) is None
+    ok = AgentResult("API Error: 529 quoted by the agent", False, "success", 0, None, 1, 1, "s")
+    assert classify_api_failure(ok, [], NOW) is None
+    # A reset printed on stderr (a header) is read.
+    headed = classify_api_failure(api_result(msg429, 429), ["retry-after: 90"], NOW)
+    assert headed is not None and headed.resets_at == NOW + 90
+
+
+def test_resets_are_read_from_messages_and_headers() -> None:
+    assert reset_from_text("retry-after: 30", NOW) == NOW + 30
+    assert reset_from_text("Please try again in 5 minutes.", NOW) == NOW + 300
+    assert reset_from_text(f"Claude AI usage limit reached|{int(NOW) + 3600}", NOW) == NOW + 3600
+    assert reset_from_text(f"resetsAt: {int(NOW) + 60}", NOW) == NOW + 60
+    iso = "anthropic-ratelimit-requests-reset: 2027-01-15T08:00:30Z"
+    stamp = reset_from_text(iso, NOW)
+    assert stamp is not None and stamp > NOW
+    assert reset_from_text("Rate limited. Please try again later.", NOW) is None
+    assert reset_from_text(f"resets at {int(NOW) - 10}", NOW) is None  # in the past
+    assert reset_from_text(f"resets at {int(NOW) + 30 * 86400}", NOW) is None  # implausible
+
+
+@given(st.text(max_size=300))
+def test_reset_reading_never_raises(text: str) -> None:
+    when = reset_from_text(text, NOW)
+    assert when is None or NOW < when <= NOW + 7 * 86400
+
+
+def test_backoff_schedule() -> None:
+    assert [backoff_delay(n) for n in range(1, 8)] == [60, 120, 240, 480, 960, 1800, 1800]
+    assert backoff_delay(10_000) == 1800 and backoff_delay(0) == 60
+
+
+def test_codex_sandbox_and_network_flags() -> None:
+    argv = CodexBackend().argv(request(model="gpt-5"))
+    assert argv[argv.index("--sandbox") + 1] == "workspace-write"
+    assert argv[argv.index("-m") + 1] == "gpt-5" and argv[-1] == "-"
+    overrides = [argv[i + 1] for i, a in enumerate(argv) if a == "-c"]
+    assert overrides == ["sandbox_workspace_write.network_access=false", 'web_search="disabled"']
+    assert "--skip-git-repo-check" not in argv
+    plan = AgentRequest(
+        prompt="P", cwd=Path("."), mode="plan", config=AgentConfig(), resume_session="th1"
+    )
+    argv = CodexBackend().argv(plan)
+    # --sandbox belongs to exec, not to its resume subcommand: it comes first.
+    assert argv[argv.index("--sandbox") + 1] == "read-only"
+    assert argv.index("--sandbox") < argv.index("resume") and argv[-3:] == ["resume", "th1", "-"]
+
+
+def test_codex_usage_is_not_counted_twice_and_warnings_are_notices() -> None:
+    b = CodexBackend()
+    usage = {
+        "input_tokens": 24763,
+        "cached_input_tokens": 24448,
+        "cache_write_input_tokens": 12,
+        "output_tokens": 122,
+        "reasoning_output_tokens": 64,
+    }
+    (result,) = b.parse_line(line({"type": "turn.completed", "usage": usage}))
+    assert isinstance(result, AgentResult)
+    assert result.usage == Usage(
+        input_tokens=315,
+        output_tokens=122,
+        cache_read_input_tokens=24448,
+        cache_creation_input_tokens=12,
+        reasoning_output_tokens=64,
+    )
+    odd = {"input_tokens": 5, "cached_input_tokens": 9, "output_tokens": "x"}
+    (result,) = b.parse_line(line({"type": "turn.completed", "usage": odd}))
+    assert isinstance(result, AgentResult) and result.usage is not None
+    assert result.usage.input_tokens == 0 and result.usage.cache_read_input_tokens == 5
+    warning = {"type": "item.completed", "item": {"type": "error", "message": "no metadata"}}
+    (notice,) = b.parse_line(line(warning))
+    assert isinstance(notice, AgentNotice) and "no metadata" in notice.text
+
+
+def test_old_usage_loads_without_reasoning_tokens() -> None:
+    usage = Usage.model_validate({"inputTokens": 1, "outputTokens": 2})
+    assert usage.reasoning_output_tokens == 0
+    assert usage.plus(Usage(reasoning_output_tokens=3)).reasoning_output_tokens == 3
