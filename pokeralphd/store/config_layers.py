@@ -477,7 +477,9 @@ def set_trust(
         return repo_trust(raw, records, repo_root), sensitive_values(layer), changed
 
 
-def update_user_layer(user_file: Path, patch: dict[str, Any]) -> int:
+def update_user_layer(
+    user_file: Path, patch: dict[str, Any], expected_version: int | None = None
+) -> int:
     """Apply a user's ``patch`` to the user layer (trust records kept); its new version.
 
     Validated before anything is written, alone and under the defaults. A new user
@@ -491,4 +493,6 @@ def update_user_layer(user_file: Path, patch: dict[str, Any]) -> int:
         layer_rules(new_layer, None)
         settings = {k: v for k, v in new_layer.items() if k != TRUST_KEY}
         validate(merge(default_layer(), settings), None)
+        if expected_version is not None and expected_version != version:
+            raise VersionConflict(user_file, expected_version, version)
         return write_layer(user_file, new_layer, version, mode=0o600)
