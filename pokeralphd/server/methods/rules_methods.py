@@ -69,12 +69,14 @@ def register(table: MethodTable) -> None:
     async def add(ctx: CallContext, params: RulesAddParams) -> RuleAddResult:
         store = ctx.repos.resolve(params.repo).store
         try:
-            rule = ApprovalRule(
-                tool_name=params.tool_name,
-                decision=params.decision,
-                param_pattern=params.param_pattern,
-                description=params.description,
-                created_at=utcnow(),
+            rule = ApprovalRule.model_validate(  # by alias: errors name the wire's fields
+                {
+                    "toolName": params.tool_name,
+                    "decision": params.decision,
+                    "paramPattern": params.param_pattern,
+                    "description": params.description,
+                    "createdAt": utcnow(),
+                }
             )
         except ValidationError as exc:
             field, message = first_error(exc)
