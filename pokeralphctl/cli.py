@@ -47,6 +47,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "config": ("config", "get, set and unset configuration keys"),
     "trust": ("trust", "let the repository's .pokeralph/config.json set its sensitive keys"),
     "untrust": ("trust", "stop trusting the repository's .pokeralph/config.json"),
+    "rules": ("rules", "list, add, remove and test the approval rules for agents' tool calls"),
     "battle": ("battle", "start, follow, control and inspect battles"),
     "approve": ("battle", "approve the iteration awaiting approval (= battle approve)"),
     "watch": ("watch", "print events as they happen"),

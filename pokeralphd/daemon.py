@@ -97,7 +97,7 @@ class Daemon:
 
     # -- repositories
     def _build_repo(self, entry: RepoEntry) -> Repository:
-        store = RepoStore(entry, self.bus, self.paths.user_config_file)
+        store = RepoStore(entry, self.bus, self.paths.user_config_file, self.paths.state_dir)
         store.open()
         if store.failure is not None:
             log.warning("repository %s unavailable: %s", entry.name, store.failure.message)

@@ -25,6 +25,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from pokeralphd.domain.approval import RULES_MAX, ApprovalRule
 from pokeralphd.domain.ids import validate_task_id
 from pokeralphd.domain.statuses import (
     BattleStatus,
@@ -107,6 +108,8 @@ class Config(Model):
     idle_timeout_minutes: float = Field(default=10, gt=0, le=60)
     commit_runtime_files: StrictBool = False
     output_coalesce_ms: StrictInt = Field(default=10, ge=0, le=1000)
+    # the repository's rules, then the user's (each layer's list checked on its own)
+    approval_rules: list[ApprovalRule] = Field(default_factory=list, max_length=2 * RULES_MAX)
 
     @field_validator("feedback_loops")
     @classmethod

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from pokeralphd.domain.approval import DESCRIPTION_MAX, PATTERN_MAX, RULE_ID_RE, TOOL_NAME_MAX
 from pokeralphd.domain.ids import (
     DELIVERY_ID_MAX_LEN,
     DELIVERY_ID_PATTERN,
@@ -261,4 +262,33 @@ class ConfigTrustParams(Params):
     """Trust the repository layer as it is now; with ``hash``, only if it still has it."""
 
     hash: Annotated[str, msgspec.Meta(pattern=r"^sha256:[0-9a-f]{64}$")] | None = None
+    repo: RepoRef | None = None
+
+
+# -- approval rules (rules.list takes RepoParams)
+RuleToolName = Annotated[str, msgspec.Meta(min_length=1, max_length=TOOL_NAME_MAX)]
+RuleIdParam = Annotated[str, msgspec.Meta(pattern=RULE_ID_RE, max_length=64)]
+
+
+class RulesAddParams(Params):
+    """A rule to add to the repository's layer (``scope: repo``) or the user's."""
+
+    tool_name: RuleToolName
+    param_pattern: Annotated[str, msgspec.Meta(min_length=1, max_length=PATTERN_MAX)]
+    description: Annotated[str, msgspec.Meta(min_length=1, max_length=DESCRIPTION_MAX)]
+    decision: Literal["allow", "deny"]
+    scope: Literal["repo", "user"] = "repo"
+    repo: RepoRef | None = None
+
+
+class RulesRemoveParams(Params):
+    id: RuleIdParam
+    repo: RepoRef | None = None
+
+
+class RulesTestParams(Params):
+    """Which rule would decide a call of ``tool`` with ``input`` (any JSON value)."""
+
+    tool: RuleToolName
+    input: Any
     repo: RepoRef | None = None

@@ -369,3 +369,44 @@ class FinishResult(Result):
 class EmitResult(Result):
     published: int
     seq: int
+
+
+# -- approval rules
+class RuleView(Result):
+    """An approval rule in effect: as its config layer holds it, where, and its usage."""
+
+    id: str
+    tool_name: str
+    decision: Literal["allow", "deny"]
+    param_pattern: str
+    description: str
+    created_at: Timestamp | None
+    source: Literal["repo", "user"]  # the layer: the repository's rules come first
+    last_used_at: Timestamp | None
+    use_count: int
+
+
+class RulesListResult(Result):
+    """The effective rules in order; ``ignoredRepoRules`` rules of the repository's
+    layer are not applied because it is not trusted (``trustMessage`` says why)."""
+
+    rules: list[RuleView]
+    ignored_repo_rules: int
+    trust_message: str | None
+
+
+class RuleAddResult(Result):
+    rule: RuleView
+
+
+class RulesRemoveResult(Result):
+    removed: list[RuleView]
+
+
+class RulesTestResult(Result):
+    """``decision`` null: no rule decides, the policy does (a person, by default)."""
+
+    decision: Literal["allow", "deny"] | None
+    rule: RuleView | None
+    reason: str
+    canonical_input: str  # what the patterns are matched against (re.search)

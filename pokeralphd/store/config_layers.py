@@ -15,6 +15,11 @@ layer's canonical content (every key but the ``version`` counter) under
 sensitive keys ignored: the user's or the default values apply, and :class:`Trust` says
 which keys were left out. Its other keys apply as they are. Changes the daemon writes at
 the user's request keep a trusted layer trusted (:func:`update_repo_layer`).
+
+**Approval rules** (``approvalRules``) are the one key that does not replace: the
+effective list is the repository layer's rules, then the user's. Each layer's list is
+checked on its own, so an error names the file and the rule's index in it. A repository
+layer's rules are sensitive (a cloned repository must not be able to allow anything).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from pokeralphd.domain.approval import ApprovalRule, RuleError, check_rules
 from pokeralphd.domain.models import Config
 from pokeralphd.errors import CorruptFile, InvalidParams, PokeralphError, VersionConflict
 from pokeralphd.store.atomic import atomic_write
@@ -54,12 +60,16 @@ SENSITIVE_KEYS: tuple[str, ...] = (
     "agent.env",
     "feedbackCommands",
     "commitRuntimeFiles",
+    "approvalRules",  # which tool calls an agent may make without asking anyone
 )
 
 #: The user layer's trust records: ``{"/repository/root": "sha256:…"}``. Only the user
 #: layer may hold it; it is not part of :class:`Config`.
 TRUST_KEY = "trustedRepoConfigs"
 TRUST_HINT = "read .pokeralph/config.json, then run `pokeralphctl trust` to apply it"
+
+#: The approval rules: concatenated across layers (repository first), never replaced.
+RULES_KEY = "approvalRules"
 
 #: Serialises read-modify-write of the user layer (trust records) across repositories;
 #: the writes run in worker threads.
@@ -118,6 +128,39 @@ def validate(data: dict[str, Any], source: Path | None) -> Config:
         if source is None:
             raise InvalidParams(f"config field {name}: {message}", field=name) from exc
         raise CorruptFile(source, message, name) from exc
+
+
+def _refuse(source: Path | None, field: str, message: str) -> PokeralphError:
+    if source is None:
+        return InvalidParams(message, field=field)
+    return CorruptFile(source, message, field)
+
+
+def layer_rules(layer: dict[str, Any], source: Path | None) -> list[ApprovalRule] | None:
+    """A layer's approval rules, each validated (``None``: the layer sets none).
+
+    An error names the rule by its index in this layer and its tool; from ``source`` it is
+    :class:`CorruptFile`, else (a change asked for) :class:`InvalidParams`.
+    """
+    raw = layer.get(RULES_KEY)
+    if raw is None:
+        return None
+    if not isinstance(raw, list):
+        raise _refuse(source, RULES_KEY, f"{RULES_KEY} must be a list of rules")
+    rules: list[ApprovalRule] = []
+    for index, item in enumerate(raw):
+        try:
+            rules.append(ApprovalRule.model_validate(item))
+        except ValidationError as exc:
+            field, message = first_error(exc, f"{RULES_KEY}[{index}]")
+            tool = item.get("toolName") if isinstance(item, dict) else None
+            who = f"{RULES_KEY}[{index}]" + (f" ({tool})" if isinstance(tool, str) else "")
+            raise _refuse(source, field, f"{who}: {field}: {message}") from exc
+    try:
+        check_rules(rules)
+    except RuleError as exc:
+        raise _refuse(source, exc.field, exc.message) from exc
+    return rules
 
 
 # --------------------------------------------------------------------------- trust
@@ -283,15 +326,23 @@ def load(user_file: Path | None, repo_file: Path | None, repo_root: Path | None 
     sources = dict.fromkeys(data, "default")
     config: Config | None = None
     user, records, _ = _user(user_file)
-    if user:
-        data = merge(data, user)
-        config = validate(data, user_file)
-        sources.update(dict.fromkeys(user, "user"))
+    user_rules = layer_rules(user, user_file)
     repo_raw = read_raw(repo_file) if repo_file is not None else {}
     repo_layer, version = _split(repo_raw)
     _refuse_trust_key(repo_layer, repo_file)
     trust = repo_trust(repo_raw, records, repo_root)
     applied = without(repo_layer, trust.ignored_keys)
+    repo_rules = layer_rules(applied, repo_file)
+    # the rules concatenate (repository first); every other key merges layer over layer
+    user.pop(RULES_KEY, None)
+    applied.pop(RULES_KEY, None)
+    data[RULES_KEY] = [r.dump() for r in (repo_rules or []) + (user_rules or [])]
+    if repo_rules is not None or user_rules is not None:
+        sources[RULES_KEY] = "repo" if repo_rules is not None else "user"
+    if user:
+        data = merge(data, user)
+        config = validate(data, user_file)
+        sources.update(dict.fromkeys(user, "user"))
     if applied:
         data = merge(data, applied)
         config = validate(data, repo_file)
@@ -379,6 +430,7 @@ def update_repo_layer(
         user, records, _ = _user(user_file)
         before = repo_trust(raw, records, repo_root)
         new_layer = merge(layer, patch)
+        layer_rules(new_layer, None)  # names the rule by its index in this layer
         validate(merge(merge(default_layer(), user), new_layer), None)  # names the field
         version = write_layer(repo_file, new_layer, expected_version)
         if before.trusted and sensitive_keys(new_layer):
@@ -418,7 +470,29 @@ def set_trust(
                     hash=digest,
                 )
             user, _, _ = _user(user_file)
+            layer_rules(layer, repo_file)
             validate(merge(merge(default_layer(), user), layer), repo_file)
         changed = _record(user_file, repo_root, digest if trusted else None)
         _, records, _ = _user(user_file)
         return repo_trust(raw, records, repo_root), sensitive_values(layer), changed
+
+
+def update_user_layer(
+    user_file: Path, patch: dict[str, Any], expected_version: int | None = None
+) -> int:
+    """Apply a user's ``patch`` to the user layer (trust records kept); its new version.
+
+    Validated before anything is written, alone and under the defaults. A new user
+    config is private (it may hold the user's own ``agent.env`` secrets).
+    """
+    _refuse_trust_key(patch, None)
+    with _user_lock:
+        raw = read_raw(user_file)
+        layer, version = _split(raw)
+        new_layer = merge(layer, patch)
+        layer_rules(new_layer, None)
+        settings = {k: v for k, v in new_layer.items() if k != TRUST_KEY}
+        validate(merge(default_layer(), settings), None)
+        if expected_version is not None and expected_version != version:
+            raise VersionConflict(user_file, expected_version, version)
+        return write_layer(user_file, new_layer, version, mode=0o600)

@@ -43,6 +43,7 @@ OWN_FOLDERS = ("battles", "inbox", "planning")  # what the daemon writes below .
 GITIGNORE = """# Written by pokeralphd: runtime files stay out of git.
 # config.json and prd.json may be committed.
 daemon.lock
+approval-usage.json
 battles/
 inbox/
 planning/

@@ -27,11 +27,13 @@ from pokeralphd.store import config_layers
 from pokeralphd.store.commit import DocumentFile
 from pokeralphd.store.filemanager import HISTORY_KIND, PRD_KIND, PROGRESS_KIND, FileManager
 from pokeralphd.store.locks import RepoLock
+from pokeralphd.store.rules import USAGE_FILE, EffectiveRule, Rules, RuleStore
 from pokeralphd.validation import validated
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
+    from pokeralphd.domain.approval import ApprovalRule, RuleSource, RuleUsage
     from pokeralphd.ports import EventSink
     from pokeralphd.store.registry import RepoEntry
 
@@ -40,7 +42,13 @@ _TASK_ID = attrgetter("id")
 
 
 class RepoStore:
-    def __init__(self, entry: RepoEntry, events: EventSink, user_config_file: Path) -> None:
+    def __init__(
+        self,
+        entry: RepoEntry,
+        events: EventSink,
+        user_config_file: Path,
+        user_state_dir: Path | None = None,
+    ) -> None:
         self.name = entry.name
         self.path = Path(entry.path)
         self.files = FileManager(self.path)
@@ -53,6 +61,14 @@ class RepoStore:
         self._prd = DocumentFile(PRD_KIND, self.files.prd_path, fragments_of="tasks")
         self._battle_files: dict[str, BattleFiles] = {}
         self._battle_ids_seen: tuple[int, list[str]] = (0, [])  # (PRD write, ids)
+        # approval rules: in the config layers; their usage in state files of the daemon
+        self.rules_store = RuleStore(
+            user_config_file,
+            self.files.config_path,
+            self.path,
+            self.files.dir / USAGE_FILE,
+            (user_state_dir or user_config_file.parent) / USAGE_FILE,
+        )
 
     # -- plumbing
     def open(self) -> None:
@@ -142,6 +158,35 @@ class RepoStore:
             "trust": trust.describe(),
             "sensitiveValues": values,
         }
+
+    # -- approval rules
+    async def rules(self) -> Rules:
+        """The effective approval rules (the repository's, then the user's), with usage;
+        :meth:`Rules.decide` says which one decides a call."""
+        return await self.io(self.rules_store.current)
+
+    async def add_rule(self, rule: ApprovalRule, scope: RuleSource) -> EffectiveRule:
+        async with self.write_lock:
+            added = await self.io(self.rules_store.add, rule, scope)
+        await self._config_changed()
+        return added
+
+    async def remove_rule(self, rule_id: str) -> list[EffectiveRule]:
+        async with self.write_lock:
+            removed = await self.io(self.rules_store.remove, rule_id)
+        await self._config_changed()
+        return removed
+
+    async def record_rule_use(self, source: RuleSource, rule_id: str) -> RuleUsage:
+        """Count one use of a rule that decided a call, durably (not in the config)."""
+        return await self.io(self.rules_store.record_use, source, rule_id, utcnow())
+
+    async def _config_changed(self) -> None:
+        current = await self.config_get()
+        self.publish(
+            "config_updated",
+            {"config": current["config"], "version": current["version"], "patch": {}},
+        )
 
     # -- PRD
     async def prd(self) -> tuple[PRD | None, int]:

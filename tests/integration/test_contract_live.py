@@ -154,6 +154,34 @@ async def test_every_method_answers_as_its_schema_says(home: Path) -> None:
         assert trusted["trust"]["trusted"]
         await call("config.trustList")
 
+        # approval rules
+        added = await call(
+            "rules.add",
+            {
+                **r,
+                "toolName": "Bash",
+                "paramPattern": '^\\{"command":"git status"\\}$',
+                "description": "git status is harmless",
+                "decision": "allow",
+            },
+        )
+        await call(
+            "rules.add",
+            {
+                **r,
+                "toolName": "WebFetch",
+                "paramPattern": "evil",
+                "description": "never",
+                "decision": "deny",
+                "scope": "user",
+            },
+        )
+        assert len((await call("rules.list", r))["rules"]) == 2
+        tested = await call("rules.test", {**r, "tool": "Bash", "input": {"command": "git status"}})
+        assert tested["decision"] == "allow" and tested["rule"]["id"] == added["rule"]["id"]
+        assert (await call("rules.test", {**r, "tool": "Bash", "input": {}}))["rule"] is None
+        await call("rules.remove", {**r, "id": added["rule"]["id"]})
+
         # the PRD and its tasks
         assert (await call("prd.get", o))["prd"] is None
         await call("prd.update", {**r, "description": "the contract, live"})

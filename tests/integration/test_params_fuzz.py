@@ -490,7 +490,19 @@ def good_values(world: World, method: str, field: str) -> list[Any]:
         "priority": [1, 7],
         "status": ["pending", "in_progress", "completed", "open", "failed"],
         "taskId": [TASK, "002-missing", None],
-        "id": deliveries if method.startswith("inbox.") else ["500-new", "1000-new", None],
+        "id": (
+            deliveries
+            if method.startswith("inbox.")
+            else ["r-000000000000", "mine"]
+            if method.startswith("rules.")
+            else ["500-new", "1000-new", None]
+        ),
+        "toolName": ["Bash", "read_file", "mcp__srv__tool"],
+        "tool": ["Bash", "Read", "nope"],
+        "paramPattern": [r'^\{"command":"git status"\}$', "evil", ".*"],
+        "decision": ["allow", "deny"],
+        "scope": ["repo", "user"],
+        "input": [{"command": "git status"}, {}, "x", None],
         "types": [["task_created"], [], None],
         "since": [0, 1, None],
         "subscription": [1, 2, None],

@@ -20,6 +20,7 @@ from pokeralphd.store.documents import DocumentKind
 from pokeralphd.store.filemanager import HISTORY_KIND, PRD_KIND, PROGRESS_KIND
 from pokeralphd.store.inbox import ANNOTATIONS_KIND, DELIVERY_KIND, FEEDBACK_KIND, INDEX_KIND
 from pokeralphd.store.registry import REGISTRY_KIND
+from pokeralphd.store.rules import USAGE_KIND
 
 V1 = Path(__file__).resolve().parents[1] / "fixtures" / "v1"
 KINDS: dict[str, DocumentKind[Any]] = {
@@ -32,6 +33,7 @@ KINDS: dict[str, DocumentKind[Any]] = {
     "feedback.json": FEEDBACK_KIND,
     "annotations.json": ANNOTATIONS_KIND,
     "planning-session.json": SESSION_KIND,
+    "approval-usage.json": USAGE_KIND,
 }
 
 

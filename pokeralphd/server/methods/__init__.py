@@ -15,6 +15,7 @@ def build_table(debug: bool = False) -> MethodTable:
         planning_methods,
         prd_methods,
         repo_methods,
+        rules_methods,
         task_methods,
     )
 
@@ -29,6 +30,7 @@ def build_table(debug: bool = False) -> MethodTable:
         battle_methods,
         inbox_methods,
         planning_methods,
+        rules_methods,
     ):
         module.register(table)
     if debug:

@@ -1,0 +1,398 @@
+"""Approval rules and their matching: which tool calls an agent may make without asking.
+
+Pure: no I/O, no asyncio. A rule (seed 001's ``ApprovalRule``) names a tool and a regular
+expression over the tool's input written as canonical JSON (:func:`canonical`: keys
+sorted, no spaces, UTF-8 kept). :func:`decide` finds the rules that match a call: a
+``deny`` rule wins over any ``allow`` rule, and no match at all leaves the decision to the
+policy (a person, through the inbox).
+
+**Matching is** :func:`re.search`: a pattern matches anywhere in the canonical JSON unless
+it anchors itself, so ``^`` and ``$`` mean what they say (the seed's example
+``^{"path":".*\\.txt"}$`` matches the whole input; ``rm -rf`` matches any input that
+contains it). Write anchored patterns for ``allow`` rules.
+
+**Validation** (:class:`ApprovalRule`) refuses what cannot be meant: a pattern that does
+not compile, an empty description, a tool no backend has (Claude Code's tools, any
+``mcp__server__tool``, the local agent's catalog), and a *blanket* allow rule: one whose
+pattern matches every probe input of its tool (:func:`probes`), so it would approve
+everything. A blanket ``deny`` rule ("never WebFetch") is allowed: it only takes power
+away. Lengths and the number of rules are bounded.
+
+Ids: the daemon writes an ``id`` into each rule it adds; a rule written by hand without
+one gets :func:`rule_id`, a short hash of its tool, pattern and decision, so its id is
+stable across restarts, and a hand edit of a daemon-written rule keeps its id (and its
+usage, kept in a separate state file: :class:`ApprovalUsage`).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import random
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    StrictInt,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from pokeralphd.domain.timeutil import iso
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+RuleDecision = Literal["allow", "deny"]
+RuleSource = Literal["repo", "user"]
+
+# -- limits
+PATTERN_MAX = 1000  # characters of a paramPattern
+DESCRIPTION_MAX = 500  # characters of a description
+TOOL_NAME_MAX = 128  # characters of a tool name
+RULES_MAX = 200  # rules per config layer (the effective list holds at most twice that)
+INPUT_MAX = 256 * 1024  # characters of canonical JSON a rule is matched against
+RULE_ID_RE = r"^[A-Za-z0-9_-]{1,64}$"
+
+#: Claude Code's built-in tools (its permission prompts name these).
+CLAUDE_TOOLS = frozenset(
+    {
+        "Bash",
+        "Read",
+        "Write",
+        "Edit",
+        "MultiEdit",
+        "NotebookEdit",
+        "Glob",
+        "Grep",
+        "LS",
+        "WebFetch",
+        "WebSearch",
+        "Task",
+        "TodoWrite",
+    }
+)
+#: The local agent's tool catalog (seed 001).
+LOCAL_TOOLS = frozenset(
+    {
+        "create_file",
+        "read_file",
+        "replace_string_in_file",
+        "list_dir",
+        "file_search",
+        "grep_search",
+        "run_in_terminal",
+        "terminal_last_command",
+        "create_directory",
+        "fetch_webpage",
+    }
+)
+MCP_TOOL_RE = re.compile(r"mcp__[A-Za-z0-9_-]+?__[A-Za-z0-9_-]+")
+
+#: The string parameters each known tool takes (what its inputs look like), for probing.
+TOOL_KEYS: dict[str, tuple[str, ...]] = {
+    "Bash": ("command", "description"),
+    "Read": ("file_path",),
+    "Write": ("file_path", "content"),
+    "Edit": ("file_path", "old_string", "new_string"),
+    "MultiEdit": ("file_path",),
+    "NotebookEdit": ("notebook_path", "new_source"),
+    "Glob": ("pattern", "path"),
+    "Grep": ("pattern", "path", "glob"),
+    "LS": ("path",),
+    "WebFetch": ("url", "prompt"),
+    "WebSearch": ("query",),
+    "Task": ("description", "prompt", "subagent_type"),
+    "TodoWrite": ("todos",),
+    "create_file": ("path", "content"),
+    "read_file": ("path",),
+    "replace_string_in_file": ("path", "old_string", "new_string"),
+    "list_dir": ("path",),
+    "file_search": ("pattern",),
+    "grep_search": ("query", "pattern", "path"),
+    "run_in_terminal": ("command",),
+    "terminal_last_command": (),
+    "create_directory": ("path",),
+    "fetch_webpage": ("url",),
+}
+GENERIC_KEYS = ("command", "path", "file_path", "url", "query", "content", "input")
+
+
+def known_tool(name: str) -> bool:
+    return name in CLAUDE_TOOLS or name in LOCAL_TOOLS or bool(MCP_TOOL_RE.fullmatch(name))
+
+
+def canonical(value: Any) -> str:
+    """A tool input as rules see it: JSON with sorted keys, no spaces, non-ASCII kept.
+
+    Raises :class:`ValueError` for what JSON cannot hold (NaN, infinities, non-string keys
+    of other types than JSON's own coercions).
+    """
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+def rule_id(tool_name: str, param_pattern: str, decision: str) -> str:
+    """A rule's stable id: ``r-`` and 12 hex digits of a hash of what it decides."""
+    text = "\0".join((tool_name, param_pattern, decision))
+    return "r-" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+@functools.lru_cache(maxsize=2048)
+def compiled(pattern: str) -> re.Pattern[str]:
+    """The compiled pattern (raises :class:`re.error`)."""
+    return re.compile(pattern)
+
+
+def _probe_strings() -> tuple[str, ...]:
+    rng = random.Random(1)  # fixed: the same probes on every run
+    alphabet = "abcxyz019 ./-_*?\"'\\\n\t{}[]:,éü€😀"
+    randoms = tuple(
+        "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 24))) for _ in range(6)
+    )
+    return (
+        "",
+        "x",
+        "a.txt",
+        "/etc/passwd",
+        "rm -rf /",
+        "https://example.com/",
+        'ünï "quoted"\nline',
+        "z" * 300,
+        *randoms,
+    )
+
+
+PROBE_STRINGS = _probe_strings()
+
+
+@functools.lru_cache(maxsize=256)
+def probes(tool_name: str) -> tuple[str, ...]:
+    """Canonical JSON of inputs a call of ``tool_name`` could have, as different from each
+    other as a few dozen can be: a pattern matching all of them approves anything.
+
+    A known tool's probes are well-formed inputs of it: its first parameter (the one
+    every call has) alone and all of its parameters at once, with each probe string; an
+    unknown one (an MCP tool) gets ``{}`` and objects of common keys. Inputs are always
+    JSON objects, so a pattern like ``^\\{`` is a blanket too."""
+    keys = TOOL_KEYS.get(tool_name)
+    values: list[Any] = []
+    if keys == ():
+        values.append({})
+    elif keys:
+        for text in PROBE_STRINGS:
+            values += [{keys[0]: text}, dict.fromkeys(keys, text)]
+    else:
+        values.append({})
+        for text in PROBE_STRINGS:
+            values += [{key: text} for key in GENERIC_KEYS]
+    return tuple(dict.fromkeys(canonical(v) for v in values))
+
+
+@functools.lru_cache(maxsize=4096)
+def is_blanket(tool_name: str, pattern: str) -> bool:
+    """Whether ``pattern`` matches every probe input of ``tool_name``."""
+    regex = compiled(pattern)
+    return all(regex.search(text) for text in probes(tool_name))
+
+
+# The config model (pokeralphd.domain.models) holds these rules, so this module cannot
+# import its base: the same camelCase, extra-forbidding base and aware timestamps here.
+class Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", validate_assignment=True
+    )
+
+    def dump(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+def _aware(moment: datetime) -> datetime:
+    if moment.tzinfo is None:
+        raise ValueError("timestamp must include a timezone (use Z for UTC)")
+    return moment
+
+
+Timestamp = Annotated[
+    datetime, AfterValidator(_aware), PlainSerializer(iso, return_type=str, when_used="json")
+]
+ToolName = Annotated[str, StringConstraints(min_length=1, max_length=TOOL_NAME_MAX)]
+RuleId = Annotated[str, StringConstraints(pattern=RULE_ID_RE)]
+
+
+class ApprovalRule(Model):
+    """One rule as a config layer holds it (``approvalRules[i]``).
+
+    Usage (``lastUsedAt``, ``useCount``) is not part of it: the daemon keeps that in
+    :class:`ApprovalUsage`, so the config files people edit do not change on every use.
+    Field order matters for validation: ``decision`` is checked before ``paramPattern``.
+    """
+
+    id: RuleId
+    tool_name: ToolName
+    decision: RuleDecision
+    param_pattern: Annotated[str, StringConstraints(min_length=1, max_length=PATTERN_MAX)]
+    description: Annotated[str, StringConstraints(max_length=DESCRIPTION_MAX)]
+    created_at: Timestamp | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derive_id(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("id") is not None:
+            return data
+        parts = [
+            data.get(camel, data.get(snake))
+            for camel, snake in (
+                ("toolName", "tool_name"),
+                ("paramPattern", "param_pattern"),
+                ("decision", "decision"),
+            )
+        ]
+        tool, pattern, decision = parts
+        if isinstance(tool, str) and isinstance(pattern, str) and isinstance(decision, str):
+            return {**data, "id": rule_id(tool, pattern, decision)}
+        return data  # the missing field is reported by its own validation
+
+    @field_validator("tool_name")
+    @classmethod
+    def _known_tool(cls, name: str) -> str:
+        if not known_tool(name):
+            raise ValueError(
+                f"unknown tool {name!r}: use one of Claude Code's tools "
+                f"({', '.join(sorted(CLAUDE_TOOLS))}), an MCP tool (mcp__server__tool) or "
+                f"one of the local agent's ({', '.join(sorted(LOCAL_TOOLS))})"
+            )
+        return name
+
+    @field_validator("description")
+    @classmethod
+    def _described(cls, text: str) -> str:
+        if not text.strip():
+            raise ValueError("description must say what the rule allows or denies")
+        return text
+
+    @field_validator("param_pattern")
+    @classmethod
+    def _pattern(cls, pattern: str, info: ValidationInfo) -> str:
+        tool = info.data.get("tool_name")
+        who = f"rule for {tool}" if tool else "rule"
+        try:
+            compiled(pattern)
+        except re.error as exc:
+            raise ValueError(f"{who}: paramPattern is not a valid regex: {exc}") from None
+        if tool and info.data.get("decision") == "allow" and is_blanket(tool, pattern):
+            raise ValueError(
+                f"{who}: paramPattern {pattern!r} matches every input of {tool} "
+                "(a blanket approval): anchor it (^...$) and name what it allows"
+            )
+        return pattern
+
+    def matches(self, text: str) -> bool:
+        """Whether the rule's pattern matches a canonical input (:func:`re.search`)."""
+        return compiled(self.param_pattern).search(text) is not None
+
+
+class RuleUsage(Model):
+    """How often a rule decided a call, and when it last did."""
+
+    last_used_at: Timestamp | None = None
+    use_count: StrictInt = Field(default=0, ge=0)
+
+
+class ApprovalUsage(Model):
+    """The daemon's usage state of one layer's rules (``approval-usage.json``), by rule id."""
+
+    rules: dict[RuleId, RuleUsage] = Field(default_factory=dict)
+
+
+class RuleError(ValueError):
+    """A rule list that cannot be used; names the rule by index and tool."""
+
+    def __init__(self, index: int, tool: str | None, field: str, message: str) -> None:
+        self.index = index
+        self.tool = tool
+        self.field = f"approvalRules[{index}]" + (f".{field}" if field else "")
+        who = f"approvalRules[{index}]" + (f" ({tool})" if tool else "")
+        self.message = f"{who}: {message}"
+        super().__init__(self.message)
+
+
+def check_rules(rules: Sequence[ApprovalRule]) -> None:
+    """What a single rule cannot check: the list's length and that its ids are unique."""
+    if len(rules) > RULES_MAX:
+        raise RuleError(RULES_MAX, None, "", f"at most {RULES_MAX} rules per config layer")
+    seen: dict[str, int] = {}
+    for index, rule in enumerate(rules):
+        if rule.id in seen:
+            raise RuleError(
+                index,
+                rule.tool_name,
+                "id",
+                f"id {rule.id!r} is also the id of approvalRules[{seen[rule.id]}]: "
+                "give one of them another id (or remove the id to derive one)",
+            )
+        seen[rule.id] = index
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the rules say about one call: ``decision`` is ``None`` when no rule matched
+    (the policy decides); ``rule`` and ``index`` (into the rules given) name the rule."""
+
+    decision: RuleDecision | None
+    rule: ApprovalRule | None
+    index: int | None
+    reason: str
+    canonical_input: str
+
+
+def _describe(rule: ApprovalRule) -> str:
+    return f"{rule.decision} rule {rule.id} ({rule.tool_name} {rule.param_pattern!r}: {rule.description})"
+
+
+def decide(rules: Sequence[ApprovalRule], tool: str, tool_input: Any) -> Decision:
+    """Which rule decides a call of ``tool`` with ``tool_input``, and why.
+
+    A matching ``deny`` rule wins over every ``allow`` rule; among rules of one kind the
+    first in order wins (the repository's rules come before the user's). No match, or an
+    input too large to match safely, gives ``decision=None``: the policy decides.
+    """
+    try:
+        text = canonical(tool_input)
+    except (TypeError, ValueError) as exc:
+        return Decision(None, None, None, f"input is not JSON ({exc}): the policy decides", "")
+    if len(text) > INPUT_MAX:
+        return Decision(
+            None,
+            None,
+            None,
+            f"input is {len(text)} characters, more than rules match ({INPUT_MAX}): "
+            "the policy decides",
+            text[:INPUT_MAX],
+        )
+    allow: tuple[int, ApprovalRule] | None = None
+    for index, rule in enumerate(rules):
+        if rule.tool_name != tool or not rule.matches(text):
+            continue
+        if rule.decision == "deny":
+            reason = _describe(rule)
+            if allow is not None:
+                reason += f"; deny wins over {_describe(allow[1])}"
+            return Decision("deny", rule, index, reason, text)
+        if allow is None:
+            allow = (index, rule)
+    if allow is not None:
+        return Decision("allow", allow[1], allow[0], _describe(allow[1]), text)
+    return Decision(None, None, None, f"no rule for {tool} matches: the policy decides", text)

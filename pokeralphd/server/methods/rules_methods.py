@@ -1,0 +1,111 @@
+"""``rules.*``: the approval rules that decide an agent's tool calls without asking.
+
+Rules live in the config layers (``approvalRules``: the repository's, then the user's);
+a repository's rules apply only once its layer is trusted. ``rules.add`` writes through
+the config layer (a trusted layer stays trusted, as with ``config.update``); usage is kept
+by the daemon in state files, not in the config.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import msgspec
+from pydantic import ValidationError
+
+from pokeralphd.domain.approval import ApprovalRule
+from pokeralphd.domain.timeutil import utcnow
+from pokeralphd.errors import InvalidParams
+from pokeralphd.protocol.params import (
+    RepoParams,
+    RulesAddParams,
+    RulesRemoveParams,
+    RulesTestParams,
+)
+from pokeralphd.protocol.results import (
+    RuleAddResult,
+    RulesListResult,
+    RulesRemoveResult,
+    RulesTestResult,
+    RuleView,
+)
+from pokeralphd.store.documents import first_error
+
+if TYPE_CHECKING:
+    from pokeralphd.server.context import CallContext
+    from pokeralphd.server.dispatch import MethodTable
+    from pokeralphd.store.rules import EffectiveRule
+
+
+def view(rule: EffectiveRule) -> RuleView:
+    return msgspec.convert(rule.describe(), RuleView)
+
+
+def register(table: MethodTable) -> None:
+    @table.add(
+        "rules.list",
+        RepoParams,
+        "The approval rules in effect, in order (the repository's, then the user's), with "
+        "the layer each comes from and its usage; says how many rules of an untrusted "
+        "repository layer are ignored.",
+        result=RulesListResult,
+    )
+    async def list_(ctx: CallContext, params: RepoParams) -> RulesListResult:
+        current = await ctx.repos.resolve(params.repo).store.rules()
+        return RulesListResult(
+            rules=[view(r) for r in current.rules],
+            ignored_repo_rules=current.ignored_repo_rules,
+            trust_message=current.trust_message,
+        )
+
+    @table.add(
+        "rules.add",
+        RulesAddParams,
+        "Add an approval rule to the repository's config layer (scope repo; it must be "
+        "trusted) or the user's (scope user). Refused: a pattern that does not compile, an "
+        "unknown tool, an allow rule that matches every input (a blanket), a duplicate.",
+        result=RuleAddResult,
+    )
+    async def add(ctx: CallContext, params: RulesAddParams) -> RuleAddResult:
+        store = ctx.repos.resolve(params.repo).store
+        try:
+            rule = ApprovalRule.model_validate(  # by alias: errors name the wire's fields
+                {
+                    "toolName": params.tool_name,
+                    "decision": params.decision,
+                    "paramPattern": params.param_pattern,
+                    "description": params.description,
+                    "createdAt": utcnow(),
+                }
+            )
+        except ValidationError as exc:
+            field, message = first_error(exc)
+            raise InvalidParams(f"{field}: {message}", field=field) from exc
+        return RuleAddResult(rule=view(await store.add_rule(rule, params.scope)))
+
+    @table.add(
+        "rules.remove",
+        RulesRemoveParams,
+        "Remove the approval rule with this id from every layer that has it (and its usage).",
+        result=RulesRemoveResult,
+    )
+    async def remove(ctx: CallContext, params: RulesRemoveParams) -> RulesRemoveResult:
+        removed = await ctx.repos.resolve(params.repo).store.remove_rule(params.id)
+        return RulesRemoveResult(removed=[view(r) for r in removed])
+
+    @table.add(
+        "rules.test",
+        RulesTestParams,
+        "Which rule would decide a call of this tool with this input, and why (a deny rule "
+        "wins over allow rules); decision null: no rule, the policy decides. Counts nothing.",
+        result=RulesTestResult,
+    )
+    async def test(ctx: CallContext, params: RulesTestParams) -> RulesTestResult:
+        current = await ctx.repos.resolve(params.repo).store.rules()
+        decision, rule = current.decide(params.tool, params.input)
+        return RulesTestResult(
+            decision=decision.decision,
+            rule=view(rule) if rule is not None else None,
+            reason=decision.reason,
+            canonical_input=decision.canonical_input,
+        )
