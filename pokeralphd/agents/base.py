@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import abc
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from pokeralphd.clock import SYSTEM_CLOCK
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from pathlib import Path
 
     from pokeralphd.domain.models import AgentConfig, Usage
@@ -82,6 +82,28 @@ class AgentNotice:
     text: str
 
 
+@dataclass(frozen=True, slots=True)
+class AgentPermissionRequest:
+    """The agent asks whether it may run a tool (Claude Code's ``can_use_tool``)."""
+
+    request_id: str
+    tool_name: str
+    input: dict[str, Any]
+    description: str
+
+
+@dataclass(frozen=True, slots=True)
+class PermissionAnswer:
+    """The answer to a permission request: allow (maybe with a changed input) or deny with
+    a message the model sees."""
+
+    allow: bool
+    message: str = ""
+    updated_input: dict[str, Any] | None = None
+
+
+PermissionHandler = Callable[[AgentPermissionRequest], Awaitable[PermissionAnswer]]
+
 AgentEvent = (
     AgentStarted
     | AgentText
@@ -91,6 +113,7 @@ AgentEvent = (
     | AgentResult
     | AgentStderr
     | AgentNotice
+    | AgentPermissionRequest
 )
 
 
@@ -126,6 +149,9 @@ class AgentRequest:
     kill_grace: float = 5.0
     owner: ProcessOwner | None = None  # the daemon's mark on the child (see proc.py)
     clock: Clock = SYSTEM_CLOCK  # the run timeout and the idle watchdog run on it
+    # Asked before a tool runs, when the backend routes permissions; a wait for the
+    # answer counts toward neither the idle watchdog nor the run timeout.
+    permissions: PermissionHandler | None = None
 
 
 @dataclass
@@ -175,8 +201,18 @@ class AgentBackend(abc.ABC):
         """The full command line."""
 
     def stdin_bytes(self, request: AgentRequest) -> bytes | None:
-        """What to write on stdin before closing it (None: stdin is /dev/null)."""
+        """What to write on stdin first (None: stdin is /dev/null). It is closed then,
+        unless the run routes permissions (:meth:`routes_permissions`): then it stays
+        open for the answers and is closed once the agent printed its result."""
         return None if request.config.prompt_via == "argument" else request.prompt.encode()
+
+    def routes_permissions(self, request: AgentRequest) -> bool:
+        """Whether this run asks the daemon before a tool runs (backends that can)."""
+        return False
+
+    def permission_response(self, request_id: str, answer: PermissionAnswer) -> bytes:
+        """The line that answers ``request_id`` on the agent's stdin."""
+        raise NotImplementedError(f"the {self.name} backend does not route permissions")
 
     @abc.abstractmethod
     def parse_line(self, line: bytes) -> list[AgentEvent]:

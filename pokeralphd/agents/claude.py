@@ -18,6 +18,7 @@ from pokeralphd.agents.base import (
     AgentBackend,
     AgentEvent,
     AgentNotice,
+    AgentPermissionRequest,
     AgentRateLimit,
     AgentRequest,
     AgentResult,
@@ -25,6 +26,7 @@ from pokeralphd.agents.base import (
     AgentText,
     AgentToolResult,
     AgentToolUse,
+    PermissionAnswer,
     json_events,
 )
 from pokeralphd.domain.models import Usage
@@ -80,6 +82,15 @@ class ClaudeBackend(AgentBackend):
     name = "claude"
     default_command = "claude"
 
+    def routes_permissions(self, request: AgentRequest) -> bool:
+        # The stdio control channel (tests/fakes/CLAUDE-PERMISSIONS.md): the prompt goes
+        # as a stream-json user message and stdin stays open for the answers.
+        return (
+            request.permissions is not None
+            and request.mode == "execute"
+            and request.config.prompt_via == "stdin"
+        )
+
     def argv(self, request: AgentRequest) -> list[str]:
         cfg = request.config
         argv = [
@@ -91,6 +102,8 @@ class ClaudeBackend(AgentBackend):
             "--permission-mode",
             "plan" if request.mode == "plan" else "acceptEdits",
         ]
+        if self.routes_permissions(request):
+            argv += ["--input-format", "stream-json", "--permission-prompt-tool", "stdio"]
         if cfg.model:
             argv += ["--model", cfg.model]
         if request.resume_session:
@@ -99,6 +112,29 @@ class ClaudeBackend(AgentBackend):
         if cfg.prompt_via == "argument":
             argv.append(request.prompt)
         return argv
+
+    def stdin_bytes(self, request: AgentRequest) -> bytes | None:
+        if not self.routes_permissions(request):
+            return super().stdin_bytes(request)
+        message = {
+            "type": "user",
+            "message": {"role": "user", "content": request.prompt},
+            "parent_tool_use_id": None,
+            "session_id": "",
+        }
+        return json.dumps(message, ensure_ascii=False).encode() + b"\n"
+
+    def permission_response(self, request_id: str, answer: PermissionAnswer) -> bytes:
+        decision: dict[str, Any] = (
+            {"behavior": "allow", "updatedInput": answer.updated_input or {}}
+            if answer.allow
+            else {"behavior": "deny", "message": answer.message or "denied"}
+        )
+        line = {
+            "type": "control_response",
+            "response": {"subtype": "success", "request_id": request_id, "response": decision},
+        }
+        return json.dumps(line, ensure_ascii=False).encode() + b"\n"
 
     def missing_hint(self) -> str:
         return (
@@ -176,4 +212,21 @@ class ClaudeBackend(AgentBackend):
             ]
         if kind == "stream_event":
             return []
+        if kind == "control_request":
+            return [_control_request(event)]
         return [AgentNotice(f"unknown event type {kind!r}")]
+
+
+def _control_request(event: dict[str, Any]) -> AgentEvent:
+    """A ``can_use_tool`` ask; any other control request is a notice."""
+    request = event.get("request") or {}
+    request_id = event.get("request_id")
+    if request.get("subtype") != "can_use_tool" or not isinstance(request_id, str):
+        return AgentNotice(f"control request {request.get('subtype')!r} not handled")
+    tool_input = request.get("input")
+    return AgentPermissionRequest(
+        request_id,
+        str(request.get("tool_name") or "tool"),
+        tool_input if isinstance(tool_input, dict) else {},
+        str(request.get("description") or ""),
+    )

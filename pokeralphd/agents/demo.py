@@ -25,6 +25,9 @@ class DemoBackend(ClaudeBackend):
     def stdin_bytes(self, request: AgentRequest) -> bytes | None:
         return request.prompt.encode()
 
+    def routes_permissions(self, request: AgentRequest) -> bool:
+        return False  # the scripted demo asks for nothing
+
     def missing_hint(self) -> str:
         return "the demo agent ships with pokeralph; reinstall the package"
 

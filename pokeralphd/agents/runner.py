@@ -23,6 +23,7 @@ from pokeralphd.agents.base import (
     AgentBackend,
     AgentEvent,
     AgentOutcome,
+    AgentPermissionRequest,
     AgentRateLimit,
     AgentRequest,
     AgentResult,
@@ -30,12 +31,15 @@ from pokeralphd.agents.base import (
     AgentStderr,
     AgentText,
     ApiFailure,
+    PermissionAnswer,
 )
 from pokeralphd.errors import AgentError
 from pokeralphd.proc import check_program, child_env, end_tree, iter_lines, reap, spawn, sweep
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from anyio.abc import TaskGroup
 
 log = logging.getLogger(__name__)
 STDERR_TAIL = 12
@@ -97,6 +101,15 @@ async def run_agent(
     outcome = AgentOutcome(exit_code=None, reason="exited")
     stderr_tail: list[str] = []
     last_activity = [clock.monotonic()]
+    # Routed permissions: the agent waits for our answers on its stdin, which stays open
+    # until it printed its result. Time spent waiting for an answer (a person, maybe)
+    # counts toward neither the idle watchdog nor the run timeout.
+    routing = backend.routes_permissions(request)
+    stdin_lock = anyio.Lock()
+    asking = [0]  # answers under way
+    waited = [0.0]  # seconds spent on finished ones
+    wait_began = [0.0]  # when the answers now under way began
+    group: list[TaskGroup] = []  # where answers run (set once the run's group exists)
     on_event(
         AgentStarted(session_id=request.resume_session, model=request.config.model, pid=process.pid)
     )
@@ -112,16 +125,56 @@ async def run_agent(
             event = AgentStarted(event.session_id, event.model, process.pid)
         elif isinstance(event, AgentRateLimit) and event.status == "rejected":
             outcome.rate_limited_until = event.resets_at or (clock.time() + 60)
+        if routing and group:
+            if isinstance(event, AgentPermissionRequest):
+                group[0].start_soon(answer, event)
+            elif isinstance(event, AgentResult):
+                group[0].start_soon(close_stdin)
         on_event(event)
 
-    async def feed() -> None:
+    async def answer(ask: AgentPermissionRequest) -> None:
+        assert request.permissions is not None
+        if asking[0] == 0:
+            wait_began[0] = clock.monotonic()
+        asking[0] += 1
+        try:
+            try:
+                reply = await request.permissions(ask)
+            except Exception as exc:  # a bug deciding must not leave the agent hanging
+                log.exception("deciding a permission request failed")
+                reply = PermissionAnswer(False, f"pokeralph could not decide this call: {exc}")
+            if reply.allow and reply.updated_input is None:
+                reply = PermissionAnswer(True, reply.message, ask.input)
+            await write_stdin(backend.permission_response(ask.request_id, reply))
+        finally:
+            asking[0] -= 1
+            if asking[0] == 0:
+                waited[0] += clock.monotonic() - wait_began[0]
+            last_activity[0] = clock.monotonic()
+
+    async def write_stdin(data: bytes) -> None:
         if process.stdin is None:
             return
-        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            if stdin_data:
-                await process.stdin.send(stdin_data)
-        with contextlib.suppress(OSError, anyio.BrokenResourceError):
-            await process.stdin.aclose()
+        async with stdin_lock:
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                await process.stdin.send(data)
+
+    async def close_stdin() -> None:
+        if process.stdin is None:
+            return
+        async with stdin_lock:
+            with contextlib.suppress(OSError, anyio.BrokenResourceError):
+                await process.stdin.aclose()
+
+    def waiting_for_answers() -> float:
+        """Seconds the agent has spent waiting for our answers, so far."""
+        return waited[0] + (clock.monotonic() - wait_began[0] if asking[0] else 0.0)
+
+    async def feed() -> None:
+        if stdin_data:
+            await write_stdin(stdin_data)
+        if not routing:
+            await close_stdin()
 
     async def read_stdout() -> None:
         assert process.stdout is not None
@@ -146,6 +199,8 @@ async def run_agent(
         if not request.idle_timeout:
             return
         while True:
+            if asking[0]:
+                last_activity[0] = clock.monotonic()  # waiting for us is not stalling
             remaining = last_activity[0] + request.idle_timeout - clock.monotonic()
             if remaining <= 0:
                 outcome.reason = "idle"
@@ -156,7 +211,12 @@ async def run_agent(
     async def run_timeout(scope: anyio.CancelScope) -> None:
         if not request.timeout:
             return
-        await clock.sleep(request.timeout)
+        began = clock.monotonic()
+        while True:
+            remaining = began + request.timeout + waiting_for_answers() - clock.monotonic()
+            if remaining <= 0:
+                break
+            await clock.sleep(remaining)
         if outcome.reason == "exited":
             outcome.reason = "timeout"
         scope.cancel()
@@ -164,6 +224,7 @@ async def run_agent(
     try:
         with anyio.CancelScope() as deadline:
             async with anyio.create_task_group() as tg:
+                group.append(tg)
                 tg.start_soon(watchdog, tg.cancel_scope)
                 tg.start_soon(run_timeout, deadline)
                 tg.start_soon(feed)

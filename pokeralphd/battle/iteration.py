@@ -20,6 +20,7 @@ from pokeralphd.agents.base import (
     AgentEvent,
     AgentNotice,
     AgentOutcome,
+    AgentPermissionRequest,
     AgentRateLimit,
     AgentResult,
     AgentStarted,
@@ -29,6 +30,7 @@ from pokeralphd.agents.base import (
     AgentToolUse,
     ApiFailure,
 )
+from pokeralphd.agents.claude import tool_summary
 from pokeralphd.battle.completion import detect_completion
 from pokeralphd.battle.feedback import detect_loops, resolve_loops, run_loop
 from pokeralphd.battle.gitservice import GitService
@@ -46,6 +48,7 @@ from pokeralphd.domain.models import CompletionSignal, Config, FeedbackResult, I
 from pokeralphd.domain.statuses import IterationResult, ProgressStatus
 from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import AgentError, PokeralphError
+from pokeralphd.permissions.router import PermissionRouter
 
 if TYPE_CHECKING:
     from pokeralphd.battle.state import ActiveBattle, BattleControl
@@ -121,6 +124,8 @@ class IterationRun:
                     "notice",
                     f"rate limit {status}" + (f", resets at {resets_at}" if resets_at else ""),
                 )
+            case AgentPermissionRequest(tool_name=tool, input=tool_input):
+                self.stream.chunk("notice", f"asks to run {tool}: {tool_summary(tool, tool_input)}")
             case AgentStarted(pid=pid):
                 progress.agent_pid = pid
                 progress.agent_started = create_time(pid)
@@ -276,6 +281,16 @@ class IterationRun:
             idle_timeout=self.config.idle_timeout_minutes * 60,
             owner=self.orch.host.owner,
             clock=self.orch.host.clock,
+            permissions=PermissionRouter(
+                self.repo,
+                self.orch.inbox,
+                self.orch.host.clock,
+                self.config.permissions,
+                self.task_id,
+                self.number,
+                self.active.title,
+                self.orch.publish,
+            ),
         )
         return await run_agent(backend, request, self.on_event, self.stream.raw)
 

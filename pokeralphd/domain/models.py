@@ -90,6 +90,17 @@ class AgentConfig(Model):
     prompt_via: Literal["stdin", "argument"] = "stdin"
 
 
+class PermissionPolicy(Model):
+    """What happens to a tool call no approval rule decides (ours)."""
+
+    unmatched: Literal["ask", "deny", "allow"] = Field(
+        default="ask",
+        description="ask: a blocking inbox item (deny when unanswered in time); deny; or "
+        "allow (an explicit opt-in to let the agent run anything)",
+    )
+    ask_timeout_minutes: float = Field(default=30, gt=0, le=24 * 60)
+
+
 class Config(Model):
     """``.pokeralph/config.json``: what controls battle execution (seed ``Config``)."""
 
@@ -110,6 +121,7 @@ class Config(Model):
     output_coalesce_ms: StrictInt = Field(default=10, ge=0, le=1000)
     # the repository's rules, then the user's (each layer's list checked on its own)
     approval_rules: list[ApprovalRule] = Field(default_factory=list, max_length=2 * RULES_MAX)
+    permissions: PermissionPolicy = Field(default_factory=PermissionPolicy)
 
     @field_validator("feedback_loops")
     @classmethod

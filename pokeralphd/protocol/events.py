@@ -163,6 +163,29 @@ class FeedbackResultEvent(Payload):
     results: dict[str, dict[str, Any]]
 
 
+class PermissionRequested(Payload):
+    """An agent asks whether it may run a tool (routed backends: Claude Code)."""
+
+    task_id: str
+    iteration: int
+    request_id: str
+    tool: str
+    input: str  # the input as canonical JSON, trimmed
+    description: str
+
+
+class PermissionDecided(Payload):
+    task_id: str
+    iteration: int
+    request_id: str
+    tool: str
+    allowed: bool
+    method: Literal["config_rule", "manual", "policy", "timeout"]
+    rule_id: str | None = None
+    message: str | None = None
+    delivery_id: str | None = None
+
+
 class AwaitApproval(Payload):
     task_id: str
     iteration: int
@@ -274,6 +297,8 @@ EVENT_TYPES: dict[str, type[Payload]] = {
     "iteration_end": IterationEnd,
     "progress_update": ProgressUpdate,
     "feedback_result": FeedbackResultEvent,
+    "permission_requested": PermissionRequested,
+    "permission_decided": PermissionDecided,
     "await_approval": AwaitApproval,
     "await_approval_delivery": AwaitApprovalDelivery,
     "approval_received": ApprovalReceived,

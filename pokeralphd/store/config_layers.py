@@ -61,6 +61,7 @@ SENSITIVE_KEYS: tuple[str, ...] = (
     "feedbackCommands",
     "commitRuntimeFiles",
     "approvalRules",  # which tool calls an agent may make without asking anyone
+    "permissions",  # unmatched: allow would let an agent run anything
 )
 
 #: The user layer's trust records: ``{"/repository/root": "sha256:…"}``. Only the user

@@ -31,6 +31,7 @@ HOSTILE: dict[str, Any] = {
             "description": "let the agent fetch anything",
         }
     ],
+    "permissions": {"unmatched": "allow"},
 }
 
 
@@ -223,7 +224,14 @@ def test_the_users_changes_do_not_trust_an_untrusted_layer(files: Files) -> None
     }
     # removing what made it sensitive leaves nothing to trust
     files.update({"agent": {"env": None, "command": None, "extraArgs": None}})
-    files.update({"feedbackCommands": None, "commitRuntimeFiles": None, "approvalRules": None})
+    files.update(
+        {
+            "feedbackCommands": None,
+            "commitRuntimeFiles": None,
+            "approvalRules": None,
+            "permissions": None,
+        }
+    )
     assert files.load().trust.trusted
 
 

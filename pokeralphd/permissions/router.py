@@ -1,0 +1,206 @@
+"""PermissionRouter: the answer to one iteration's permission requests.
+
+An agent whose backend routes permissions (Claude Code, over its stdio control channel)
+asks before a tool runs. The router answers:
+
+1. by the approval rules (``approvalRules``, the repository's then the user's): a deny
+   rule wins over an allow rule; the rule's use is counted durably;
+2. else by the policy ``permissions.unmatched``: ``ask`` (the default) puts a blocking
+   inbox item in front of a person (allow, allow always, deny; a note goes back to the
+   model with a denial) and denies when nobody answers within
+   ``permissions.askTimeoutMinutes``; ``deny``; or ``allow`` (an explicit opt-in).
+
+Each request and decision is an event (``permission_requested``,
+``permission_decided``). "Allow always" also adds a repository rule matching exactly this
+input (the person can widen it with ``pokeralphctl rules``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from pokeralphd.agents.base import AgentPermissionRequest, PermissionAnswer
+from pokeralphd.clock import wait_or_timeout
+from pokeralphd.domain.approval import ApprovalRule, canonical
+from pokeralphd.domain.inbox import Source
+from pokeralphd.errors import PokeralphError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pokeralphd.domain.inbox import Delivery, Feedback
+    from pokeralphd.domain.models import PermissionPolicy
+    from pokeralphd.ports import Clock, Inbox
+    from pokeralphd.store.repo_store import RepoStore
+
+log = logging.getLogger(__name__)
+INPUT_SHOWN = 2000  # characters of a tool's input in events and inbox items
+ALLOW, ALWAYS, DENY = "allow", "allow_always", "deny"
+
+
+class PermissionRouter:
+    def __init__(
+        self,
+        repo: RepoStore,
+        inbox: Inbox,
+        clock: Clock,
+        policy: PermissionPolicy,
+        task_id: str,
+        iteration: int,
+        title: str,
+        publish: Callable[[str, dict[str, Any], str], None],
+    ) -> None:
+        self.repo = repo
+        self.inbox = inbox
+        self.clock = clock
+        self.policy = policy
+        self.task_id = task_id
+        self.iteration = iteration
+        self.title = title
+        self.publish = publish  # (event type, payload, task id)
+
+    async def __call__(self, ask: AgentPermissionRequest) -> PermissionAnswer:
+        shown = canonical(ask.input)[:INPUT_SHOWN]
+        self.publish(
+            "permission_requested",
+            {
+                "iteration": self.iteration,
+                "requestId": ask.request_id,
+                "tool": ask.tool_name,
+                "input": shown,
+                "description": ask.description,
+            },
+            self.task_id,
+        )
+        rules = await self.repo.rules()
+        decision, effective = rules.decide(ask.tool_name, ask.input)
+        if decision.decision is not None and effective is not None:
+            rule = effective.rule
+            try:
+                await self.repo.record_rule_use(effective.source, rule.id)
+            except PokeralphError as exc:  # counting must not change the decision
+                log.warning("could not count a use of rule %s: %s", rule.id, exc.message)
+            allowed = decision.decision == "allow"
+            message = None if allowed else f"denied by rule {rule.id}: {rule.description}"
+            return self._decided(ask, allowed, "config_rule", message, rule_id=rule.id)
+        unmatched = self.policy.unmatched
+        if unmatched == "allow":
+            return self._decided(ask, True, "policy", None)
+        if unmatched == "deny":
+            return self._decided(
+                ask,
+                False,
+                "policy",
+                f"no approval rule allows {ask.tool_name} here, and unmatched calls are "
+                "denied (permissions.unmatched); ask the user to add a rule",
+            )
+        return await self._ask_a_person(ask, shown)
+
+    def _decided(
+        self,
+        ask: AgentPermissionRequest,
+        allowed: bool,
+        method: str,
+        message: str | None,
+        *,
+        rule_id: str | None = None,
+        delivery_id: str | None = None,
+    ) -> PermissionAnswer:
+        self.publish(
+            "permission_decided",
+            {
+                "iteration": self.iteration,
+                "requestId": ask.request_id,
+                "tool": ask.tool_name,
+                "allowed": allowed,
+                "method": method,
+                "ruleId": rule_id,
+                "message": message,
+                "deliveryId": delivery_id,
+            },
+            self.task_id,
+        )
+        return PermissionAnswer(allowed, message or "")
+
+    async def _ask_a_person(self, ask: AgentPermissionRequest, shown: str) -> PermissionAnswer:
+        answered = anyio.Event()
+        answer: list[Feedback] = []
+
+        async def on_answer(_delivery: Delivery, feedback: Feedback) -> None:
+            answer.append(feedback)
+            answered.set()
+
+        minutes = self.policy.ask_timeout_minutes
+        delivery = await self.inbox.create(
+            f"May {self.task_id} run {ask.tool_name}?",
+            "\n".join(
+                [
+                    f"**{self.task_id}: {self.title}**, iteration {self.iteration}, in "
+                    f"`{self.repo.name}`",
+                    "",
+                    f"The agent asks to run **{ask.tool_name}**"
+                    + (f" ({ask.description})" if ask.description else "")
+                    + ":",
+                    "",
+                    "```json",
+                    shown,
+                    "```",
+                    "",
+                    "Allow it once, allow it always (a rule for exactly this input), or "
+                    "deny it; a note goes to the agent with a denial. Unanswered in "
+                    f"{minutes:g} minutes, it is denied.",
+                ]
+            ),
+            "blocking",
+            {"type": "select", "prompt": "Allow this tool call?", "options": [ALLOW, ALWAYS, DENY]},
+            Source(kind="permission", task_id=self.task_id, iteration=self.iteration),
+            on_answer=on_answer,
+        )
+        try:
+            if not await wait_or_timeout(answered, self.clock, minutes * 60):
+                message = f"nobody answered within {minutes:g} minutes: denied"
+                with anyio.CancelScope(shield=True):
+                    await self.inbox.close(delivery.id, message)
+                return self._decided(ask, False, "timeout", message, delivery_id=delivery.id)
+        except BaseException:
+            with anyio.CancelScope(shield=True):  # cancelled (pause now, cancel): tidy up
+                with contextlib.suppress(PokeralphError):
+                    await self.inbox.close(delivery.id, "the iteration stopped")
+            raise
+        feedback = answer[0]
+        choice = feedback.values.get("value")
+        note = (feedback.note or "").strip()
+        if choice == DENY:
+            message = "denied by the user" + (f": {note}" if note else "")
+            return self._decided(ask, False, "manual", message, delivery_id=delivery.id)
+        rule_id = None
+        if choice == ALWAYS:
+            rule_id = await self._add_rule(ask)
+        return self._decided(
+            ask, True, "manual", note or None, rule_id=rule_id, delivery_id=delivery.id
+        )
+
+    async def _add_rule(self, ask: AgentPermissionRequest) -> str | None:
+        """A repository rule allowing exactly this input (the person may widen it)."""
+        try:
+            rule = ApprovalRule.model_validate(
+                {
+                    "toolName": ask.tool_name,
+                    "paramPattern": "^" + re.escape(canonical(ask.input)) + "$",
+                    "description": f"allowed always from the inbox ({self.task_id})",
+                    "decision": "allow",
+                }
+            )
+            added = await self.repo.add_rule(rule, "repo")
+        except ValueError as exc:  # an input too long for a pattern, a tool we don't know
+            log.warning("allow-always rule not made: %s", exc)
+            return None
+        except PokeralphError as exc:  # an untrusted repository layer
+            log.warning("allow-always rule not added: %s", exc.message)
+            return None
+        return added.rule.id

@@ -1,0 +1,183 @@
+"""Claude Code's permission prompts, routed through the daemon: rules first, then the
+policy (a person through the inbox by default). The fake speaks the real CLI's stdio
+control protocol (tests/fakes/CLAUDE-PERMISSIONS.md)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import FAKES, make_git_repo, short_tmpdir
+from tests.inproc import Client, InProcDaemon, running_daemon
+
+pytestmark = pytest.mark.anyio
+COMMAND = "touch permission-bash.txt"
+EXACT = (
+    "^"
+    + json.dumps(
+        {"command": COMMAND, "description": "Run a command"}, separators=(",", ":"), sort_keys=True
+    ).replace(".", "\\.")
+    + "$"
+)
+
+
+@pytest.fixture
+def home() -> Iterator[Path]:
+    path = short_tmpdir()
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+async def _setup(d: InProcDaemon, repo: Path, **config: Any) -> str:
+    await d.call("repo.register", {"path": str(repo)})
+    patch: dict[str, Any] = {
+        "agent": {
+            "backend": "claude",
+            "command": str(FAKES / "fake_claude"),
+            "env": {"FAKE_CLAUDE_MODE": "permission_bash"},
+        },
+        "mode": "yolo",
+        "maxIterationsPerTask": 1,
+        "feedbackLoops": ["test"],
+        "feedbackCommands": {"test": "true"},
+        **config,
+    }
+    await d.call("config.update", {"repo": str(repo), "patch": patch})
+    task = await d.call(
+        "task.create",
+        {
+            "repo": str(repo),
+            "title": "Run it",
+            "description": "Run the command",
+            "acceptanceCriteria": ["it ran"],
+        },
+    )
+    return str(task["task"]["id"])
+
+
+async def _battle(d: InProcDaemon, watcher: Client, repo: Path, task: str) -> list[dict[str, Any]]:
+    await watcher.call("events.subscribe", {"repo": str(repo)})
+    await d.call("battle.start", {"repo": str(repo), "taskId": task})
+    return await watcher.events_until({"battle_complete", "battle_failed", "battle_cancelled"})
+
+
+def _decided(events: list[dict[str, Any]]) -> dict[str, Any]:
+    decided: list[dict[str, Any]] = [
+        e["payload"] for e in events if e["type"] == "permission_decided"
+    ]
+    assert len(decided) == 1, decided
+    return decided[0]
+
+
+async def test_an_allow_rule_lets_the_command_run_and_counts_its_use(home: Path) -> None:
+    repo = make_git_repo(home / "repo")
+    async with running_daemon(home) as d:
+        task = await _setup(d, repo)
+        added = await d.call(
+            "rules.add",
+            {
+                "repo": str(repo),
+                "toolName": "Bash",
+                "paramPattern": EXACT,
+                "description": "the task's own command",
+                "decision": "allow",
+            },
+        )
+        async with d.client() as watcher:
+            events = await _battle(d, watcher, repo, task)
+        requested = [e for e in events if e["type"] == "permission_requested"]
+        assert requested and requested[0]["payload"]["tool"] == "Bash"
+        decided = _decided(events)
+        assert decided["allowed"] and decided["method"] == "config_rule"
+        assert decided["ruleId"] == added["rule"]["id"]
+        assert (repo / "permission-bash.txt").exists()
+        rules = await d.call("rules.list", {"repo": str(repo)})
+        (rule,) = [r for r in rules["rules"] if r["id"] == added["rule"]["id"]]
+        assert rule["useCount"] == 1
+
+
+async def test_a_deny_rule_beats_an_allow_rule(home: Path) -> None:
+    repo = make_git_repo(home / "repo")
+    async with running_daemon(home) as d:
+        task = await _setup(d, repo)
+        for decision, pattern in (("allow", EXACT), ("deny", '"command":"touch ')):
+            await d.call(
+                "rules.add",
+                {
+                    "repo": str(repo),
+                    "toolName": "Bash",
+                    "paramPattern": pattern,
+                    "description": f"{decision} it",
+                    "decision": decision,
+                },
+            )
+        async with d.client() as watcher:
+            events = await _battle(d, watcher, repo, task)
+        decided = _decided(events)
+        assert not decided["allowed"] and decided["method"] == "config_rule"
+        assert "denied by rule" in decided["message"]
+        assert not (repo / "permission-bash.txt").exists()
+
+
+async def test_an_unmatched_call_asks_a_person_whose_deny_reaches_the_model(home: Path) -> None:
+    repo = make_git_repo(home / "repo")
+    async with running_daemon(home) as d:
+        task = await _setup(d, repo)
+        async with d.client() as watcher:
+            await watcher.call("events.subscribe", {"repo": str(repo)})
+            await d.call("battle.start", {"repo": str(repo), "taskId": task})
+            events = await watcher.events_until({"new_delivery"})
+            delivery = events[-1]["payload"]["delivery"]
+            assert delivery["source"]["kind"] == "permission" and "Bash" in delivery["title"]
+            await d.call(
+                "inbox.answer",
+                {"id": delivery["id"], "values": {"value": "deny"}, "note": "not in here"},
+            )
+            events = await watcher.events_until({"battle_failed", "battle_complete"})
+        decided = _decided(events)
+        assert not decided["allowed"] and decided["method"] == "manual"
+        assert decided["message"] == "denied by the user: not in here"
+        assert not (repo / "permission-bash.txt").exists()
+
+
+async def test_allow_always_runs_it_and_leaves_a_rule(home: Path) -> None:
+    repo = make_git_repo(home / "repo")
+    async with running_daemon(home) as d:
+        task = await _setup(d, repo)
+        async with d.client() as watcher:
+            await watcher.call("events.subscribe", {"repo": str(repo)})
+            await d.call("battle.start", {"repo": str(repo), "taskId": task})
+            events = await watcher.events_until({"new_delivery"})
+            delivery = events[-1]["payload"]["delivery"]
+            await d.call(
+                "inbox.answer", {"id": delivery["id"], "values": {"value": "allow_always"}}
+            )
+            events = await watcher.events_until({"battle_failed", "battle_complete"})
+        decided = _decided(events)
+        assert decided["allowed"] and decided["method"] == "manual" and decided["ruleId"]
+        assert (repo / "permission-bash.txt").exists()
+        test = await d.call(
+            "rules.test",
+            {
+                "repo": str(repo),
+                "tool": "Bash",
+                "input": {"command": COMMAND, "description": "Run a command"},
+            },
+        )
+        assert test["decision"] == "allow"
+
+
+async def test_the_deny_policy_refuses_unmatched_calls_at_once(home: Path) -> None:
+    repo = make_git_repo(home / "repo")
+    async with running_daemon(home) as d:
+        task = await _setup(d, repo, permissions={"unmatched": "deny"})
+        async with d.client() as watcher:
+            events = await _battle(d, watcher, repo, task)
+        decided = _decided(events)
+        assert not decided["allowed"] and decided["method"] == "policy"
+        assert not [e for e in events if e["type"] == "new_delivery"]
