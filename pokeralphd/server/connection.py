@@ -28,7 +28,13 @@ import msgspec
 
 from pokeralphd.protocol import jsonrpc
 from pokeralphd.protocol.codes import ErrorCode
-from pokeralphd.protocol.framing import FrameDecoder, FrameError, FrameTooLarge, encode_frame
+from pokeralphd.protocol.framing import (
+    FrameDecoder,
+    FrameError,
+    FrameTooLarge,
+    encode_frame,
+    split_block,
+)
 from pokeralphd.server.context import CallContext
 from pokeralphd.server.eventbus import Event, overflow_notice
 from pokeralphd.server.outbox import Outbox
@@ -429,7 +435,7 @@ class ClientConnection:
                 return
             self._slice_end = monotonic() + TIME_SLICE
             try:
-                bodies = self.decoder.feed(data)
+                frames = self.decoder.feed_block(data)
             except FrameTooLarge as exc:
                 self._add_reply(
                     jsonrpc.error_response(
@@ -457,14 +463,23 @@ class ClientConnection:
                 log.info("connection %d: %s; closing", self.id, exc)
                 await self._flush()
                 return
-            if bodies:
-                await self._handle(bodies)
+            if frames:
+                await self._handle(frames)
             await self._flush()
 
-    async def _handle(self, bodies: list[bytes]) -> None:
+    async def _handle(self, frames: bytes | list[bytes]) -> None:
+        """The messages of one read: a block of lines or a list of bodies (see
+        :meth:`FrameDecoder.feed_block`)."""
         # Fast path: every message of the read is a single well-formed request: decode
         # them all in one pass.
-        many = jsonrpc.decode_many_fast(bodies)
+        many = None
+        if isinstance(frames, bytes):
+            many = jsonrpc.decode_block_fast(frames)
+            bodies = [] if many is not None else split_block(frames)  # blank lines, or worse
+        else:
+            bodies = frames
+        if many is None and bodies:
+            many = jsonrpc.decode_many_fast(bodies)
         if many is not None:
             await self._handle_requests(many)
             return
