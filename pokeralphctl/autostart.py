@@ -14,15 +14,13 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    import argparse
-
     from pokeralphctl.commands import Context
 
 NO_AUTOSTART_ENV = "POKERALPH_NO_AUTOSTART"
 DIAGNOSTIC = frozenset({"ping", "status", "daemon", "service", "completion"})
 
 
-def allowed(args: argparse.Namespace) -> bool:
+def allowed(args: object) -> bool:
     if getattr(args, "no_autostart", False) or os.environ.get(NO_AUTOSTART_ENV, "") not in (
         "",
         "0",

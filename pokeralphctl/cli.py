@@ -2,13 +2,14 @@
 
 Start-up speed matters here: only the standard library and ``pokeralphctl.*`` are
 imported, and only the selected command's module is imported and its parser filled in;
-the other commands are registered as bare names with their help line.
+the other commands are registered as bare names with their help line. The commands
+without options of their own (``status``, ``ping``) skip argparse altogether when only
+global options come with them (:func:`quick_args`): argparse, with the gettext and shutil
+it loads, was a fifth of ``pokeralphctl status``'s time.
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import os
 import sys
 
@@ -22,9 +23,6 @@ from pokeralphctl.commands import (
     EXIT_USAGE,
     CommandError,
     Context,
-    Parser,
-    add_common,
-    common_options,
     repo_argument,
 )
 from pokeralphctl.output import Output, field_of, hint_for
@@ -32,8 +30,11 @@ from pokeralphctl.paths import SOCKET_ENV
 
 TYPE_CHECKING = False  # typing costs ~3 ms of start-up: imported for mypy only
 if TYPE_CHECKING:
+    import argparse
     from collections.abc import Sequence
     from typing import Any
+
+    from pokeralphctl.parsing import Parser
 
 #: command -> (module under pokeralphctl.commands, help line); the order of ``--help``.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -83,10 +84,64 @@ environment:
 
 _VALUED = ("--socket", "--repo")
 
-# argparse looks up a translation of each of its messages with gettext, and every lookup
-# probes the locale folders on disk (and imports ``locale``). CPython ships no catalog for
-# argparse, so the lookups only cost start-up time: skip them.
-argparse._ = str  # type: ignore[attr-defined]
+#: Commands that take no options of their own: command -> (module, handler). Parsed by
+#: :func:`quick_args` when only global options come with them.
+QUICK: dict[str, tuple[str, str]] = {"status": ("status", "status"), "ping": ("status", "ping")}
+_FLAGS = {"--json": "json", "--no-autostart": "no_autostart"}
+
+
+class QuickArgs:
+    """What argparse makes of a quick command line: the same attributes, the same values."""
+
+    def __init__(self, command: str, handler: Any) -> None:
+        self.command = command
+        self.handler = handler
+        self.json = False
+        self.no_autostart = False
+        self.repo: str | None = None
+        self.socket: str | None = None
+        self.verbose = 0
+
+
+def quick_args(argv: Sequence[str]) -> QuickArgs | None:
+    """The parsed command line of a :data:`QUICK` command with global options only, as
+    argparse would parse it; None for anything else (argparse then parses it, and says
+    what is wrong). Only exact option names are taken (argparse would also take
+    ``--opt=value`` forms, abbreviations after the command, ``-vv``): anything unusual
+    goes to argparse.
+    """
+    command: str | None = None
+    flags: set[str] = set()
+    values: dict[str, str] = {}
+    verbose = [0, 0]  # before and after the command: the subcommand's count replaces
+    i, n = 0, len(argv)
+    while i < n:
+        arg = argv[i]
+        i += 1
+        if arg in _FLAGS:
+            flags.add(_FLAGS[arg])
+        elif arg in _VALUED:
+            if i >= n or argv[i].startswith("-"):
+                return None
+            values[arg[2:]] = argv[i]  # the last one given wins, as with argparse
+            i += 1
+        elif arg == "-v" or arg == "--verbose":
+            verbose[command is not None] += 1
+        elif command is None and arg in QUICK:
+            command = arg
+        else:
+            return None  # another command, --help, --version, an unknown option, "--"
+    if command is None:
+        return None
+    module_name, handler_name = QUICK[command]
+    module = __import__(f"pokeralphctl.commands.{module_name}", fromlist=[handler_name])
+    args = QuickArgs(command, getattr(module, handler_name))
+    args.json = "json" in flags
+    args.no_autostart = "no_autostart" in flags
+    args.repo = values.get("repo")
+    args.socket = values.get("socket")
+    args.verbose = verbose[1] or verbose[0]
+    return args
 
 
 def command_of(argv: Sequence[str]) -> str | None:
@@ -110,6 +165,11 @@ def build_parser(argv: Sequence[str]) -> tuple[Parser, dict[str, Parser]]:
 
     Without a known command every command is listed, as bare names with their help line.
     """
+    import argparse
+    import importlib
+
+    from pokeralphctl.parsing import Parser, add_common, common_options
+
     parser = Parser(
         prog="pokeralphctl",
         description="Control pokeralphd, the daemon that runs AI coding agents in loops.",
@@ -136,7 +196,7 @@ def build_parser(argv: Sequence[str]) -> tuple[Parser, dict[str, Parser]]:
     return parser, built
 
 
-def _repo(args: argparse.Namespace) -> tuple[str | None, bool]:
+def _repo(args: argparse.Namespace | QuickArgs) -> tuple[str | None, bool]:
     if args.repo:
         return repo_argument(args.repo), True
     try:
@@ -147,27 +207,32 @@ def _repo(args: argparse.Namespace) -> tuple[str | None, bool]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    Parser.json_errors = "--json" in argv
-    parser, built = build_parser(argv)
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # --help, --version, usage errors
-        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    args: argparse.Namespace | QuickArgs | None = quick_args(argv)
+    if args is None:
+        from pokeralphctl.parsing import Parser
+
+        Parser.json_errors = "--json" in argv
+        parser, built = build_parser(argv)
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # --help, --version, usage errors
+            return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+        if getattr(args, "handler", None) is None:
+            shown = built.get(args.command) if args.command else None
+            (shown or parser).print_help(sys.stderr)
+            return EXIT_USAGE
     if args.socket:
         # $POKERALPH_SOCKET wins in pokeralphctl.paths; --socket must win over it here,
         # and a daemon started by `daemon start` inherits it.
         os.environ[SOCKET_ENV] = os.path.abspath(os.path.expanduser(args.socket))
-    handler = getattr(args, "handler", None)
-    if handler is None:
-        shown = built.get(args.command) if args.command else None
-        (shown or parser).print_help(sys.stderr)
-        return EXIT_USAGE
     out = Output(json_mode=args.json, verbose=args.verbose)
     repo, given = _repo(args)
-    return run(handler, Context(out, repo, given), args)
+    return run(args.handler, Context(out, repo, given), args)
 
 
-def run(handler: Any, ctx: Context, args: argparse.Namespace, retried: bool = False) -> int:
+def run(
+    handler: Any, ctx: Context, args: argparse.Namespace | QuickArgs, retried: bool = False
+) -> int:
     """Run a handler; every failure becomes one message with what to do next."""
     out = ctx.out
     try:

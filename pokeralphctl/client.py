@@ -1,7 +1,8 @@
 """A small JSON-RPC 2.0 client for pokeralphd, standard library only.
 
 This is also the reference client for plugin authors: newline-delimited JSON over a
-Unix socket, one request at a time, notifications (events) handed to a callback. Its
+Unix socket, one request at a time or several pipelined (:meth:`Connection.call_many`),
+notifications (events) handed to a callback. Its
 public names are those in ``__all__``; the error codes are in :mod:`pokeralphctl.codes`.
 
 ::
@@ -46,7 +47,7 @@ from pokeralphctl.paths import socket_path
 
 TYPE_CHECKING = False  # typing costs ~3 ms of start-up: imported for mypy only
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterator, Sequence
     from typing import Any
 
 __all__ = [
@@ -275,23 +276,50 @@ class Connection:
 
     def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
         """Send a request and return its result; events arriving meanwhile go to on_event."""
-        self._next_id += 1
-        request_id = self._next_id
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        self.send(message)
+        (answer,) = self.call_many([(method, params)])
+        if isinstance(answer, RequestFailed):
+            raise answer
+        return answer
+
+    def call_many(self, calls: Sequence[tuple[str, dict[str, Any] | None]]) -> list[Any]:
+        """Several requests pipelined: written at once, answered in one round trip.
+
+        ``calls`` are ``(method, params)`` pairs; the answers come back in their order,
+        each the call's result or the :class:`RequestFailed` it got (returned, not
+        raised: one refused call does not hide the others' results). Events arriving
+        meanwhile go to on_event.
+        """
+        first = self._next_id + 1
+        lines = []
+        for method, params in calls:
+            self._next_id += 1
+            message: dict[str, Any] = {"jsonrpc": "2.0", "id": self._next_id, "method": method}
+            if params is not None:
+                message["params"] = params
+            lines.append(json.dumps(message, separators=(",", ":")))
+        if not lines:
+            return []
+        lines.append("")
+        self._sock.sendall("\n".join(lines).encode())
+        last = self._next_id
+        answers: dict[int, Any] = {}
         for reply in self._read():
             if "id" not in reply:
                 if self.on_event is not None:
                     self.on_event(reply)
                 continue
-            if reply.get("id") != request_id:
+            rid = reply.get("id")
+            if type(rid) is not int or not first <= rid <= last or rid in answers:
                 continue
             if "error" in reply:
                 err = reply["error"]
-                raise RequestFailed(err.get("code", 0), err.get("message", ""), err.get("data"))
-            return reply.get("result")
+                answers[rid] = RequestFailed(
+                    err.get("code", 0), err.get("message", ""), err.get("data")
+                )
+            else:
+                answers[rid] = reply.get("result")
+            if len(answers) == len(lines) - 1:
+                return [answers[rid] for rid in range(first, last + 1)]
         raise RequestFailed(
             codes.INTERNAL_ERROR, "the daemon closed the connection before answering"
         )

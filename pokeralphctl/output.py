@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 
 from pokeralphctl import codes
 
 TYPE_CHECKING = False  # typing costs ~3 ms of start-up: imported for mypy only
 if TYPE_CHECKING:
+    import re
     from collections.abc import Sequence
     from typing import Any, TextIO
 
@@ -98,6 +98,8 @@ def _pattern(multiline: bool, keep_sgr: bool) -> re.Pattern[str]:
     key = (multiline, keep_sgr)
     pattern = _patterns.get(key)
     if pattern is None:
+        import re  # only when a line needs it: most are printable ASCII (see clean)
+
         chars = f"[{_UNSAFE}]" if multiline else f"[\t\n{_UNSAFE}]"
         parts = (["\r\n"] if multiline else []) + ([_SGR] if keep_sgr else []) + [chars]
         pattern = _patterns[key] = re.compile("|".join(parts))
@@ -123,6 +125,8 @@ def clean(text: Any, *, multiline: bool = False, keep_sgr: bool = False) -> str:
     codes (``ESC [ … m``), for text our own :meth:`Output.style` already coloured.
     """
     string = text if isinstance(text, str) else str(text)
+    if string.isascii() and string.isprintable():
+        return string  # the common case, decided in C: nothing to show (no regex built)
     pattern = _pattern(multiline, keep_sgr)
     if pattern.search(string) is None:
         return string
@@ -142,7 +146,11 @@ def dumps(value: Any) -> str:
     the very same string (those characters only ever occur inside JSON strings)."""
     global _JSON_UNSAFE
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if text.isascii() and "\x7f" not in text:
+        return text  # json escaped every other ASCII control: nothing to do (no regex built)
     if _JSON_UNSAFE is None:
+        import re
+
         _JSON_UNSAFE = re.compile(f"[{_UNSAFE}]")
     if _JSON_UNSAFE.search(text) is None:
         return text

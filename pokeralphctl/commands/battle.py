@@ -6,8 +6,8 @@ Following (``battle start --follow``, ``battle log --follow``) lives in
 
 from __future__ import annotations
 
-from pokeralphctl.commands import sub
 from pokeralphctl.output import clean, duration, money
+from pokeralphctl.parsing import sub
 
 TYPE_CHECKING = False  # typing costs ~3 ms of start-up: imported for mypy only
 if TYPE_CHECKING:

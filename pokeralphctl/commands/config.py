@@ -16,9 +16,10 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from pokeralphctl.commands import CommandError, sub
+from pokeralphctl.commands import CommandError
 from pokeralphctl.commands.trust import warn
 from pokeralphctl.output import clean, dumps
+from pokeralphctl.parsing import sub
 
 if TYPE_CHECKING:
     import argparse

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pokeralphctl.client import DaemonNotRunning, RequestFailed
-from pokeralphctl.commands import CommandError, sub
+from pokeralphctl.commands import CommandError
 from pokeralphctl.commands.status import fetch_status, print_status
+from pokeralphctl.parsing import sub
 from pokeralphctl.paths import APP, socket_path
 
 if TYPE_CHECKING:

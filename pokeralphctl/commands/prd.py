@@ -6,8 +6,9 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from pokeralphctl.commands import CommandError, sub
+from pokeralphctl.commands import CommandError
 from pokeralphctl.output import clean
+from pokeralphctl.parsing import sub
 
 if TYPE_CHECKING:
     import argparse

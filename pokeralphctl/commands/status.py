@@ -33,17 +33,25 @@ def ping(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
+STATUS_CALLS: list[tuple[str, dict[str, Any] | None]] = [
+    ("daemon.status", None),
+    ("repo.list", None),
+    ("config.trustList", None),
+]
+
+
 def fetch_status(ctx: Context) -> dict[str, Any]:
-    """``daemon.status``, ``repo.list`` and ``config.trustList`` on one connection."""
+    """``daemon.status``, ``repo.list`` and ``config.trustList``, pipelined on one
+    connection (one round trip, not three)."""
     from pokeralphctl.client import RequestFailed
 
     with ctx.connect() as conn:
-        daemon = conn.call("daemon.status")
-        repos = conn.call("repo.list")
-        try:
-            trust = conn.call("config.trustList")["repos"]
-        except RequestFailed:  # a daemon older than the trust gate
-            trust = None
+        daemon, repos, trust = conn.call_many(STATUS_CALLS)
+    for answer in (daemon, repos):
+        if isinstance(answer, RequestFailed):
+            raise answer
+    # a daemon older than the trust gate does not know config.trustList
+    trust = None if isinstance(trust, RequestFailed) else trust["repos"]
     return {"daemon": daemon, "repos": repos, "trust": trust}
 
 

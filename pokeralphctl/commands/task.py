@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pokeralphctl.commands import CommandError, sub
+from pokeralphctl.commands import CommandError
 from pokeralphctl.output import clean
+from pokeralphctl.parsing import sub
 
 if TYPE_CHECKING:
     import argparse

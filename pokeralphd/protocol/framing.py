@@ -73,6 +73,26 @@ class FrameDecoder:
             return self._lines()
         return self._lsp()
 
+    def feed_block(self, data: bytes) -> bytes | list[bytes]:
+        """:meth:`feed`, except that in line mode the complete lines come back as one block
+        (``bytes`` ending with a newline) when it is within ``max_message`` -- then so is
+        each of its lines, and nothing needs cutting or measuring line by line. A block's
+        lines are neither trimmed nor filtered: :func:`split_block` makes them the bodies
+        :meth:`feed` returns. The same bounds hold, with the same errors."""
+        if self.mode != "line":
+            return self.feed(data)
+        buf = self._buf
+        buf += data
+        end = buf.rfind(b"\n", self._scan_from) + 1
+        if end == 0 or end > self.max_message:
+            return self._lines()  # no complete line yet, or lines to measure one by one
+        block = bytes(buf[:end])
+        del buf[:end]
+        self._scan_from = len(buf)
+        if len(buf) > self.max_message:
+            raise FrameTooLarge(len(buf), self.max_message)
+        return block
+
     def _detect(self) -> bool:
         head = bytes(self._buf[:DETECT_PREFIX]).lower()
         if not head:
@@ -150,6 +170,14 @@ class FrameDecoder:
         if length > self.max_message:
             raise FrameTooLarge(length, self.max_message)
         return length
+
+
+def split_block(block: bytes) -> list[bytes]:
+    """The message bodies of a block from :meth:`FrameDecoder.feed_block`, as
+    :meth:`FrameDecoder.feed` returns them: blank lines dropped, whitespace trimmed."""
+    lines = block.split(b"\n")
+    lines.pop()  # what follows the block's last newline: nothing
+    return list(filter(None, map(bytes.strip, lines)))
 
 
 def encode_frame(body: bytes, mode: Mode | None) -> bytes:

@@ -29,9 +29,13 @@ Id = str | int | float | None
 NO_ID: Any = msgspec.UNSET  # marker: no ``id`` member, the request is a notification
 
 
-class Request(msgspec.Struct, forbid_unknown_fields=True):
+class Request(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     """A valid request. Well-formed messages decode straight into it in one typed pass;
-    anything else is judged member by member by :func:`parse_request`."""
+    anything else is judged member by member by :func:`parse_request`.
+
+    Not tracked by the garbage collector (``gc=False``, cheaper to make and to drop): a
+    request holds only what was decoded, never itself, so it is in no reference cycle.
+    """
 
     jsonrpc: Literal["2.0"]
     method: str
@@ -76,6 +80,7 @@ _SIGNS = bytes.maketrans(b"[]", b"\x01\xff")
 _OPENERS = bytes.maketrans(b"{", b"[")
 _NOT_OPENER_OR_NL = bytes(b for b in range(256) if b not in b"[{\n")
 _DEEP_RUN = b"[" * (MAX_NESTING + 1)
+_JSON_SPACE = b" \t\r"  # JSON's whitespace but the line end
 _PREFIX = 16 << 10
 
 
@@ -137,21 +142,50 @@ def decode_request_fast(body: bytes) -> Request | None:
 def decode_many_fast(bodies: list[bytes]) -> list[Request] | None:
     """Several message bodies at once, if each is a single well-formed request; else None.
 
-    One ``decode_lines`` call for the whole read (bodies never contain a newline).
+    Bodies without a newline (line framing always; LSP bodies mostly) are decoded as one
+    block of lines (:func:`decode_block_fast`); others one by one.
     """
     if len(bodies) == 1:
         one = decode_request_fast(bodies[0])
         return None if one is None else [one]
-    joined = b"\n".join(bodies)
+    block = b"\n".join(bodies) + b"\n"
+    if block.count(b"\n") == len(bodies):
+        return decode_block_fast(block)
+    requests = []
+    for body in bodies:
+        request = decode_request_fast(body)
+        if request is None:
+            return None
+        requests.append(request)
+    return requests
+
+
+def decode_block_fast(block: bytes) -> list[Request] | None:
+    """The requests of a block of lines ending with a newline, if each line holds exactly
+    one well-formed request object (and maybe whitespace); else None: then split it
+    (:func:`~pokeralphd.protocol.framing.split_block`) and judge line by line.
+
+    One ``decode_lines`` call for the whole block. It reads a stream of values, in which a
+    line might hold two values, or a value run on over the next line, and the count still
+    match the lines: so, with the whitespace taken out, every line must start with "{" and
+    end with "}". A value cannot then run on past a line end (after a closing brace only
+    a comma, a closing bracket or a new value may follow, and a line starting with "{" is
+    none of the first two), hence each line holds at least one value, and as many values
+    as lines means one each.
+    """
     # A line with more opening brackets than MAX_NESTING might nest too deeply: that read
     # takes the careful path, body by body.
-    if _DEEP_RUN in joined.translate(_OPENERS, _NOT_OPENER_OR_NL):
+    if _DEEP_RUN in block.translate(_OPENERS, _NOT_OPENER_OR_NL):
+        return None
+    bare = block.translate(None, _JSON_SPACE)
+    lines = bare.count(b"\n")
+    if bare[:1] != b"{" or not bare.endswith(b"}\n") or bare.count(b"}\n{") != lines - 1:
         return None
     try:
-        msgs = _fast_decoder.decode_lines(joined)
+        msgs = _fast_decoder.decode_lines(block)
     except _DECODE_ERRORS:
         return None
-    return msgs if len(msgs) == len(bodies) else None
+    return msgs if len(msgs) == lines else None
 
 
 def decode(body: bytes) -> Any:
@@ -207,5 +241,6 @@ def notification(method: str, params: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "method": method, "params": params}
 
 
-def encode(message: Any) -> bytes:
-    return _encoder.encode(message)
+#: ``encode(message) -> bytes``: the encoder's own method, without a Python call around
+#: it (this runs once per reply and per event).
+encode = _encoder.encode

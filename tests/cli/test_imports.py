@@ -107,3 +107,61 @@ def test_importtime_of_status_json(daemon: DaemonProcess) -> None:
     ]
     assert "pokeralphctl.cli" in names
     assert forbidden(names) == []
+
+
+QUICK_LINES = [
+    ["status"],
+    ["ping"],
+    ["--json", "status"],
+    ["status", "--json"],
+    ["-v", "status"],
+    ["status", "-v", "--verbose"],
+    ["-v", "-v", "status", "-v"],  # the subcommand's count replaces the one before it
+    ["--repo", "r", "status", "--repo", "/x/y"],
+    ["--socket", "/s", "--no-autostart", "ping", "--socket", "/t", "--json"],
+    ["--repo", "status", "ping"],  # "status" is --repo's value here
+    ["ping", "--no-autostart", "--repo", "."],
+]
+NOT_QUICK = [
+    [],
+    ["--json"],
+    ["status", "extra"],
+    ["status", "status"],
+    ["status", "--help"],
+    ["-h", "status"],
+    ["--version"],
+    ["status", "--repo"],
+    ["status", "--repo", "-v"],
+    ["status", "--repo=x"],
+    ["status", "--js"],
+    ["status", "-vv"],
+    ["--", "status"],
+    ["repos"],
+    ["task", "list"],
+]
+ATTRS = ("command", "handler", "json", "no_autostart", "repo", "socket", "verbose")
+
+
+@pytest.mark.parametrize("argv", QUICK_LINES)
+def test_quick_args_parse_as_argparse_does(argv: list[str]) -> None:
+    from pokeralphctl.cli import build_parser, quick_args
+
+    quick = quick_args(argv)
+    assert quick is not None
+    parsed = build_parser(argv)[0].parse_args(argv)
+    for attr in ATTRS:
+        assert getattr(quick, attr) == getattr(parsed, attr), attr
+
+
+@pytest.mark.parametrize("argv", NOT_QUICK)
+def test_anything_else_goes_to_argparse(argv: list[str]) -> None:
+    from pokeralphctl.cli import quick_args
+
+    assert quick_args(argv) is None
+
+
+def test_status_and_ping_skip_argparse(daemon: DaemonProcess, tmp_path: Path) -> None:
+    for args in (["status"], ["--json", "status", "-v"], ["ping", "--json"]):
+        modules = imported(daemon.env, tmp_path, *args)
+        assert "pokeralphctl.cli" in modules
+        assert not {"argparse", "shutil", "gettext", "pokeralphctl.parsing"} & set(modules)
