@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 
-from pokeralphctl.commands import CommandError, sub
+from pokeralphctl.commands import CommandError
 from pokeralphctl.output import clean
+from pokeralphctl.parsing import sub
 
 TYPE_CHECKING = False  # typing costs ~3 ms of start-up: imported for mypy only
 if TYPE_CHECKING:
