@@ -120,6 +120,7 @@ class ClientConnection:
         self._reply_bytes = 0
         self._slice_end = 0.0
         self._tg: TaskGroup | None = None
+        self.deliver = EventDelivery(self)
 
     def close(self) -> None:
         """Stop reading (shutdown): replies already queued are still sent, for a while,
@@ -128,9 +129,9 @@ class ClientConnection:
         self.outbox.set_deadline(SHUTDOWN_GRACE)
 
     # -- events
-    def deliver(self, event: Event) -> bool:
+    def _deliver(self, event: Event) -> bool:
         mode = self.decoder.mode
-        if self.outbox.put_event(event.frame(mode)):
+        if self.outbox.put_event(event.line if mode != "lsp" else event.frame(mode)):
             return True
         # Overflowed (or closing): tell the subscriber where to resume, then it is closed.
         self.outbox.put_last(overflow_notice(mode, event.seq - 1))
@@ -559,6 +560,26 @@ class ClientConnection:
         return jsonrpc.error_response(
             rid, ErrorCode.INTERNAL_ERROR, "Internal error", {"hint": "see the daemon log"}
         )
+
+
+class EventDelivery:
+    """A connection's ``deliver`` (what :meth:`EventBus.subscribe` takes): queue an event
+    for the client, False once it is gone. ``put_line`` is the shortcut the bus takes
+    while the connection speaks line framing: the outbox's own ``put_event``, handed the
+    event's line frame as is (one call per delivery, not three)."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: ClientConnection) -> None:
+        self._conn = conn
+
+    def __call__(self, event: Event) -> bool:
+        return self._conn._deliver(event)
+
+    @property
+    def put_line(self) -> Callable[[bytes], bool] | None:
+        conn = self._conn
+        return conn.outbox.put_event if conn.decoder.mode == "line" else None
 
 
 class _BatchReply:

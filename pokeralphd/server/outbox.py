@@ -60,7 +60,7 @@ class Outbox:
 
     def put(self, data: bytes) -> None:
         """Queue a reply (or several, already framed)."""
-        if self.closed or self._closing:
+        if self._closing:  # (closed implies closing)
             return
         self._chunks.append(data)
         self._pending += len(data)
@@ -69,13 +69,14 @@ class Outbox:
 
     def put_event(self, data: bytes) -> bool:
         """Queue an event without blocking; False when the backlog is full (or closing)."""
-        if self.closed or self._closing:
+        if self._closing:  # (closed implies closing)
             return False
-        if self._pending + len(data) > self.max_event_bytes:
+        pending = self._pending + len(data)
+        if pending > self.max_event_bytes:
             return False
         chunks = self._chunks
         chunks.append(data)
-        self._pending += len(data)
+        self._pending = pending
         if len(chunks) > 1:
             return True  # already queued: the writer is awake and _drained is clear
         if self._drained.is_set():
@@ -89,7 +90,7 @@ class Outbox:
         The peer is known not to keep up: once a write under way is done (bounded by the
         stall timeout), the rest gets a short grace, not the stall timeout.
         """
-        if self.closed or self._closing:
+        if self._closing:  # (closed implies closing)
             return
         self._chunks.append(data)
         self._pending += len(data)
@@ -155,7 +156,7 @@ class Outbox:
     async def send_now(self, data: bytes) -> None:
         """Send at once from the caller's task when nothing is queued (saves a task switch
         per reply on a request/response connection); else queue behind what is waiting."""
-        if self._chunks or self._lock.locked() or self.closed or self._closing:
+        if self._chunks or self._lock.locked() or self._closing:
             self.put(data)
             return
         try:
@@ -195,6 +196,7 @@ class Outbox:
             log.debug("writer stopped: %s", exc)
         finally:
             self.closed = True
+            self._closing = True  # closed implies closing: one flag for the producers to test
             self._drained.set()
             with anyio.CancelScope(shield=True):
                 await self._stream.aclose()
