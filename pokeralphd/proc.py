@@ -100,11 +100,7 @@ class ProcessOwner:
                 continue
             if not _owner_alive(mark):
                 victims.append(proc)
-        for proc in victims:
-            with contextlib.suppress(psutil.Error):
-                proc.kill()
-        if victims:
-            psutil.wait_procs(victims, timeout=5)
+        if _kill_all(victims, wait=5):
             log.warning("ended %d process(es) a previous daemon left running", len(victims))
         return len(victims)
 
@@ -268,13 +264,19 @@ def end_tree(pid: int, token: str | None, grace: float) -> None:
 def sweep(token: str) -> int:
     """After a normal exit: kill whatever the run left behind (same token)."""
     left = token_processes(token)
-    for proc in left:
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
-    if left:
-        psutil.wait_procs(left, timeout=2)
+    if _kill_all(left, wait=2):
         log.info("ended %d process(es) a run left behind", len(left))
     return len(left)
+
+
+def _kill_all(procs: list[psutil.Process], wait: float) -> int:
+    """SIGKILL ``procs`` and wait (bounded) for them to go; how many there were."""
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    if procs:
+        psutil.wait_procs(procs, timeout=wait)
+    return len(procs)
 
 
 def kill_group(pid: int) -> None:

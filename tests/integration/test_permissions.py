@@ -66,6 +66,22 @@ async def _battle(d: InProcDaemon, watcher: Client, repo: Path, task: str) -> li
     return await watcher.events_until({"battle_complete", "battle_failed", "battle_cancelled"})
 
 
+async def _answered(
+    d: InProcDaemon, repo: Path, task: str, value: str, note: str | None = None
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Start the battle, answer the permission item it raises; the item and the events."""
+    async with d.client() as watcher:
+        await watcher.call("events.subscribe", {"repo": str(repo)})
+        await d.call("battle.start", {"repo": str(repo), "taskId": task})
+        events = await watcher.events_until({"new_delivery"})
+        delivery: dict[str, Any] = events[-1]["payload"]["delivery"]
+        answer: dict[str, Any] = {"id": delivery["id"], "values": {"value": value}}
+        if note is not None:
+            answer["note"] = note
+        await d.call("inbox.answer", answer)
+        return delivery, await watcher.events_until({"battle_failed", "battle_complete"})
+
+
 def _decided(events: list[dict[str, Any]]) -> dict[str, Any]:
     decided: list[dict[str, Any]] = [
         e["payload"] for e in events if e["type"] == "permission_decided"
@@ -128,17 +144,8 @@ async def test_an_unmatched_call_asks_a_person_whose_deny_reaches_the_model(home
     repo = make_git_repo(home / "repo")
     async with running_daemon(home) as d:
         task = await _setup(d, repo)
-        async with d.client() as watcher:
-            await watcher.call("events.subscribe", {"repo": str(repo)})
-            await d.call("battle.start", {"repo": str(repo), "taskId": task})
-            events = await watcher.events_until({"new_delivery"})
-            delivery = events[-1]["payload"]["delivery"]
-            assert delivery["source"]["kind"] == "permission" and "Bash" in delivery["title"]
-            await d.call(
-                "inbox.answer",
-                {"id": delivery["id"], "values": {"value": "deny"}, "note": "not in here"},
-            )
-            events = await watcher.events_until({"battle_failed", "battle_complete"})
+        delivery, events = await _answered(d, repo, task, "deny", "not in here")
+        assert delivery["source"]["kind"] == "permission" and "Bash" in delivery["title"]
         decided = _decided(events)
         assert not decided["allowed"] and decided["method"] == "manual"
         assert decided["message"] == "denied by the user: not in here"
@@ -149,15 +156,7 @@ async def test_allow_always_runs_it_and_leaves_a_rule(home: Path) -> None:
     repo = make_git_repo(home / "repo")
     async with running_daemon(home) as d:
         task = await _setup(d, repo)
-        async with d.client() as watcher:
-            await watcher.call("events.subscribe", {"repo": str(repo)})
-            await d.call("battle.start", {"repo": str(repo), "taskId": task})
-            events = await watcher.events_until({"new_delivery"})
-            delivery = events[-1]["payload"]["delivery"]
-            await d.call(
-                "inbox.answer", {"id": delivery["id"], "values": {"value": "allow_always"}}
-            )
-            events = await watcher.events_until({"battle_failed", "battle_complete"})
+        _delivery, events = await _answered(d, repo, task, "allow_always")
         decided = _decided(events)
         assert decided["allowed"] and decided["method"] == "manual" and decided["ruleId"]
         assert (repo / "permission-bash.txt").exists()
