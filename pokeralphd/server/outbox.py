@@ -4,9 +4,10 @@ Producers never block: they append bytes and wake the writer, which sends everyt
 queued, in sends of at most :data:`CHUNK` bytes. Frames queued in a row are joined into
 chunks of about that size as they come (:data:`COALESCE`), while they are still in the
 processor's cache (a burst of events is thousands of small frames: joining them all at
-write time read each one back from memory, for every subscriber). Replies are throttled at the source (the reader waits while the
-backlog is large); events are bounded, and a subscriber whose backlog overflows is told
-and disconnected, so a client that stops reading costs nobody else anything.
+write time read each one back from memory, for every subscriber). Replies are throttled
+at the source (the reader waits while the backlog is large); events are bounded, and a
+subscriber whose backlog overflows is told and disconnected, so a client that stops
+reading costs nobody else anything.
 
 A frame, once started, is finished: a client that reads slowly gets every byte, however
 long it takes, as long as it keeps reading (each 64 KiB must be taken within the stall
