@@ -1,9 +1,13 @@
 """A connection's outgoing queue: replies and events written by one writer task.
 
 Producers never block: they append bytes and wake the writer, which sends everything
-queued in one ``send``. Replies are throttled at the source (the reader waits while the
-backlog is large); events are bounded, and a subscriber whose backlog overflows is told
-and disconnected, so a client that stops reading costs nobody else anything.
+queued, in sends of at most :data:`CHUNK` bytes. Frames queued in a row are joined into
+chunks of about that size as they come (:data:`COALESCE`), while they are still in the
+processor's cache (a burst of events is thousands of small frames: joining them all at
+write time read each one back from memory, for every subscriber). Replies are throttled
+at the source (the reader waits while the backlog is large); events are bounded, and a
+subscriber whose backlog overflows is told and disconnected, so a client that stops
+reading costs nobody else anything.
 
 A frame, once started, is finished: a client that reads slowly gets every byte, however
 long it takes, as long as it keeps reading (each 64 KiB must be taken within the stall
@@ -21,12 +25,20 @@ from typing import TYPE_CHECKING
 import anyio
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from anyio.abc import ByteStream
 
 log = logging.getLogger(__name__)
 
 CHUNK = 64 << 10  # a client must take this much within the stall timeout
+COALESCE = CHUNK - (4 << 10)  # frames queued in a row are joined once they reach this
 OVERFLOW_GRACE = 1.0  # seconds a dropped (overflowed) subscriber gets for its notice
+
+# The last run of frames joined, and its join: the subscribers of a burst of events get
+# the same frames in the same runs, so the first outbox joins them and the others take
+# its chunk after comparing the lists (which compares the very same objects first).
+_last_join: tuple[list[bytes], bytes] = ([], b"")
 
 
 class Outbox:
@@ -40,6 +52,8 @@ class Outbox:
         self._stream = stream
         self._chunks: list[bytes] = []
         self._pending = 0
+        self._run_start = 0  # the frames of _chunks from here on are joined at COALESCE
+        self._run_bytes = 0
         self._wake = anyio.Event()
         self._drained = anyio.Event()
         self._drained.set()
@@ -58,12 +72,35 @@ class Outbox:
     def pending_bytes(self) -> int:
         return self._pending
 
+    def _queue(self, data: bytes) -> None:
+        chunks = self._chunks
+        chunks.append(data)
+        self._pending += len(data)
+        run = self._run_bytes + len(data)
+        if run < COALESCE:
+            self._run_bytes = run
+        else:
+            self._coalesce()
+
+    def _coalesce(self) -> None:
+        """Join the frames queued since the last join into one chunk."""
+        global _last_join
+        chunks, start = self._chunks, self._run_start
+        if len(chunks) - start > 1:
+            run = chunks[start:]
+            last_run, joined = _last_join  # one read: (run, its join) always belong together
+            if run != last_run:
+                joined = b"".join(run)
+                _last_join = (run, joined)
+            chunks[start:] = [joined]
+        self._run_start = len(chunks)
+        self._run_bytes = 0
+
     def put(self, data: bytes) -> None:
         """Queue a reply (or several, already framed)."""
         if self._closing:  # (closed implies closing)
             return
-        self._chunks.append(data)
-        self._pending += len(data)
+        self._queue(data)
         self._drained = anyio.Event() if self._drained.is_set() else self._drained
         self._wake.set()
 
@@ -71,12 +108,18 @@ class Outbox:
         """Queue an event without blocking; False when the backlog is full (or closing)."""
         if self._closing:  # (closed implies closing)
             return False
-        pending = self._pending + len(data)
+        size = len(data)
+        pending = self._pending + size
         if pending > self.max_event_bytes:
             return False
         chunks = self._chunks
         chunks.append(data)
         self._pending = pending
+        run = self._run_bytes + size  # _queue inlined: this runs once per delivery
+        if run < COALESCE:
+            self._run_bytes = run
+        else:
+            self._coalesce()
         if len(chunks) > 1:
             return True  # already queued: the writer is awake and _drained is clear
         if self._drained.is_set():
@@ -92,8 +135,7 @@ class Outbox:
         """
         if self._closing:  # (closed implies closing)
             return
-        self._chunks.append(data)
-        self._pending += len(data)
+        self._queue(data)
         self._final_stall = min(self.stall_timeout, OVERFLOW_GRACE)
         self.close_after_flush()
 
@@ -116,32 +158,28 @@ class Outbox:
         self.closed = True
         self._closing = True
         self._chunks.clear()
+        self._run_start = self._run_bytes = 0
         self._drained.set()
         self._wake.set()  # the writer closes the stream
 
-    async def _write(self, payload: bytes, stall: float) -> bool:
-        """Send ``payload`` whole; False if the peer took nothing for ``stall`` seconds."""
+    async def _write(self, chunks: list[bytes], stall: float) -> bool:
+        """Send ``chunks`` whole, in order; False if the peer took nothing for ``stall``
+        seconds (each send is at most CHUNK bytes)."""
         send = self._stream.send
-        if len(payload) <= CHUNK:
+        for piece in _pieces(chunks):
             with anyio.move_on_after(stall):
-                await send(payload)
-                return True
-            return False
-        view = memoryview(payload)
-        for start in range(0, len(payload), CHUNK):
-            with anyio.move_on_after(stall):
-                await send(bytes(view[start : start + CHUNK]))
+                await send(piece)
                 continue
             return False
         return True
 
-    async def _guarded_write(self, payload: bytes, stall: float, *, shield: bool) -> bool:
+    async def _guarded_write(self, chunks: list[bytes], stall: float, *, shield: bool) -> bool:
         """Write under the shutdown deadline; on a stall or the deadline, abort. True if sent."""
         ok = False
         with anyio.CancelScope(shield=shield, deadline=self._deadline) as scope:
             self._scopes.add(scope)
             try:
-                ok = await self._write(payload, stall)
+                ok = await self._write(chunks, stall)
             finally:
                 self._scopes.discard(scope)
         if not ok:
@@ -150,7 +188,7 @@ class Outbox:
                 if scope.cancelled_caught
                 else f"the client read nothing for {stall:g} s"
             )
-            self._abort(why, len(payload))
+            self._abort(why, sum(map(len, chunks)))
         return ok
 
     async def send_now(self, data: bytes) -> None:
@@ -164,7 +202,7 @@ class Outbox:
             # cancelled (daemon.shutdown answers before the daemon stops); the shutdown
             # deadline (set_deadline) and the stall timeout bound it in time.
             async with self._lock:
-                await self._guarded_write(data, self.stall_timeout, shield=True)
+                await self._guarded_write([data], self.stall_timeout, shield=True)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             log.debug("direct send failed: %s", exc)
             self.close_after_flush()
@@ -183,11 +221,11 @@ class Outbox:
                 if self._chunks:
                     async with self._lock:
                         chunks, self._chunks = self._chunks, []
-                        payload = b"".join(chunks)
+                        self._run_start = self._run_bytes = 0
                         stall = self._final_stall if self._closing else self.stall_timeout
-                        if not await self._guarded_write(payload, stall, shield=False):
+                        if not await self._guarded_write(chunks, stall, shield=False):
                             break
-                        self._pending -= len(payload)
+                        self._pending -= sum(map(len, chunks))
                 if not self._chunks:
                     self._drained.set()
                 if self._closing and not self._chunks:
@@ -200,3 +238,22 @@ class Outbox:
             self._drained.set()
             with anyio.CancelScope(shield=True):
                 await self._stream.aclose()
+
+
+def _pieces(chunks: list[bytes]) -> Iterator[bytes]:
+    """``chunks`` as sends of at most CHUNK bytes: small ones joined, a big one cut."""
+    group: list[bytes] = []
+    size = 0
+    for chunk in chunks:
+        if group and size + len(chunk) > CHUNK:
+            yield group[0] if len(group) == 1 else b"".join(group)
+            group, size = [], 0
+        if len(chunk) > CHUNK:
+            view = memoryview(chunk)
+            for start in range(0, len(chunk), CHUNK):
+                yield bytes(view[start : start + CHUNK])
+        else:
+            group.append(chunk)
+            size += len(chunk)
+    if group:
+        yield group[0] if len(group) == 1 else b"".join(group)
