@@ -180,3 +180,18 @@ def test_discover_lists_every_method_with_params(daemon: DaemonProcess) -> None:
     create = next(m for m in doc["methods"] if m["name"] == "task.create")
     params = {p["name"]: p["required"] for p in create["params"]}
     assert params["title"] and params["acceptanceCriteria"] and not params["repo"]
+
+
+def test_a_request_split_over_lines_and_two_on_one_line_are_parse_errors(
+    daemon: DaemonProcess,
+) -> None:
+    """The fast path once ran all three pings; each broken line must be -32700."""
+    sock = daemon.raw()
+    try:
+        ping = b'{"jsonrpc":"2.0","id":9,"method":"daemon.ping"}'
+        sock.sendall(b'{"jsonrpc":"2.0",\n"id":1,"method":"daemon.ping"}\n' + ping + ping + b"\n")
+        replies = read_messages(sock, 3)
+        assert [r["error"]["code"] for r in replies] == [-32700, -32700, -32700]
+        assert all("result" not in r for r in replies)
+    finally:
+        sock.close()
