@@ -23,7 +23,7 @@ import anyio.abc
 
 from pokeralphd import __version__
 from pokeralphd.battle.engine import BattleEngine
-from pokeralphd.inbox.battle_hooks import InboxApprovals, offer_retry
+from pokeralphd.inbox.battle_hooks import InboxApprovals, InboxEscalations, offer_retry
 from pokeralphd.inbox.service import InboxService
 from pokeralphd.planning.service import PlanService
 from pokeralphd.proc import ProcessOwner
@@ -73,6 +73,7 @@ class Daemon:
         )
         self.battles.approval_hooks.append(InboxApprovals())
         self.battles.failure_hooks.append(offer_retry)
+        self.battles.escalation_hooks.append(InboxEscalations())
         self.planning = PlanService(owner=self.owner)
         # Started in this order, stopped in the reverse one.
         self.services: list[Lifecycle] = [self.inbox, self.battles, self.planning]

@@ -70,6 +70,11 @@ class Inbox(Protocol):
 
     async def close(self, delivery_id: str, reason: str | None = None) -> Delivery: ...
 
+    async def answer_of(self, delivery_id: str) -> tuple[Delivery, Feedback | None]:
+        """The delivery and its answer, if it has one (say, given while the daemon
+        that asked was stopping)."""
+        ...
+
     async def record_outside_answer(
         self, delivery_id: str, values: dict[str, Any], note: str | None
     ) -> None:

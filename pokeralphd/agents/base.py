@@ -117,7 +117,7 @@ AgentEvent = (
 )
 
 
-ApiFailureKind = Literal["rate_limit", "overloaded", "server"]
+ApiFailureKind = Literal["rate_limit", "overloaded", "server", "connection", "exit_code"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +127,9 @@ class ApiFailure:
 
     ``rate_limit`` is a 429 (``rate_limit_error``); ``overloaded`` a 529
     (``overloaded_error``); ``server`` any other 5xx (``api_error``). ``resets_at`` is
-    the reset the CLI's message or headers named, when it named one.
+    the reset the CLI's message or headers named, when it named one. The battle adds
+    ``connection`` (the API could not be reached) and ``exit_code`` (the agent's exit
+    status 23 or 124, seed 003's transient codes): see ``pokeralphd.battle.transient``.
     """
 
     kind: ApiFailureKind

@@ -8,7 +8,10 @@ iteration touched, so the user's own uncommitted edits are never swept into a co
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
+import subprocess
 from typing import TYPE_CHECKING
 
 import git
@@ -19,6 +22,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 RUNTIME = ".pokeralph"
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's empty tree
 FALLBACK_NAME = "pokeralph"
 FALLBACK_EMAIL = "pokeralph@localhost"
 
@@ -86,6 +90,87 @@ class GitService:
         # A path dirty before and clean now was reverted by the iteration: that is a change too.
         changed += [p for p in snapshot if p not in now]
         return sorted(set(changed))
+
+    def _bounded(self, args: list[str], limit: int) -> str:
+        """``git ARGS``' output, at most ``limit`` bytes of it (a huge diff is never held
+        whole); the rest is cut and git stopped."""
+        with subprocess.Popen(
+            ["git", *args],
+            cwd=self.root,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+        ) as proc:
+            assert proc.stdout is not None
+            data = proc.stdout.read(limit + 1)
+            if len(data) > limit:
+                proc.kill()
+                data = data[:limit]
+        return data.decode("utf-8", errors="replace")
+
+    def diff(self, base: str | None, limit: int = 256 * 1024) -> tuple[str, str]:
+        """``git diff --stat`` and the diff from ``base`` (None: the empty tree) to the
+        working tree, ``.pokeralph/`` left out, at most ``limit`` bytes of diff. The
+        working tree, not HEAD: with auto-commit off the work is not committed."""
+        start = base or EMPTY_TREE
+        spec = ["--", ".", f":(exclude){RUNTIME}"]
+        stat = self._bounded(["diff", "--no-color", "--stat", start, *spec], 64 * 1024)
+        body = self._bounded(["diff", "--no-color", start, *spec], limit)
+        untracked = [p for p in self._dirty() if p not in self._tracked(self._dirty())]
+        if untracked:
+            stat += "\nnew files not yet added to git: " + ", ".join(untracked[:50])
+        return stat, body
+
+    def _tracked(self, paths: list[str]) -> set[str]:
+        """Which of ``paths`` git knows (in HEAD or in the index)."""
+        if not paths:
+            return set()
+        repo = self._repo()
+        out = repo.git.ls_files("-z", "--", *paths)
+        known = {p for p in out.split("\0") if p}
+        if self.head():
+            known |= {
+                p
+                for p in repo.git.ls_tree("-r", "-z", "--name-only", "HEAD", "--", *paths).split(
+                    "\0"
+                )
+                if p
+            }
+        return known
+
+    def restore(self, paths: list[str]) -> list[str]:
+        """Put ``paths`` back as HEAD has them: a tracked path is checked out again (a
+        deleted one comes back), one git does not know is removed. The paths put back."""
+        if not paths:
+            return []
+        repo = self._repo()
+        in_head = (
+            {
+                p
+                for p in repo.git.ls_tree("-r", "-z", "--name-only", "HEAD", "--", *paths).split(
+                    "\0"
+                )
+                if p
+            }
+            if self.head()
+            else set()
+        )
+        done: list[str] = []
+        for path in paths:
+            if path == RUNTIME or path.startswith(RUNTIME + "/"):
+                continue
+            if path in in_head:
+                repo.git.checkout("HEAD", "--", path)
+                with contextlib.suppress(git.GitCommandError):
+                    repo.git.reset("-q", "HEAD", "--", path)
+            else:
+                full = self.root / path
+                with contextlib.suppress(git.GitCommandError):
+                    repo.git.rm("-q", "--cached", "--ignore-unmatch", "--", path)
+                with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+                    os.unlink(full)
+            done.append(path)
+        return done
 
     def _author(self, repo: git.Repo) -> git.Actor | None:
         reader = repo.config_reader()

@@ -44,6 +44,7 @@ from pokeralphd.battle.judging import (
 )
 from pokeralphd.battle.output import OutputStream
 from pokeralphd.battle.prompt import build_task_prompt
+from pokeralphd.battle.transient import transient_failure
 from pokeralphd.domain.models import CompletionSignal, Config, FeedbackResult, Iteration
 from pokeralphd.domain.statuses import IterationResult, ProgressStatus
 from pokeralphd.domain.timeutil import utcnow
@@ -189,6 +190,8 @@ class IterationRun:
                     active.iteration_scope = scope
                     with scope:
                         outcome = await self._run_agent(prompt)
+                        # exit codes 23/124 and lost connections are transient too
+                        outcome.api_failure = transient_failure(outcome)
                     tg.cancel_scope.cancel()
             except BaseExceptionGroup as group:
                 raise sole(group) from None
@@ -261,6 +264,8 @@ class IterationRun:
             note,
             list(self.active.completion_problems),
             list(self.config.feedback_loops),
+            findings=self.active.battle.findings,
+            guidance=self.active.battle.guidance,
         )
 
     async def _run_agent(self, prompt: str) -> AgentOutcome:

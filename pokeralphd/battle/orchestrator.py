@@ -19,9 +19,17 @@ import anyio
 from pokeralphd.agents import AgentRequest, get_backend
 from pokeralphd.agents.runner import check_executable
 from pokeralphd.battle.gitservice import GitService
+from pokeralphd.battle.phases import open_escalation, pending_resolution
 from pokeralphd.battle.state import ActiveBattle
 from pokeralphd.domain.ids import validate_task_id
-from pokeralphd.domain.models import Battle, Iteration, Progress
+from pokeralphd.domain.models import (
+    Battle,
+    EscalationAction,
+    EscalationResolution,
+    Iteration,
+    PhaseCycles,
+    Progress,
+)
 from pokeralphd.domain.statuses import (
     TERMINAL_BATTLE_STATUSES,
     BattleStatus,
@@ -29,6 +37,7 @@ from pokeralphd.domain.statuses import (
     IterationResult,
     ProgressStatus,
     TaskStatus,
+    battle_path,
     check_battle_transition,
     task_path_for_battle,
 )
@@ -90,6 +99,7 @@ class BattleOrchestrator:
         if self.active is None:
             return None
         b = self.active.battle
+        escalation = open_escalation(self.active)
         return {
             "taskId": b.task_id,
             "status": b.status.value,
@@ -98,6 +108,13 @@ class BattleOrchestrator:
             "maxIterations": b.max_iterations,
             "costUsd": round(b.cost_usd, 6),
             "pausedReason": b.paused_reason,
+            "phase": b.phase,
+            "phases": list(b.phases),
+            "verificationCycle": b.verification.count,
+            "reviewCycle": b.review.count,
+            "blockedReason": b.blocked.reason if b.blocked else None,
+            "retryAt": b.blocked.retry_at if b.blocked else None,
+            "escalation": escalation.dump() if escalation else None,
         }
 
     def _resolve(self, task_id: str | None) -> ActiveBattle:
@@ -216,6 +233,7 @@ class BattleOrchestrator:
         if previous:
             await self.repo.io(_archive_attempt, files.battle_dir(task_id), previous.value.attempt)
         await self.repo.io(files.create_battle_folder, task_id)
+        base = await anyio.to_thread.run_sync(GitService(self.repo.path).head)
         battle = Battle(
             task_id=task_id,
             status=B.PENDING,
@@ -223,6 +241,10 @@ class BattleOrchestrator:
             mode=ExecutionMode(mode) if mode else config.mode,
             max_iterations=max_iterations or config.max_iterations_per_task,
             attempt=attempt,
+            phases=list(config.phases),
+            base_commit=base,
+            verification=PhaseCycles(limit=config.max_verification_cycles),
+            review=PhaseCycles(limit=config.max_review_cycles),
         )
         active = ActiveBattle(battle, Progress(task_id=task_id), task.title)
         self.active = active
@@ -250,6 +272,12 @@ class BattleOrchestrator:
         status = active.battle.status
         if status == B.PAUSED:
             return {"battle": active.battle.dump()}
+        if status == B.ESCALATED:
+            raise InvalidState(self._escalated_hint(active), taskId=active.task_id)
+        if status == B.BLOCKED:  # the wait ends; back to running, then paused
+            active.pause_requested = True
+            active.wake_for_resume()
+            return {"battle": active.battle.dump(), "pauseRequested": True}
         if status in (B.PENDING, B.QUEUED, B.AWAITING_APPROVAL) or (now and status == B.RUNNING):
             active.pause_requested = True
             if now and active.iteration_scope is not None and active.request_stop("pause_now"):
@@ -261,6 +289,11 @@ class BattleOrchestrator:
 
     async def resume(self, task_id: str | None) -> dict[str, Any]:
         active = self._resolve(task_id)
+        if active.battle.status == B.BLOCKED:  # retry now, without waiting out the backoff
+            active.wake_for_resume()
+            return {"battle": active.battle.dump()}
+        if active.battle.status == B.ESCALATED:
+            raise InvalidState(self._escalated_hint(active), taskId=active.task_id)
         if active.battle.status != B.PAUSED:
             raise InvalidState(
                 f"the battle for {active.task_id} is {active.battle.status}, not paused",
@@ -291,6 +324,92 @@ class BattleOrchestrator:
             active.pause_requested = True
         active.approval_event.set()
         return {"battle": active.battle.dump(), "approved": approve}
+
+    def _escalated_hint(self, active: ActiveBattle) -> str:
+        escalation = open_escalation(active)
+        where = (
+            f"answer inbox item {escalation.delivery_id} "
+            f"(`pokeralphctl inbox show {escalation.delivery_id}`)"
+            if escalation is not None and escalation.delivery_id
+            else "answer its inbox item"
+        )
+        return (
+            f"the battle for {active.task_id} is escalated and waits for a person: {where} "
+            "to retry with guidance, accept the work, or cancel"
+        )
+
+    async def resolve_escalation(
+        self,
+        task_id: str | None,
+        number: int | None,
+        action: EscalationAction,
+        guidance: str | None,
+        delivery_id: str | None = None,
+    ) -> dict[str, Any]:
+        """A person's answer to the open escalation (seed 003: not idempotent): recorded
+        in the battle's record at once, acted on by the runner once; a second answer,
+        or one to an escalation already answered, is refused."""
+        active = self._resolve(task_id)
+        battle = active.battle
+        escalation = battle.escalations[-1] if battle.escalations else None
+        if battle.status != B.ESCALATED or escalation is None:
+            raise InvalidState(
+                f"the battle for {active.task_id} is {battle.status}, not escalated",
+                status=battle.status.value,
+            )
+        if number is not None and number != escalation.number:
+            raise InvalidState(
+                f"escalation {number} of {active.task_id} is not the open one "
+                f"({escalation.number})",
+                escalation=escalation.number,
+            )
+        if escalation.resolution is not None:
+            raise InvalidState(
+                f"escalation {escalation.number} of {active.task_id} was already answered "
+                f"({escalation.resolution.action})",
+                escalation=escalation.number,
+            )
+        # checked and recorded with no await in between: exactly one answer wins
+        escalation.resolution = EscalationResolution(
+            action=action,
+            guidance=guidance.strip()[:8000] if guidance and guidance.strip() else None,
+            at=utcnow(),
+            delivery_id=delivery_id,
+        )
+        await self.save(active, progress=False)
+        self.publish(
+            "escalation_resolved",
+            {
+                "escalation": escalation.number,
+                "action": action,
+                "guidance": escalation.resolution.guidance,
+                "deliveryId": delivery_id,
+            },
+            active.task_id,
+        )
+        if action == "cancel":
+            escalation.resolution.applied = True
+            return await self.cancel(active.task_id)
+        active.wake_for_resume()
+        return {"battle": battle.dump()}
+
+    async def report(self, task_id: str, phase: str, cycle: int | None) -> dict[str, Any]:
+        """A verification or review report of the task's battle (default: the latest)."""
+        validate_task_id(task_id)
+        if phase not in ("verification", "review"):
+            raise InvalidParams("phase must be verification or review", field="phase")
+        if cycle is None:
+            history = await self.history(task_id)
+            record = history["battle"]
+            cycle = record[phase]["count"] if record else 0
+            if not cycle:
+                raise NotFound(f"no {phase} report for {task_id} yet", taskId=task_id)
+        if not 0 < cycle <= 1000:
+            raise InvalidParams("cycle must be between 1 and 1000", field="cycle")
+        loaded = await self.repo.io(self.repo.files.load_report, task_id, phase, cycle)
+        if loaded is None:
+            raise NotFound(f"no {phase} report {cycle} for {task_id}", taskId=task_id, cycle=cycle)
+        return {"phase": phase, "report": loaded.value.dump(), "version": loaded.version}
 
     async def revert(self, task_id: str) -> dict[str, Any]:
         """Undo the task's last PokéRalph commit with a revert commit."""
@@ -392,18 +511,39 @@ class BattleOrchestrator:
             task = await self._task_title(task_id)
             active = ActiveBattle(battle, prog, task)
             prog.agent_pid = prog.agent_started = None
-            reason = "the daemon restarted; resume with `pokeralphctl battle resume`"
-            if battle.status != B.PAUSED:
-                check_battle_transition(battle.status, B.PAUSED)
-                battle.status = B.PAUSED
-            battle.paused_reason = reason
             prog.status = ProgressStatus.IDLE
+            if battle.status == B.ESCALATED:
+                # still waiting for a person (or answered, not yet acted on): stays so
+                if self.active is None:
+                    await self._recover_escalated(active)
+                continue
+            reason = "the daemon restarted; resume with `pokeralphctl battle resume`"
+            for step in battle_path(battle.status, B.PAUSED):  # blocked: through running
+                check_battle_transition(battle.status, step)
+                battle.status = step
+            battle.blocked = None
+            battle.paused_reason = reason
             if self.active is None:
                 self.active = active
                 await self.save(active)
                 await self.sync_task_status(task_id, B.PAUSED)
                 self.publish("battle_paused", {"reason": reason, "recovered": True}, task_id)
                 self.host.launch(self, active, paused=True)
+
+    async def _recover_escalated(self, active: ActiveBattle) -> None:
+        """An escalated battle after a restart: an answer recorded but not acted on is
+        acted on now; else the person's inbox item is listened to again."""
+        self.active = active
+        await self.save(active)
+        await self.sync_task_status(active.task_id, B.ESCALATED)
+        if pending_resolution(active) is not None:
+            self.host.launch(self, active)
+            return
+        escalation = open_escalation(active)
+        self.host.launch(self, active, paused=True)
+        if escalation is not None:
+            for hook in self.host.escalation_hooks:
+                await hook.reopened(self, active, escalation)
 
     async def _task_title(self, task_id: str) -> str:
         try:
@@ -420,6 +560,8 @@ def _archive_attempt(folder: Path, attempt: int) -> None:
         for name, new in (
             ("history.json", f"history-{attempt}.json"),
             ("logs", f"logs-{attempt}"),
+            ("verification", f"verification-{attempt}"),
+            ("review", f"review-{attempt}"),
         ):
             if safefs.entry_kind(fd, name) is None:
                 continue

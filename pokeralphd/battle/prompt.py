@@ -11,10 +11,11 @@ import json
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pokeralphd.domain.models import PRD, Iteration, Task
+    from pokeralphd.domain.models import PRD, Findings, Iteration, Task
 
 SIGIL = "<promise>COMPLETE</promise>"
 MAX_PROMPT = 24 * 1024
+FINDINGS_CHARS = 7000  # kept near the prompt's end, which shrinking keeps
 LOOP_TAIL_LINES = 40
 LOOP_TAIL_CHARS = 3000
 
@@ -71,6 +72,32 @@ def _failed_loops(history: list[Iteration]) -> str:
     return "\n".join(parts)
 
 
+def _findings(findings: Findings) -> str:
+    """What the last verification or review asked for (seed 003's feedback routed to the
+    implementer)."""
+    who = "verifier (QA)" if findings.phase == "verification" else "code reviewer"
+    lines = [
+        f"## Changes the {who} asked for ({findings.phase} cycle {findings.cycle})",
+        "",
+        "Your earlier completion was not accepted. Fix these, then claim completion again:",
+    ]
+    if findings.summary:
+        lines += ["", findings.summary.strip()[:1500]]
+    lines.append("")
+    for item in findings.items[:30]:
+        where = ""
+        if item.file:
+            where = f" ({item.file}" + (f":{item.line}" if item.line else "") + ")"
+        line = f"- [{item.severity}]{where} {' '.join(item.description.split())[:600]}"
+        if item.suggestion:
+            line += f" — suggestion: {' '.join(item.suggestion.split())[:400]}"
+        if sum(map(len, lines)) + len(line) > FINDINGS_CHARS:
+            lines.append(f"- … and more: {len(findings.items)} findings in all")
+            break
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def build_task_prompt(
     prd: PRD,
     task: Task,
@@ -80,6 +107,9 @@ def build_task_prompt(
     approval_note: str | None,
     completion_problems: list[str],
     feedback_loops: list[str],
+    *,
+    findings: Findings | None = None,
+    guidance: str | None = None,
 ) -> str:
     criteria = "\n".join(f"{n}. {c}" for n, c in enumerate(task.acceptance_criteria, 1))
     block = {
@@ -127,6 +157,13 @@ def build_task_prompt(
         sections.append(
             "## Why the last completion claim was not accepted\n\n"
             + "\n".join(f"- {p}" for p in completion_problems)
+        )
+    if findings is not None:
+        sections.append(_findings(findings))
+    if guidance:
+        sections.append(
+            "## Guidance from a person, after the battle was escalated (follow it)\n\n"
+            + guidance.strip()[:4000]
         )
     if approval_note:
         sections.append("## Note from the reviewer (act on it)\n\n" + approval_note.strip())

@@ -1,54 +1,41 @@
-"""The battle loop of one task: iterate until complete, failed, paused or cancelled.
+"""The battle loop of one task: run its phases until complete, failed, paused, escalated
+or cancelled.
 
-HITL waits for approval after every iteration; YOLO runs on. Pause takes effect between
-iterations (or at once with ``now``); only iterations that really ran (success, failure,
-timeout) count against the maximum.
+The implementation runs iterations: HITL waits for approval after every iteration, YOLO
+runs on. Pause takes effect between iterations (or at once with ``now``); only
+iterations that really ran (success, failure, timeout) count against the maximum. Once
+an iteration's completion is accepted, the battle goes through its further phases
+(verification, review: :mod:`pokeralphd.battle.phases`), each a role's run
+(:mod:`pokeralphd.battle.roles`).
 
-The API's refusals never burn iterations. A rejected rate limit, or a 429 (which with
-API-key auth comes without a rate_limit_event), pauses until the reset the CLI named, else
-for a backoff (60 s, doubling, at most 30 min), then goes on by itself. An overloaded
-(529) or failing (5xx) API is retried after the same backoff; after
-``TRANSIENT_LIMIT`` such failures in a row the battle pauses until a person resumes it.
-Every timed wait runs on the engine's clock and ends early on ``battle.resume``.
+Transient failures never burn iterations or cycles: the battle is ``blocked`` for a
+backoff and the same step runs again (see :func:`pokeralphd.battle.phases.block`); past
+the retries it is escalated. An escalated battle gives its slot back and waits for a
+person's answer (``resume_event``), like a paused one. Every timed wait runs on the
+engine's clock and ends early on ``battle.resume``.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from typing import TYPE_CHECKING
 
 import anyio
 
+from pokeralphd.agents.base import ApiFailure
+from pokeralphd.battle import phases
 from pokeralphd.battle.iteration import IterationRun
-from pokeralphd.clock import wait_or_timeout
-from pokeralphd.domain.statuses import BattleStatus, ExecutionMode, IterationResult
+from pokeralphd.battle.roles import RoleRun, cycles_of
+from pokeralphd.domain.statuses import BattleStatus, ExecutionMode, IterationResult, battle_path
 
 if TYPE_CHECKING:
-    from pokeralphd.agents.base import ApiFailure
     from pokeralphd.battle.state import ActiveBattle, BattleControl
+    from pokeralphd.domain.models import Config, Phase
 
 log = logging.getLogger(__name__)
 B = BattleStatus
 COUNTED = frozenset({IterationResult.SUCCESS, IterationResult.FAILURE, IterationResult.TIMEOUT})
-BACKOFF_FIRST = 60.0  # seconds before the first retry
-BACKOFF_CAP = 30 * 60.0
-TRANSIENT_LIMIT = 5  # overloaded/server failures in a row before the battle pauses for good
-
-
-def backoff_delay(attempt: int) -> float:
-    """The wait before retry number ``attempt`` (from 1): 60 s, 120 s, 240 s… at most 30 min."""
-    return min(BACKOFF_FIRST * 2.0 ** (min(max(attempt, 1), 32) - 1), BACKOFF_CAP)
-
-
-def _when(epoch: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
-
-
-def _describe(failure: ApiFailure) -> str:
-    what = {"rate_limit": "rate limited", "overloaded": "overloaded", "server": "server error"}
-    status = f" {failure.status}" if failure.status is not None else ""
-    return f"{what[failure.kind]}{status}"
+backoff_delay = phases.backoff_delay  # (kept importable from here)
 
 
 async def run_battle(orch: BattleControl, active: ActiveBattle, paused: bool) -> None:
@@ -111,89 +98,147 @@ async def _acquire_and_loop(orch: BattleControl, active: ActiveBattle) -> None:
 
 
 async def _loop(orch: BattleControl, active: ActiveBattle) -> bool:
-    """Run iterations; True when the battle reached a terminal state, False when paused."""
+    """Run the battle's phases; True when it reached a terminal state, False when it
+    paused or was escalated (it waits for a resume or an answer without a slot)."""
     battle = active.battle
-    clock = orch.host.clock
-    rate_limits = transient = 0  # API refusals in a row, for the backoff
     while True:
         if active.pause_requested:
             await _pause(orch, active, "paused at your request")
             return False
         config = await orch.repo.config()
-        limit = battle.max_iterations or config.max_iterations_per_task
-        number = max((i.number for i in battle.iterations), default=0) + 1
-        verdict = await IterationRun(orch, active, number, config).run()
-        if verdict.fatal:
-            await _fail(orch, active, verdict.fatal)
+        decided = await phases.apply_resolution(orch, active, config)
+        if decided == "accept":
+            await phases.change_phase(orch, active, "done", "a person accepted the work")
+            await _complete(orch, active)
             return True
-        if verdict.completed:
-            await orch.set_status(active, B.COMPLETED)
-            orch.publish(
-                "battle_complete",
-                {
-                    "iterations": len(battle.iterations),
-                    "costUsd": round(battle.cost_usd, 6),
-                    "completion": verdict.iteration.completion.dump()
-                    if verdict.iteration.completion
-                    else None,
-                },
-                active.task_id,
-            )
+        if decided == "cancel":
+            active.request_stop("cancel")
+            await orch.set_status(active, B.CANCELLED)
+            orch.publish("battle_cancelled", {"iterations": len(battle.iterations)}, active.task_id)
             return True
-        counted = sum(1 for i in battle.iterations if i.result in COUNTED)
-        if counted >= limit:
-            await _fail(orch, active, f"max iterations ({limit}) reached without completion")
+        if battle.phase == "done":  # every phase passed before a restart: finish
+            await _complete(orch, active)
             return True
-        if verdict.rate_limited_until is not None:
-            await _rate_limit_pause(orch, active, verdict.rate_limited_until)
-            continue
-        failure = verdict.api_failure
-        rate_limits = rate_limits + 1 if failure and failure.kind == "rate_limit" else 0
-        transient = transient + 1 if failure and failure.kind != "rate_limit" else 0
-        if failure is not None and failure.kind == "rate_limit":
-            until = failure.resets_at or clock.time() + backoff_delay(rate_limits)
-            detail = f" ({failure.status})" if failure.status is not None else ""
-            await _rate_limit_pause(orch, active, until, detail)
-            continue
-        if failure is not None and transient >= TRANSIENT_LIMIT:
+        if battle.phase == "implementation":
+            step = await _implementation(orch, active, config)
+        else:
+            step = await _role(orch, active, config, battle.phase)
+        if step is not None:
+            return step
+
+
+async def _implementation(orch: BattleControl, active: ActiveBattle, config: Config) -> bool | None:
+    """One implementation iteration; None to go on, else what ``_loop`` returns."""
+    battle = active.battle
+    limit = battle.max_iterations or config.max_iterations_per_task
+    number = max((i.number for i in battle.iterations), default=0) + 1
+    verdict = await IterationRun(orch, active, number, config).run()
+    if verdict.fatal:
+        await _fail(orch, active, verdict.fatal)
+        return True
+    if verdict.completed:
+        phases.clear_transient(active)
+        return await _advance(orch, active, "implementation")
+    counted = sum(1 for i in battle.iterations if i.result in COUNTED)
+    if counted >= limit:
+        await _fail(orch, active, f"max iterations ({limit}) reached without completion")
+        return True
+    failure = verdict.api_failure
+    if failure is None and verdict.rate_limited_until is not None:
+        failure = ApiFailure("rate_limit", None, "rate limited", verdict.rate_limited_until)
+    if failure is not None:
+        return None if await phases.block(orch, active, failure, config) else False
+    if verdict.iteration.result != IterationResult.CANCELLED:
+        phases.clear_transient(active)
+    if active.pause_requested or active.stop_reason == "pause_now":
+        active.clear_pause_now()
+        await _pause(
+            orch,
+            active,
+            "paused immediately at your request"
+            if verdict.iteration.result == IterationResult.CANCELLED
+            else "paused at your request",
+        )
+        return False
+    if battle.mode == ExecutionMode.HITL:
+        approved = await _await_approval(orch, active, verdict.iteration.number)
+        if not approved:
             await _pause(
                 orch,
                 active,
-                f"the model API failed {transient} times in a row ({_describe(failure)}: "
-                f"{failure.message[:200]}); resume with `pokeralphctl battle resume`",
+                "iteration rejected"
+                + (f": {active.approval_note}" if active.approval_note else ""),
             )
             return False
-        if failure is not None:
-            until = clock.time() + backoff_delay(transient)
-            await _timed_pause(
-                orch,
-                active,
-                f"the model API failed ({_describe(failure)}); retrying at {_when(until)} "
-                f"(failure {transient} of {TRANSIENT_LIMIT} in a row)",
-                until,
-                "retrying after an API failure",
-            )
-            continue
-        if active.pause_requested or active.stop_reason == "pause_now":
-            active.clear_pause_now()
-            await _pause(
-                orch,
-                active,
-                "paused immediately at your request"
-                if verdict.iteration.result == IterationResult.CANCELLED
-                else "paused at your request",
-            )
-            return False
-        if battle.mode == ExecutionMode.HITL:
-            approved = await _await_approval(orch, active, verdict.iteration.number)
-            if not approved:
-                await _pause(
-                    orch,
-                    active,
-                    "iteration rejected"
-                    + (f": {active.approval_note}" if active.approval_note else ""),
-                )
-                return False
+    return None
+
+
+async def _role(
+    orch: BattleControl, active: ActiveBattle, config: Config, phase: Phase
+) -> bool | None:
+    """One verification or review run; None to go on, else what ``_loop`` returns."""
+    assert phase != "implementation"
+    battle = active.battle
+    verdict = await RoleRun(orch, active, phase, config).run()
+    if verdict.fatal:
+        await _fail(orch, active, verdict.fatal)
+        return True
+    if verdict.stopped:
+        active.clear_pause_now()
+        await _pause(orch, active, f"paused immediately at your request (during {phase})")
+        return False
+    if verdict.transient is not None:
+        return None if await phases.block(orch, active, verdict.transient, config) else False
+    phases.clear_transient(active)
+    report = verdict.report
+    assert report is not None
+    if verdict.passed:
+        battle.findings = None
+        return await _advance(orch, active, phase)
+    cycles = cycles_of(active, phase)
+    if cycles.count >= cycles.limit:
+        what = "verifications" if phase == "verification" else "reviews"
+        await phases.escalate(
+            orch,
+            active,
+            "verification_cycles" if phase == "verification" else "review_cycles",
+            f"{cycles.count} {what} did not pass (the last: "
+            f"{report.problem or 'changes requested'}); answer to retry with guidance, "
+            "accept the work as it is, or cancel",
+        )
+        return False
+    if report.valid:
+        battle.findings = phases.findings_of(report, phase)
+        await phases.change_phase(orch, active, "implementation", f"the {phase} asked for changes")
+    # an unusable report: the same phase runs again (the implementer cannot act on it)
+    return None
+
+
+async def _advance(orch: BattleControl, active: ActiveBattle, after: Phase) -> bool | None:
+    """``after`` passed: on to the next phase (None), or complete the battle (True)."""
+    following = phases.next_phase(active.battle.phases, after)
+    await phases.change_phase(orch, active, following, f"the {after} passed")
+    if following == "done":
+        await _complete(orch, active)
+        return True
+    return None
+
+
+async def _complete(orch: BattleControl, active: ActiveBattle) -> None:
+    battle = active.battle
+    if battle.status != B.RUNNING:
+        await orch.set_status(active, B.RUNNING)
+    await orch.set_status(active, B.COMPLETED)
+    completion = next((i.completion for i in reversed(battle.iterations) if i.completion), None)
+    orch.publish(
+        "battle_complete",
+        {
+            "iterations": len(battle.iterations),
+            "costUsd": round(battle.cost_usd, 6),
+            "completion": completion.dump() if completion else None,
+        },
+        active.task_id,
+    )
 
 
 async def _await_approval(orch: BattleControl, active: ActiveBattle, number: int) -> bool:
@@ -241,28 +286,6 @@ async def _wait_resume(orch: BattleControl, active: ActiveBattle) -> None:
     active.pause_requested = False
 
 
-async def _rate_limit_pause(
-    orch: BattleControl, active: ActiveBattle, until: float, detail: str = ""
-) -> None:
-    await _timed_pause(
-        orch, active, f"rate limited{detail} until {_when(until)}", until, "rate limit reset"
-    )
-
-
-async def _timed_pause(
-    orch: BattleControl, active: ActiveBattle, reason: str, until: float, resumed: str
-) -> None:
-    """Paused until ``until`` on the engine's clock (``rateLimitedUntil`` in the event:
-    when the battle goes on by itself), or until a person resumes it earlier."""
-    await orch.set_status(active, B.PAUSED, paused_reason=reason)
-    orch.publish("battle_paused", {"reason": reason, "rateLimitedUntil": until}, active.task_id)
-    clock = orch.host.clock
-    await wait_or_timeout(active.resume_event, clock, until - clock.time())
-    active.pause_requested = False
-    await orch.set_status(active, B.RUNNING, paused_reason=None)
-    orch.publish("battle_resumed", {"reason": resumed}, active.task_id)
-
-
 async def _fail(orch: BattleControl, active: ActiveBattle, error: str) -> None:
     if active.battle.status in (B.COMPLETED, B.FAILED, B.CANCELLED):
         return
@@ -293,12 +316,22 @@ async def _settle(orch: BattleControl, active: ActiveBattle) -> None:
                     active.task_id,
                 )
             elif active.stop_reason == "shutdown":
-                if status != B.PAUSED:
+                # an escalated battle stays so: the person's answer is still awaited
+                if status not in (B.PAUSED, B.ESCALATED):
                     reason = "the daemon stopped; resume with `pokeralphctl battle resume`"
-                    await orch.set_status(active, B.PAUSED, paused_reason=reason)
+                    for step in battle_path(status, B.PAUSED):
+                        await orch.set_status(
+                            active, step, paused_reason=reason if step == B.PAUSED else None
+                        )
                     orch.publish("battle_paused", {"reason": reason}, active.task_id)
             else:
                 await _fail(orch, active, "the battle's runner stopped unexpectedly")
+        escalation = phases.open_escalation(active)
+        if escalation is not None and active.battle.status in (B.COMPLETED, B.FAILED, B.CANCELLED):
+            for hook in orch.host.escalation_hooks:
+                await hook.closed(
+                    orch, active, escalation, f"the battle was {active.battle.status}"
+                )
     finally:
         if active.stop_reason != "shutdown":
             orch.release(active)

@@ -22,7 +22,7 @@ import anyio
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
-    from pokeralphd.domain.models import Battle, Progress
+    from pokeralphd.domain.models import Battle, Escalation, EscalationAction, Progress
     from pokeralphd.domain.statuses import BattleStatus
     from pokeralphd.ports import Clock, Inbox
     from pokeralphd.proc import ProcessOwner
@@ -55,6 +55,7 @@ class ActiveBattle:
     finished: anyio.Event = field(default_factory=anyio.Event)
     queued: bool = False
     approval_delivery: str | None = None  # the inbox item asking for this approval
+    rate_limits: int = 0  # rate limits in a row, for the backoff
 
     @property
     def task_id(self) -> str:
@@ -113,6 +114,17 @@ class BattleControl(Protocol):
         self, task_id: str | None, approve: bool, note: str | None
     ) -> dict[str, Any]: ...
 
+    async def resolve_escalation(
+        self,
+        task_id: str | None,
+        number: int | None,
+        action: EscalationAction,
+        guidance: str | None,
+        delivery_id: str | None = None,
+    ) -> dict[str, Any]:
+        """A person's answer to the open escalation: recorded once, a second refused."""
+        ...
+
 
 class ApprovalHook(Protocol):
     """Told when a battle starts and stops waiting for approval (the inbox uses it)."""
@@ -128,6 +140,23 @@ class FailureHook(Protocol):
     async def __call__(self, orch: BattleControl, active: ActiveBattle) -> None: ...
 
 
+class EscalationHook(Protocol):
+    """Told when a battle is escalated to a person, when a restarted daemon finds it so,
+    and when it leaves that state some other way (the inbox asks the person)."""
+
+    async def opened(
+        self, orch: BattleControl, active: ActiveBattle, escalation: Escalation
+    ) -> None: ...
+
+    async def reopened(
+        self, orch: BattleControl, active: ActiveBattle, escalation: Escalation
+    ) -> None: ...
+
+    async def closed(
+        self, orch: BattleControl, active: ActiveBattle, escalation: Escalation, reason: str
+    ) -> None: ...
+
+
 class BattleHost(Protocol):
     """The daemon-wide side an orchestrator runs its battles on."""
 
@@ -136,6 +165,7 @@ class BattleHost(Protocol):
     socket_path: str  # what agents call back on (pokeralphctl deliver)
     approval_hooks: list[ApprovalHook]
     failure_hooks: list[FailureHook]
+    escalation_hooks: list[EscalationHook]
     waiting: int
 
     def slot_free(self) -> bool: ...

@@ -190,9 +190,15 @@ class Content(Model):
 class Source(Model):
     """Who asked (ours): the daemon for a battle approval or a planning question, or an agent."""
 
-    kind: Literal["battle_approval", "battle_failed", "permission", "planning", "agent", "user"] = (
-        "user"
-    )
+    kind: Literal[
+        "battle_approval",
+        "battle_failed",
+        "battle_escalation",
+        "permission",
+        "planning",
+        "agent",
+        "user",
+    ] = "user"
     task_id: str | None = None
     iteration: int | None = None
 

@@ -90,6 +90,22 @@ class AgentConfig(Model):
     prompt_via: Literal["stdin", "argument"] = "stdin"
 
 
+class Roles(Model):
+    """Which agent plays each role beside the implementer (seed 003's QA and reviewer);
+    unset, a role runs on the battle's own ``agent`` (ours)."""
+
+    verifier: AgentConfig | None = None
+    reviewer: AgentConfig | None = None
+
+
+#: A battle's phases after planning (seed 003): the release phase is our commit.
+Phase = Literal["implementation", "verification", "review"]
+PHASE_ORDER: tuple[Phase, ...] = ("implementation", "verification", "review")
+DEFAULT_PHASES: tuple[Phase, ...] = ("implementation", "verification")
+#: Where a battle is: one of its phases, or ``done`` once every phase passed.
+BattlePhase = Literal["implementation", "verification", "review", "done"]
+
+
 class PermissionPolicy(Model):
     """What happens to a tool call no approval rule decides (ours)."""
 
@@ -122,6 +138,33 @@ class Config(Model):
     # the repository's rules, then the user's (each layer's list checked on its own)
     approval_rules: list[ApprovalRule] = Field(default_factory=list, max_length=2 * RULES_MAX)
     permissions: PermissionPolicy = Field(default_factory=PermissionPolicy)
+    # seed 003: the phases a battle goes through, who plays each role, the bounded loops
+    phases: list[Phase] = Field(
+        default_factory=lambda: list(DEFAULT_PHASES),
+        description="implementation, then verification and review when listed (in order)",
+    )
+    roles: Roles = Field(default_factory=Roles)
+    max_verification_cycles: StrictInt = Field(default=3, ge=1, le=10)
+    max_review_cycles: StrictInt = Field(default=2, ge=1, le=10)
+    transient_retries: StrictInt = Field(
+        default=4, ge=0, le=20, description="retries of a transient failure before escalating"
+    )
+
+    @field_validator("phases")
+    @classmethod
+    def _phase_order(cls, phases: list[str]) -> list[str]:
+        if not phases or phases[0] != "implementation":
+            raise ValueError("phases must start with implementation")
+        if len(set(phases)) != len(phases):
+            raise ValueError("phases must be unique")
+        if phases != sorted(phases, key=PHASE_ORDER.index):
+            raise ValueError("phases run in the order implementation, verification, review")
+        return phases
+
+    def role_agent(self, role: Literal["verifier", "reviewer"]) -> AgentConfig:
+        """The agent that plays ``role``: its own, else the battle's."""
+        own = self.roles.verifier if role == "verifier" else self.roles.reviewer
+        return own or self.agent
 
     @field_validator("feedback_loops")
     @classmethod
@@ -268,6 +311,90 @@ class PRD(Model):
 # --------------------------------------------------------------------------- battles
 
 
+ReportOutcome = Literal["approve", "request_changes", "comment", "invalid"]
+
+
+class ReportSummary(Model):
+    """One verification or review report in brief (the whole report is its own file,
+    ``battles/{taskId}/{phase}/report-{cycle}.json``)."""
+
+    cycle: int = Field(ge=1)
+    outcome: ReportOutcome
+    passed: bool  # the phase passed (an approval, or a review without blocking comments)
+    summary: str = ""
+    iteration: int | None = None  # the implementation iteration whose work was judged
+    head_commit: str | None = None
+    created_at: Timestamp
+    findings: int = Field(default=0, ge=0)  # verification findings, review comments
+    blocking: int = Field(default=0, ge=0)  # failed criteria, blocking review comments
+    problem: str | None = None  # why the report is invalid
+    cost_usd: float | None = Field(default=None, ge=0)
+    duration_ms: int | None = Field(default=None, ge=0)
+
+
+class PhaseCycles(Model):
+    """Seed 003's feedback loop of one phase: runs so far, the bound, each run's report."""
+
+    count: int = Field(default=0, ge=0)  # reports written (the last one's cycle number)
+    limit: int = Field(default=3, ge=1)  # past this many rejections the battle escalates
+    reports: list[ReportSummary] = Field(default_factory=list)
+
+
+class Finding(Model):
+    """One thing a verifier or reviewer asks the implementer to change."""
+
+    severity: str = "major"
+    description: str
+    file: str | None = None
+    line: int | None = None
+    suggestion: str | None = None
+
+
+class Findings(Model):
+    """What the last rejecting report asks for: it goes into every implementation
+    prompt until the phase runs again."""
+
+    phase: Literal["verification", "review"]
+    cycle: int = Field(ge=1)
+    summary: str = ""
+    items: list[Finding] = Field(default_factory=list)
+
+
+EscalationReason = Literal["verification_cycles", "review_cycles", "transient_failures"]
+EscalationAction = Literal["retry", "accept", "cancel"]
+
+
+class EscalationResolution(Model):
+    action: EscalationAction
+    guidance: str | None = None
+    at: Timestamp
+    delivery_id: str | None = None  # the inbox answer it came from
+    applied: bool = False  # the runner acted on it (consumed exactly once)
+
+
+class Escalation(Model):
+    """Seed 003's escalation: a person decides, once."""
+
+    number: int = Field(ge=1)
+    at: Timestamp
+    phase: Phase
+    reason: EscalationReason
+    message: str
+    delivery_id: str | None = None
+    resolution: EscalationResolution | None = None
+
+
+class Blocked(Model):
+    """Why a battle is blocked and when it retries (seed 003's transient failures)."""
+
+    reason: str
+    kind: str  # rate_limit, overloaded, server, connection, exit_code
+    since: Timestamp
+    retry_at: float | None = None  # epoch seconds on the engine's clock
+    retry: int = Field(default=0, ge=0)  # this failure's number in a row
+    max_retries: int | None = None  # None: retried until the reset (a rate limit)
+
+
 class Battle(Model):
     """``battles/{taskId}/history.json``: one task's battle record (seed ``Battle``)."""
 
@@ -285,6 +412,17 @@ class Battle(Model):
     usage: Usage = Field(default_factory=Usage)
     attempt: int = Field(default=1, ge=1)
     paused_reason: str | None = None
+    # seed 003 (schema 2): phases, bounded cycles, escalations, transient blocks
+    phase: BattlePhase = "implementation"
+    phases: list[Phase] = Field(default_factory=lambda: list(PHASE_ORDER[:1]))
+    base_commit: str | None = None  # HEAD when the battle started: the diff's base
+    verification: PhaseCycles = Field(default_factory=lambda: PhaseCycles(limit=3))
+    review: PhaseCycles = Field(default_factory=lambda: PhaseCycles(limit=2))
+    findings: Findings | None = None
+    guidance: str | None = None  # a person's, from the last escalation answered "retry"
+    escalations: list[Escalation] = Field(default_factory=list)
+    blocked: Blocked | None = None
+    transient_failures: int = Field(default=0, ge=0)  # in a row
 
     @model_validator(mode="after")
     def _failed_has_error(self) -> Battle:

@@ -1,7 +1,18 @@
 """Task, battle and progress statuses, their allowed transitions, and the mapping between them.
 
-The diagrams come from the data-model seed (``000_…``): an illegal transition raises
+The diagrams come from the data-model seed (``000_…``), with ``blocked`` and ``escalated``
+from the autonomous-team seed (``003_…``, its status table): an illegal transition raises
 :class:`IllegalTransition` instead of silently overwriting a status.
+
+- ``blocked``: a transient failure (the model API overloaded or failing, a lost
+  connection, the agent's exit code 23 or 124) is being retried after a backoff. It goes
+  back to in progress (the retry), or fails; a cancel ends it.
+- ``escalated``: the bounded loops ran out (verification or review cycles, transient
+  retries): a person decides (retry with guidance, accept the work, or cancel). It goes
+  back to in progress, fails, or is cancelled; the person's answer is consumed once.
+
+The seed's ``* -> cancelled`` is ours as it was before: a cancelled battle leaves its
+task ``paused`` (seed 000's mapping), so a blocked or escalated task may become paused.
 """
 
 from __future__ import annotations
@@ -16,6 +27,8 @@ class TaskStatus(StrEnum):
     PAUSED = "paused"
     COMPLETED = "completed"
     FAILED = "failed"
+    BLOCKED = "blocked"  # seed 003
+    ESCALATED = "escalated"  # seed 003
 
 
 class BattleStatus(StrEnum):
@@ -27,6 +40,8 @@ class BattleStatus(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    BLOCKED = "blocked"  # seed 003: a transient failure, retried after a backoff
+    ESCALATED = "escalated"  # seed 003: waiting for a person's decision
 
 
 class ProgressStatus(StrEnum):
@@ -65,10 +80,13 @@ TASK_TRANSITIONS: dict[TaskStatus, frozenset[TaskStatus]] = {
     T.PLANNING: frozenset({T.PENDING}),
     # Paused -> Completed/Failed is not in the seed diagram; a paused battle can only
     # resume or be cancelled, so neither is allowed here either.
-    T.IN_PROGRESS: frozenset({T.PAUSED, T.COMPLETED, T.FAILED}),
+    T.IN_PROGRESS: frozenset({T.PAUSED, T.COMPLETED, T.FAILED, T.BLOCKED, T.ESCALATED}),
     T.PAUSED: frozenset({T.IN_PROGRESS, T.PENDING}),
     T.COMPLETED: frozenset(),
     T.FAILED: frozenset({T.PENDING}),
+    # seed 003; paused stands for the seed's cancelled (see the module's docstring)
+    T.BLOCKED: frozenset({T.IN_PROGRESS, T.FAILED, T.PAUSED}),
+    T.ESCALATED: frozenset({T.IN_PROGRESS, T.FAILED, T.PAUSED}),
 }
 
 B = BattleStatus
@@ -77,12 +95,17 @@ BATTLE_TRANSITIONS: dict[BattleStatus, frozenset[BattleStatus]] = {
     # run yet may also be paused (asked to, or found so after a daemon restart).
     B.PENDING: frozenset({B.RUNNING, B.QUEUED, B.PAUSED, B.CANCELLED}),
     B.QUEUED: frozenset({B.RUNNING, B.PAUSED, B.CANCELLED}),
-    B.RUNNING: frozenset({B.PAUSED, B.AWAITING_APPROVAL, B.COMPLETED, B.FAILED, B.CANCELLED}),
+    B.RUNNING: frozenset(
+        {B.PAUSED, B.AWAITING_APPROVAL, B.COMPLETED, B.FAILED, B.CANCELLED, B.BLOCKED, B.ESCALATED}
+    ),
     B.PAUSED: frozenset({B.RUNNING, B.QUEUED, B.CANCELLED}),
     B.AWAITING_APPROVAL: frozenset({B.RUNNING, B.CANCELLED, B.PAUSED}),
     B.COMPLETED: frozenset(),
     B.FAILED: frozenset(),
     B.CANCELLED: frozenset(),
+    # seed 003: back to running (the retry, the person's answer), failed, or cancelled
+    B.BLOCKED: frozenset({B.RUNNING, B.FAILED, B.CANCELLED}),
+    B.ESCALATED: frozenset({B.RUNNING, B.FAILED, B.CANCELLED}),
 }
 
 P = ProgressStatus
@@ -104,6 +127,8 @@ BATTLE_TO_TASK_STATUS: dict[BattleStatus, TaskStatus] = {
     B.COMPLETED: T.COMPLETED,
     B.FAILED: T.FAILED,
     B.CANCELLED: T.PAUSED,
+    B.BLOCKED: T.BLOCKED,
+    B.ESCALATED: T.ESCALATED,
 }
 
 TERMINAL_BATTLE_STATUSES = frozenset({B.COMPLETED, B.FAILED, B.CANCELLED})
@@ -128,6 +153,19 @@ def check_progress_transition(old: ProgressStatus, new: ProgressStatus) -> Progr
     if old != new and new not in PROGRESS_TRANSITIONS[old]:
         raise IllegalTransition("progress", old, new)
     return new
+
+
+def battle_path(old: BattleStatus, new: BattleStatus) -> list[BattleStatus]:
+    """The legal sequence of battle statuses from ``old`` to ``new``: ``[new]`` when the
+    edge exists, else through ``running`` (a blocked battle that is paused goes back to
+    running first, as the seed's table has it), else :class:`IllegalTransition`."""
+    if old == new:
+        return []
+    if new in BATTLE_TRANSITIONS[old]:
+        return [new]
+    if B.RUNNING in BATTLE_TRANSITIONS[old] and new in BATTLE_TRANSITIONS[B.RUNNING]:
+        return [B.RUNNING, new]
+    raise IllegalTransition("battle", old, new)
 
 
 def task_path_for_battle(task: TaskStatus, battle: BattleStatus) -> list[TaskStatus]:

@@ -5,10 +5,17 @@
   ``battle.approve`` from elsewhere settles the delivery with the same answer.
 - A battle that fails at max iterations leaves an interactive ``select`` delivery offering
   a retry with more iterations, or stop.
+- An escalated battle (seed 003: its verification or review cycles, or its transient
+  retries, ran out) asks with a blocking ``form``: what to do (retry with the guidance,
+  accept the work as it is, or cancel) and guidance for the implementer. The answer goes
+  to the battle once (a second answer is refused by the inbox, and by the battle); a
+  daemon restarted meanwhile listens again, and acts on an answer it missed.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from pokeralphd.domain.inbox import Delivery, Feedback, Source
@@ -16,8 +23,10 @@ from pokeralphd.errors import PokeralphError
 
 if TYPE_CHECKING:
     from pokeralphd.battle.state import ActiveBattle, BattleControl
+    from pokeralphd.domain.models import Escalation, EscalationAction
 
 RETRY_MORE = 5
+AnswerHandler = Callable[[Delivery, Feedback], Awaitable[None]]
 
 
 def _approval_body(active: ActiveBattle, iteration: int) -> str:
@@ -122,3 +131,128 @@ async def offer_retry(orch: BattleControl, active: ActiveBattle) -> None:
         Source(kind="battle_failed", task_id=active.task_id),
         on_answer=on_answer,
     )
+
+
+ACTIONS: dict[str, EscalationAction] = {
+    "retry": "retry",
+    "accept": "accept",
+    "cancel": "cancel",
+}
+REASONS = {
+    "verification_cycles": "its verification cycles ran out",
+    "review_cycles": "its review cycles ran out",
+    "transient_failures": "its retries of a transient failure ran out",
+}
+
+
+def _escalation_body(active: ActiveBattle, escalation: Escalation) -> str:
+    battle = active.battle
+    lines = [
+        f"**{active.task_id}: {active.title}** needs a decision: {REASONS[escalation.reason]}.",
+        "",
+        escalation.message,
+        "",
+        f"Phase: {escalation.phase}; implementation iterations: {len(battle.iterations)}; "
+        f"verifications: {battle.verification.count}; reviews: {battle.review.count}; "
+        f"cost so far: ${battle.cost_usd:.4f}.",
+    ]
+    findings = battle.findings
+    cycles = battle.verification if escalation.phase == "verification" else battle.review
+    last = cycles.reports[-1] if cycles.reports else None
+    if last is not None:
+        lines += ["", f"Last {escalation.phase} report (cycle {last.cycle}): {last.outcome}"]
+        if last.problem:
+            lines.append(f"> {last.problem}")
+        elif last.summary:
+            lines.append("> " + last.summary.replace("\n", "\n> "))
+    if findings is not None and findings.items:
+        lines += ["", "What it asked for:"]
+        for item in findings.items[:10]:
+            where = f" ({item.file}:{item.line})" if item.file and item.line else ""
+            lines.append(f"- [{item.severity}]{where} {item.description[:300]}")
+    lines += [
+        "",
+        "- **retry**: the battle goes on with new cycles; your guidance goes into every "
+        "later implementation prompt.",
+        "- **accept**: the work is accepted as it is; the battle completes.",
+        "- **cancel**: the battle is cancelled.",
+    ]
+    return "\n".join(lines)
+
+
+class InboxEscalations:
+    """The battle engine's escalation hook, backed by the inbox."""
+
+    def _listener(self, orch: BattleControl, escalation: Escalation) -> AnswerHandler:
+        task_id = orch.active.task_id if orch.active is not None else None
+
+        async def on_answer(delivery: Delivery, feedback: Feedback) -> None:
+            values = feedback.values.get("values") or {}
+            action = ACTIONS.get(str(values.get("action")))
+            if action is None or task_id is None:
+                return
+            guidance = values.get("guidance") or feedback.note
+            await orch.resolve_escalation(task_id, escalation.number, action, guidance, delivery.id)
+
+        return on_answer
+
+    async def opened(
+        self, orch: BattleControl, active: ActiveBattle, escalation: Escalation
+    ) -> None:
+        inbox = orch.inbox
+        if inbox is None:
+            return
+        delivery = await inbox.create(
+            f"{active.task_id} is escalated: {REASONS[escalation.reason]}"[:200],
+            _escalation_body(active, escalation),
+            "blocking",
+            {
+                "type": "form",
+                "prompt": "How should the battle go on?",
+                "fields": [
+                    {
+                        "name": "action",
+                        "type": "select",
+                        "label": "Decision",
+                        "options": list(ACTIONS),
+                        "required": True,
+                    },
+                    {
+                        "name": "guidance",
+                        "type": "textarea",
+                        "label": "Guidance for the implementer (with retry)",
+                        "placeholder": "what to do differently",
+                    },
+                ],
+            },
+            Source(kind="battle_escalation", task_id=active.task_id),
+            on_answer=self._listener(orch, escalation),
+        )
+        escalation.delivery_id = delivery.id
+        await orch.save(active, progress=False)
+
+    async def reopened(
+        self, orch: BattleControl, active: ActiveBattle, escalation: Escalation
+    ) -> None:
+        inbox = orch.inbox
+        if inbox is None or escalation.delivery_id is None:
+            return
+        listener = self._listener(orch, escalation)
+        try:
+            delivery, answer = await inbox.answer_of(escalation.delivery_id)
+        except PokeralphError:
+            return  # the item is gone: the battle waits; `battle cancel` still ends it
+        if delivery.status == "completed" and answer is not None:
+            # answered while no daemon listened: act on it now
+            await listener(delivery, answer)
+        elif delivery.status != "completed":
+            inbox.on_answer(escalation.delivery_id, listener)
+
+    async def closed(
+        self, orch: BattleControl, active: ActiveBattle, escalation: Escalation, reason: str
+    ) -> None:
+        inbox = orch.inbox
+        if inbox is None or escalation.delivery_id is None:
+            return
+        with contextlib.suppress(PokeralphError):
+            await inbox.close(escalation.delivery_id, reason)

@@ -199,6 +199,11 @@ class RepoInbox:
                 log.warning("answer to %s could not be applied: %s", delivery_id, exc.message)
         return feedback
 
+    async def answer_of(self, delivery_id: str) -> tuple[Delivery, Feedback | None]:
+        delivery: Delivery = await self.io(self.store.load, delivery_id)
+        feedback = await self.io(self.store.feedback, delivery_id)
+        return delivery, (feedback[-1] if feedback else None)
+
     async def annotate(
         self, delivery_id: str, kind: str, content: str, target: dict[str, Any] | None
     ) -> Annotation:

@@ -24,6 +24,7 @@ from pokeralphd.domain.inbox import AnnotationList, Delivery, FeedbackList, Inde
 from pokeralphd.domain.models import PRD, Battle, Config, Progress
 from pokeralphd.domain.planning import PlanningSession
 from pokeralphd.domain.registry import Registry
+from pokeralphd.domain.reports import ReviewReport, VerificationReport
 from pokeralphd.protocol.codes import ERROR_DESCRIPTIONS, ErrorCode
 from pokeralphd.protocol.events import EVENT_TYPES, Envelope
 from pokeralphd.protocol.openrpc import MethodSpec, openrpc_document
@@ -44,6 +45,11 @@ DOCUMENTS: dict[str, tuple[type[BaseModel], str]] = {
     "feedback": (FeedbackList, ".pokeralph/inbox/deliveries/{id}/feedback.json"),
     "annotations": (AnnotationList, ".pokeralph/inbox/deliveries/{id}/annotations.json"),
     "planning-session": (PlanningSession, ".pokeralph/planning/session.json"),
+    "verification-report": (
+        VerificationReport,
+        ".pokeralph/battles/{taskId}/verification/report-{cycle}.json",
+    ),
+    "review-report": (ReviewReport, ".pokeralph/battles/{taskId}/review/report-{cycle}.json"),
 }
 
 

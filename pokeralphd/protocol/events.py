@@ -131,9 +131,14 @@ class IterationStart(Payload):
 
 
 class IterationOutput(Payload):
+    """An iteration's output; with ``phase`` (and its ``cycle``), a verifier's or
+    reviewer's run after that iteration."""
+
     task_id: str
     iteration: int
     chunks: list[Chunk]
+    phase: Literal["verification", "review"] | None = None
+    cycle: int | None = None
 
 
 class IterationEnd(Payload):
@@ -207,6 +212,87 @@ class ApprovalReceived(Payload):
     iteration: int
     approved: bool
     note: str | None
+
+
+class PhaseChanged(Payload):
+    """The battle moved to another phase (seed 003); ``cycle`` is the next report's
+    number in a verification or review phase."""
+
+    task_id: str
+    phase: Literal["implementation", "verification", "review", "done"]
+    previous: Literal["implementation", "verification", "review", "done"]
+    cycle: int | None
+    reason: str
+
+
+class CriteriaCounts(msgspec.Struct):
+    passed: int
+    failed: int
+    blocked: int
+
+
+class VerificationReportEvent(Payload):
+    """A verification report was saved (``path``); ``passed`` decides the next phase."""
+
+    task_id: str
+    cycle: int
+    max_cycles: int
+    iteration: int | None
+    valid: bool
+    passed: bool
+    outcome: Literal["approve", "request_changes", "invalid"]
+    summary: str
+    problem: str | None
+    findings: int
+    blocking: int  # criteria not passed
+    criteria: CriteriaCounts
+    path: str
+
+
+class ReviewReportEvent(Payload):
+    """A review report was saved; blocking comments mean changes."""
+
+    task_id: str
+    cycle: int
+    max_cycles: int
+    iteration: int | None
+    valid: bool
+    passed: bool
+    outcome: Literal["approve", "request_changes", "comment", "invalid"]
+    assessment: Literal["approve", "request_changes", "comment"] | None
+    summary: str
+    problem: str | None
+    findings: int  # comments
+    blocking: int  # blocking comments
+    path: str
+
+
+class BattleBlocked(Payload):
+    """A transient failure: the battle retries the same step at ``retryAt`` (epoch
+    seconds on the daemon's clock), or when resumed."""
+
+    task_id: str
+    reason: str
+    kind: str
+    retry_at: float | None
+    retry: int
+    max_retries: int | None
+    phase: str
+
+
+class BattleEscalated(Payload):
+    """The bounded loops ran out: a person decides (``escalation.deliveryId``)."""
+
+    task_id: str
+    escalation: dict[str, Any]
+
+
+class EscalationResolved(Payload):
+    task_id: str
+    escalation: int
+    action: Literal["retry", "accept", "cancel"]
+    guidance: str | None
+    delivery_id: str | None
 
 
 class Notice(Payload):
@@ -303,6 +389,12 @@ EVENT_TYPES: dict[str, type[Payload]] = {
     "await_approval_delivery": AwaitApprovalDelivery,
     "approval_received": ApprovalReceived,
     "notice": Notice,
+    "phase_changed": PhaseChanged,
+    "verification_report": VerificationReportEvent,
+    "review_report": ReviewReportEvent,
+    "battle_blocked": BattleBlocked,
+    "battle_escalated": BattleEscalated,
+    "escalation_resolved": EscalationResolved,
     "new_delivery": NewDelivery,
     "feedback_received": FeedbackReceived,
     "delivery_timeout": DeliveryTimeout,

@@ -191,6 +191,15 @@ class BattleLogParams(Params):
     repo: RepoRef | None = None
 
 
+class BattleReportParams(Params):
+    """A verification or review report; ``cycle`` defaults to the latest."""
+
+    task_id: TaskId
+    phase: Literal["verification", "review"]
+    cycle: Annotated[int, msgspec.Meta(ge=1, le=1000)] | None = None
+    repo: RepoRef | None = None
+
+
 # -- inbox
 class InboxListParams(Params):
     status: Name | None = None

@@ -29,6 +29,7 @@ from pydantic.json_schema import models_json_schema
 from pokeralphd.domain.inbox import Annotation, Delivery, DeliveryMode, DeliveryStatus, Feedback
 from pokeralphd.domain.models import PRD, Battle, Config, Progress, Task
 from pokeralphd.domain.planning import PlanningState
+from pokeralphd.domain.reports import ReviewReport, VerificationReport
 from pokeralphd.domain.statuses import BattleStatus, ExecutionMode
 
 if TYPE_CHECKING:
@@ -64,6 +65,17 @@ ProgressDoc = Annotated[dict[str, Any], document(Progress)]
 DeliveryDoc = Annotated[dict[str, Any], document(Delivery)]
 FeedbackDoc = Annotated[dict[str, Any], document(Feedback)]
 AnnotationDoc = Annotated[dict[str, Any], document(Annotation)]
+ReportDoc = Annotated[
+    dict[str, Any],
+    msgspec.Meta(
+        extra_json_schema={
+            "oneOf": [
+                document(VerificationReport).extra_json_schema,
+                document(ReviewReport).extra_json_schema,
+            ]
+        }
+    ),
+]
 Timestamp = Annotated[str, msgspec.Meta(extra_json_schema={"format": "date-time"})]
 Epoch = Annotated[
     str,
@@ -120,6 +132,14 @@ class BattleSummary(Result):
     max_iterations: int | None
     cost_usd: float
     paused_reason: str | None
+    # seed 003
+    phase: Literal["implementation", "verification", "review", "done"] = "implementation"
+    phases: list[str] = msgspec.field(default_factory=lambda: ["implementation"])
+    verification_cycle: int = 0  # reports so far
+    review_cycle: int = 0
+    blocked_reason: str | None = None
+    retry_at: float | None = None
+    escalation: dict[str, Any] | None = None  # the open one, with its inbox item
 
 
 class RepoSummary(RepoRef):
@@ -242,7 +262,7 @@ class BattleApproveResult(Result):
     approved: bool
 
 
-class RepoBattle(BattleSummary):
+class RepoBattle(BattleSummary, kw_only=True):
     repo: str
 
 
@@ -265,6 +285,14 @@ class HistoryResult(Result):
 
     battle: BattleDoc | None
     version: int | UnsetType = UNSET
+
+
+class ReportResult(Result):
+    """A verification or review report (``battles/{taskId}/{phase}/report-{n}.json``)."""
+
+    phase: Literal["verification", "review"]
+    report: ReportDoc
+    version: int
 
 
 class LogResult(Result):

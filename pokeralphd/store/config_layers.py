@@ -62,6 +62,13 @@ SENSITIVE_KEYS: tuple[str, ...] = (
     "commitRuntimeFiles",
     "approvalRules",  # which tool calls an agent may make without asking anyone
     "permissions",  # unmatched: allow would let an agent run anything
+    # the verifier's and reviewer's agents: the same as ``agent``'s
+    "roles.verifier.command",
+    "roles.verifier.extraArgs",
+    "roles.verifier.env",
+    "roles.reviewer.command",
+    "roles.reviewer.extraArgs",
+    "roles.reviewer.env",
 )
 
 #: The user layer's trust records: ``{"/repository/root": "sha256:…"}``. Only the user

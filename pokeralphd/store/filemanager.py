@@ -8,7 +8,9 @@
     ├── battles/{taskId}/
     │   ├── progress.json           live progress (the daemon is its only writer)
     │   ├── history.json            the battle and its iterations
-    │   └── logs/iteration-{n}.log  what the agent printed
+    │   ├── logs/iteration-{n}.log  what the agent printed
+    │   ├── verification/report-{n}.json, log-{n}.log   the QA agent's (seed 003)
+    │   └── review/report-{n}.json, log-{n}.log         the reviewer's
     └── daemon.lock                 held by the daemon that owns this repository
 
 All methods are synchronous and do plain file I/O, reading a document again before each
@@ -24,10 +26,11 @@ a :class:`StorageError` naming it instead of being read or written through.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 from pokeralphd.domain.ids import validate_task_id
 from pokeralphd.domain.models import PRD, Battle, Progress
+from pokeralphd.domain.reports import ReviewReport, VerificationReport
 from pokeralphd.store import documents, safefs
 from pokeralphd.store.atomic import append_bytes, atomic_write, remove_stale_temp_files
 from pokeralphd.store.documents import DocumentKind, Loaded
@@ -36,9 +39,34 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 FOLDER = ".pokeralph"
-PRD_KIND = DocumentKind("prd", PRD)
+ReportPhase = Literal["verification", "review"]
+
+
+def _history_v1_to_v2(body: dict[str, Any]) -> dict[str, Any]:
+    """Schema 2 (seed 003) adds phases, cycles, escalations and blocks: a battle of
+    schema 1 ran its implementation alone (a completed one is done)."""
+    out = dict(body)
+    out.setdefault("phases", ["implementation"])
+    out.setdefault("phase", "done" if body.get("status") == "completed" else "implementation")
+    return out
+
+
+def _same_shape(body: dict[str, Any]) -> dict[str, Any]:
+    """Schema 2 of the PRD adds the task statuses ``blocked`` and ``escalated``: a file of
+    schema 1 is valid as it is (the bump keeps an older daemon from misreading a newer
+    file)."""
+    return body
+
+
+PRD_KIND = DocumentKind("prd", PRD, 2, {1: _same_shape})
 PROGRESS_KIND = DocumentKind("progress", Progress)
-HISTORY_KIND = DocumentKind("history", Battle)
+HISTORY_KIND = DocumentKind("history", Battle, 2, {1: _history_v1_to_v2})
+VERIFICATION_KIND = DocumentKind("verification-report", VerificationReport)
+REVIEW_KIND = DocumentKind("review-report", ReviewReport)
+REPORT_KINDS: dict[str, DocumentKind[Any]] = {
+    "verification": VERIFICATION_KIND,
+    "review": REVIEW_KIND,
+}
 OWN_FOLDERS = ("battles", "inbox", "planning")  # what the daemon writes below .pokeralph/
 GITIGNORE = """# Written by pokeralphd: runtime files stay out of git.
 # config.json and prd.json may be committed.
@@ -79,6 +107,16 @@ class FileManager:
 
     def history_path(self, task_id: str) -> Path:
         return self.battle_dir(task_id) / "history.json"
+
+    def report_path(self, task_id: str, phase: ReportPhase, cycle: int) -> Path:
+        if phase not in REPORT_KINDS:
+            raise ValueError(f"no reports of phase {phase!r}")
+        if not isinstance(cycle, int) or cycle < 1:
+            raise ValueError(f"cycle must be a positive integer, got {cycle!r}")
+        return self.battle_dir(task_id) / phase / f"report-{cycle}.json"
+
+    def role_log_path(self, task_id: str, phase: ReportPhase, cycle: int) -> Path:
+        return self.report_path(task_id, phase, cycle).with_name(f"log-{cycle}.log")
 
     def log_path(self, task_id: str, iteration: int) -> Path:
         if not isinstance(iteration, int) or iteration < 1:
@@ -140,6 +178,17 @@ class FileManager:
         return documents.save(
             HISTORY_KIND, self.history_path(battle.task_id), battle, expected_version
         )
+
+    # -- reports (seed 003), one per cycle, atomic and versioned
+    def load_report(
+        self, task_id: str, phase: ReportPhase, cycle: int
+    ) -> Loaded[VerificationReport] | Loaded[ReviewReport] | None:
+        return documents.load(REPORT_KINDS[phase], self.report_path(task_id, phase, cycle))
+
+    def save_report(self, phase: ReportPhase, report: VerificationReport | ReviewReport) -> int:
+        path = self.report_path(report.task_id, phase, report.cycle)
+        safefs.makedirs(path.parent)
+        return documents.save(REPORT_KINDS[phase], path, report)
 
     def battle_task_ids(self) -> list[str]:
         out = []

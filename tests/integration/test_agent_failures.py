@@ -1,6 +1,7 @@
 """How a battle meets what the real agent CLIs print when things go wrong (found by running
-them): API refusals (429 without a rate_limit_event, 529, 5xx) never burn iterations and
-wait on the engine's clock (a FakeClock here, moved by hand); subscription auth's
+them): API refusals (429 without a rate_limit_event, 529, 5xx) never burn iterations: the
+battle is blocked (seed 003) and waits on the engine's clock (a FakeClock here, moved by
+hand), then escalates when the retries run out; subscription auth's
 "allowed" rate-limit lines are not output; Codex gets a writable sandbox and its usage
 is not counted twice; a missing agent is refused at battle.start."""
 
@@ -70,16 +71,20 @@ def test_a_429_without_rate_limit_event_backs_off_and_burns_no_iteration(
     with daemon.connect(timeout=60) as conn:
         conn.call("events.subscribe", {"repo": str(repo)})
         daemon.call("battle.start", {"repo": str(repo), "taskId": task, "maxIterations": 1})
-        first = list(events_of(conn, lambda e: e["type"] == "battle_paused"))[-1]["payload"]
+        first = list(events_of(conn, lambda e: e["type"] == "battle_blocked"))[-1]["payload"]
         assert "rate limited (429) until" in first["reason"]
-        assert first["rateLimitedUntil"] == pytest.approx(start + 60)
-        assert history(daemon, repo, task)["status"] == "paused"
-        advance_to(daemon, clock, first["rateLimitedUntil"])
+        assert first["retryAt"] == pytest.approx(start + 60) and first["kind"] == "rate_limit"
+        assert history(daemon, repo, task)["status"] == "blocked"
+        assert (
+            daemon.call("task.get", {"repo": str(repo), "taskId": task})["task"]["status"]
+            == "blocked"
+        )
+        advance_to(daemon, clock, first["retryAt"])
         # A second 429 in a row waits twice as long.
-        second = list(events_of(conn, lambda e: e["type"] == "battle_paused"))[-1]["payload"]
-        assert second["rateLimitedUntil"] == pytest.approx(clock.time() + 120)
+        second = list(events_of(conn, lambda e: e["type"] == "battle_blocked"))[-1]["payload"]
+        assert second["retryAt"] == pytest.approx(clock.time() + 120)
         set_mode(daemon, repo, "complete")
-        advance_to(daemon, clock, second["rateLimitedUntil"])
+        advance_to(daemon, clock, second["retryAt"])
         rest = list(events_of(conn, lambda e: e["type"] in END))
     assert "battle_resumed" in types(rest) and types(rest)[-1] == "battle_complete"
     battle = history(daemon, repo, task)
@@ -91,7 +96,7 @@ def test_a_429_without_rate_limit_event_backs_off_and_burns_no_iteration(
     assert task_now["status"] == "completed"
 
 
-def test_overloaded_is_retried_then_pauses_after_five_in_a_row(
+def test_overloaded_is_retried_then_escalates_after_five_in_a_row(
     daemon: DaemonProcess, repo: Path
 ) -> None:
     clock = fake_clock(daemon)
@@ -100,26 +105,34 @@ def test_overloaded_is_retried_then_pauses_after_five_in_a_row(
         conn.call("events.subscribe", {"repo": str(repo)})
         daemon.call("battle.start", {"repo": str(repo), "taskId": task, "maxIterations": 2})
         waits = []
-        for _ in range(4):
-            paused = list(events_of(conn, lambda e: e["type"] == "battle_paused"))[-1]["payload"]
-            assert "overloaded 529" in paused["reason"] and "retrying at" in paused["reason"]
-            waits.append(paused["rateLimitedUntil"] - clock.time())
-            advance_to(daemon, clock, paused["rateLimitedUntil"])
-        final = list(events_of(conn, lambda e: e["type"] == "battle_paused"))[-1]["payload"]
+        for n in range(1, 5):
+            blocked = list(events_of(conn, lambda e: e["type"] == "battle_blocked"))[-1]["payload"]
+            assert "overloaded 529" in blocked["reason"] and "retrying at" in blocked["reason"]
+            assert (blocked["retry"], blocked["maxRetries"]) == (n, 4)
+            waits.append(blocked["retryAt"] - clock.time())
+            advance_to(daemon, clock, blocked["retryAt"])
+        final = list(events_of(conn, lambda e: e["type"] == "battle_escalated"))[-1]["payload"]
         assert waits == pytest.approx([60, 120, 240, 480])
-        assert (
-            "failed 5 times in a row" in final["reason"] and final.get("rateLimitedUntil") is None
-        )
+        escalation = final["escalation"]
+        assert escalation["reason"] == "transient_failures"
+        assert "failed 5 times in a row" in escalation["message"]
         battle = history(daemon, repo, task)
-        assert battle["status"] == "paused" and battle["pausedReason"] == final["reason"]
+        assert battle["status"] == "escalated"
         assert [i["result"] for i in battle["iterations"]] == ["cancelled"] * 5
         assert (
             daemon.call("task.get", {"repo": str(repo), "taskId": task})["task"]["status"]
-            == "paused"
+            == "escalated"
         )
-        # A person resumes once the API is back: the battle still has both iterations.
+        # A person answers to retry once the API is back: the battle still has both
+        # iterations.
         set_mode(daemon, repo, "complete")
-        daemon.call("battle.resume", {"repo": str(repo)})
+        daemon.call(
+            "inbox.answer",
+            {
+                "id": escalation["deliveryId"],
+                "values": {"values": {"action": "retry"}},
+            },
+        )
         rest = list(events_of(conn, lambda e: e["type"] in END))
     assert types(rest)[-1] == "battle_complete"
 
@@ -130,10 +143,10 @@ def test_a_server_error_is_retried_after_a_backoff(daemon: DaemonProcess, repo: 
     with daemon.connect(timeout=60) as conn:
         conn.call("events.subscribe", {"repo": str(repo)})
         daemon.call("battle.start", {"repo": str(repo), "taskId": task, "maxIterations": 1})
-        paused = list(events_of(conn, lambda e: e["type"] == "battle_paused"))[-1]["payload"]
-        assert "server error 500" in paused["reason"]
+        blocked = list(events_of(conn, lambda e: e["type"] == "battle_blocked"))[-1]["payload"]
+        assert "server error 500" in blocked["reason"]
         set_mode(daemon, repo, "complete")
-        advance_to(daemon, clock, paused["rateLimitedUntil"])
+        advance_to(daemon, clock, blocked["retryAt"])
         rest = list(events_of(conn, lambda e: e["type"] in END))
     assert types(rest)[-1] == "battle_complete"
     assert [i["result"] for i in history(daemon, repo, task)["iterations"]] == [
@@ -179,7 +192,8 @@ def test_codex_runs_in_a_writable_sandbox_and_its_usage_is_not_counted_twice(
     usage = battle["iterations"][0]["usage"]
     assert usage["inputTokens"] == 24763 - 24448 and usage["cacheReadInputTokens"] == 24448
     assert usage["outputTokens"] == 122 and usage["reasoningOutputTokens"] == 64
-    assert battle["usage"]["inputTokens"] == 315
+    # the battle's usage holds the verifier's run too (fake_codex's: 100 input tokens)
+    assert battle["usage"]["inputTokens"] == 315 + 100
 
 
 @pytest.mark.parametrize(

@@ -48,6 +48,8 @@ def test_documents_are_referred_to_not_copied() -> None:
         "Delivery",
         "Feedback",
         "Annotation",
+        "VerificationReport",
+        "ReviewReport",
     }
 
 

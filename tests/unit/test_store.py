@@ -35,7 +35,7 @@ def test_prd_round_trip_with_versions(tmp_path: Path) -> None:
     loaded = fm.load_prd()
     assert loaded is not None and loaded.version == 2 and loaded.value == prd
     raw = json.loads(fm.prd_path.read_text())
-    assert raw["schemaVersion"] == 1 and raw["version"] == 2
+    assert raw["schemaVersion"] == 2 and raw["version"] == 2
 
 
 def test_stale_version_is_a_conflict_and_writes_nothing(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from pokeralphd.protocol.params import (
     BattleControlParams,
     BattleLogParams,
     BattlePauseParams,
+    BattleReportParams,
     BattleStartParams,
     RepoParams,
     TaskRef,
@@ -26,6 +27,7 @@ from pokeralphd.protocol.results import (
     LogResult,
     ProgressResult,
     RepoBattle,
+    ReportResult,
     RevertResult,
 )
 
@@ -64,7 +66,7 @@ def register(table: MethodTable) -> None:
     @table.add(
         "battle.resume",
         BattleControlParams,
-        "Resume a paused battle at the next iteration.",
+        "Resume a paused battle at the next iteration (a blocked one retries at once).",
         result=BattleResult,
     )
     async def resume(ctx: CallContext, p: BattleControlParams) -> BattleResult:
@@ -119,6 +121,16 @@ def register(table: MethodTable) -> None:
     )
     async def history(ctx: CallContext, p: TaskRef) -> HistoryResult:
         return msgspec.convert(await _orch(ctx, p.repo).history(p.task_id), HistoryResult)
+
+    @table.add(
+        "battle.report",
+        BattleReportParams,
+        "A verification or review report of the task's battle (seed 003): cycle N, or the latest.",
+        result=ReportResult,
+    )
+    async def report(ctx: CallContext, p: BattleReportParams) -> ReportResult:
+        found = await _orch(ctx, p.repo).report(p.task_id, p.phase, p.cycle)
+        return msgspec.convert(found, ReportResult)
 
     @table.add(
         "battle.log",

@@ -1,0 +1,296 @@
+"""A battle's phases after planning (seed 003): implementation → verification → review →
+done, with bounded cycles, escalation to a person and transient blocks.
+
+- Which phases run is the battle's ``phases`` (the config's, when it started); the
+  implementation always runs first. Passing the last phase completes the battle (the
+  seed's release phase is our commit, made by every iteration).
+- A verification or review asking for changes sends its findings into the next
+  implementation iteration's prompt (``battle.findings``) and the battle back to
+  implementation. A report that could not be used (missing, not JSON, a criterion left
+  out) runs the phase again instead: the implementer cannot act on it. Either way the
+  cycle counts; when a phase has rejected ``limit`` times (3 verifications, 2 reviews by
+  default) the battle is escalated.
+- Escalated: a person answers the inbox item once: retry with guidance (new cycles,
+  the guidance in every later implementation prompt), accept the work as it is
+  (completed), or cancel. The answer is recorded in the battle's record before it is
+  acted on, and acted on once (``resolution.applied``), so a daemon that stops in
+  between acts on it after the restart, and a second answer is refused.
+- Blocked: a transient failure (:mod:`pokeralphd.battle.transient`) waits out an
+  exponential backoff (60 s, doubling, at most 30 min) on the engine's clock, then runs
+  the same step again; it never counts as an iteration or a cycle. A rate limit waits
+  for its reset however many times it comes; any other kind is retried
+  ``transientRetries`` times in a row (4 by default), then escalated.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from pokeralphd.battle.transient import describe
+from pokeralphd.clock import wait_or_timeout
+from pokeralphd.domain.models import (
+    Blocked,
+    Escalation,
+    Finding,
+    Findings,
+)
+from pokeralphd.domain.reports import VerificationReport
+from pokeralphd.domain.statuses import BattleStatus
+from pokeralphd.domain.timeutil import utcnow
+
+if TYPE_CHECKING:
+    from pokeralphd.agents.base import ApiFailure
+    from pokeralphd.battle.state import ActiveBattle, BattleControl
+    from pokeralphd.domain.models import BattlePhase, Config, EscalationReason, Phase
+    from pokeralphd.domain.reports import ReviewReport
+
+B = BattleStatus
+BACKOFF_FIRST = 60.0  # seconds before the first retry
+BACKOFF_CAP = 30 * 60.0
+
+
+def backoff_delay(attempt: int) -> float:
+    """The wait before retry number ``attempt`` (from 1): 60 s, 120 s, 240 s… at most 30 min."""
+    return min(BACKOFF_FIRST * 2.0 ** (min(max(attempt, 1), 32) - 1), BACKOFF_CAP)
+
+
+def when(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def next_phase(phases: list[Phase], after: BattlePhase) -> BattlePhase:
+    """The phase that follows ``after`` in ``phases`` (``done`` after the last one)."""
+    order: list[BattlePhase] = [*phases, "done"]
+    return order[order.index(after) + 1] if after in order[:-1] else "done"
+
+
+def cycle_of(active: ActiveBattle, phase: BattlePhase) -> int | None:
+    """The cycle a phase is at: the next report's number (None for the implementation)."""
+    battle = active.battle
+    if phase == "verification":
+        return battle.verification.count + 1
+    if phase == "review":
+        return battle.review.count + 1
+    return None
+
+
+async def change_phase(
+    orch: BattleControl, active: ActiveBattle, phase: BattlePhase, reason: str
+) -> None:
+    battle = active.battle
+    previous = battle.phase
+    battle.phase = phase
+    await orch.save(active)
+    orch.publish(
+        "phase_changed",
+        {
+            "phase": phase,
+            "previous": previous,
+            "cycle": cycle_of(active, phase),
+            "reason": reason,
+        },
+        active.task_id,
+    )
+
+
+def findings_of(report: VerificationReport | ReviewReport, phase: Phase) -> Findings:
+    """What a rejecting report asks the implementer to change."""
+    items: list[Finding] = []
+    if isinstance(report, VerificationReport):
+        for c in report.acceptance_criteria:
+            if c.status != "passed":
+                items.append(
+                    Finding(
+                        severity="major",
+                        description=f"acceptance criterion {c.id} ({c.criterion}) {c.status}: "
+                        f"{c.evidence}",
+                    )
+                )
+        for failure in report.test_results.failures[:20]:
+            items.append(
+                Finding(
+                    severity="major",
+                    description=f"test {failure.name} fails: {failure.error}",
+                    file=failure.file,
+                    line=failure.line,
+                )
+            )
+        items += [
+            Finding(
+                severity=i.severity,
+                description=i.description,
+                file=i.file,
+                line=i.line,
+                suggestion=i.suggestion,
+            )
+            for i in report.feedback.items
+        ]
+        summary = report.feedback.summary
+    else:
+        ordered = sorted(report.comments, key=lambda c: not c.blocking)
+        items = [
+            Finding(
+                severity="blocking" if c.blocking else c.severity,
+                description=c.issue,
+                file=c.file,
+                line=c.line,
+                suggestion=c.suggestion,
+            )
+            for c in ordered
+        ]
+        summary = report.feedback.message
+    return Findings(phase=phase, cycle=report.cycle, summary=summary[:2000], items=items[:50])
+
+
+# ----------------------------------------------------------------------------- blocked
+
+
+async def block(
+    orch: BattleControl, active: ActiveBattle, failure: ApiFailure, config: Config
+) -> bool:
+    """Wait out a transient failure with the battle ``blocked``; True to go on (the same
+    step runs again), False when the retries ran out and the battle is escalated."""
+    battle = active.battle
+    clock = orch.host.clock
+    if failure.kind == "rate_limit":
+        active.rate_limits += 1
+        until = failure.resets_at or clock.time() + backoff_delay(active.rate_limits)
+        detail = f" ({failure.status})" if failure.status is not None else ""
+        blocked = Blocked(
+            reason=f"rate limited{detail} until {when(until)}",
+            kind=failure.kind,
+            since=utcnow(),
+            retry_at=until,
+            retry=active.rate_limits,
+        )
+        await _wait_blocked(orch, active, blocked, "rate limit reset")
+        return True
+    active.rate_limits = 0
+    battle.transient_failures += 1
+    count = battle.transient_failures
+    if count > config.transient_retries:
+        await escalate(
+            orch,
+            active,
+            "transient_failures",
+            f"the agent failed {count} times in a row for a transient reason "
+            f"({describe(failure)}: {failure.message[:300]}); answer to retry, accept the "
+            "work as it is, or cancel",
+        )
+        return False
+    until = clock.time() + backoff_delay(count)
+    blocked = Blocked(
+        reason=f"the model API failed ({describe(failure)}); retrying at {when(until)} "
+        f"(retry {count} of {config.transient_retries})",
+        kind=failure.kind,
+        since=utcnow(),
+        retry_at=until,
+        retry=count,
+        max_retries=config.transient_retries,
+    )
+    await _wait_blocked(
+        orch, active, blocked, f"retrying after a transient failure ({describe(failure)})"
+    )
+    return True
+
+
+async def _wait_blocked(
+    orch: BattleControl, active: ActiveBattle, blocked: Blocked, resumed: str
+) -> None:
+    """Blocked until ``retry_at`` on the engine's clock, or until a person resumes it
+    (retry now) or pauses it; then back to running, as the seed's table has it."""
+    await orch.set_status(active, B.BLOCKED, blocked=blocked)
+    orch.publish(
+        "battle_blocked",
+        {
+            "reason": blocked.reason,
+            "kind": blocked.kind,
+            "retryAt": blocked.retry_at,
+            "retry": blocked.retry,
+            "maxRetries": blocked.max_retries,
+            "phase": active.battle.phase,
+        },
+        active.task_id,
+    )
+    clock = orch.host.clock
+    await wait_or_timeout(active.resume_event, clock, (blocked.retry_at or 0) - clock.time())
+    await orch.set_status(active, B.RUNNING, blocked=None)
+    if not active.pause_requested:
+        orch.publish("battle_resumed", {"reason": resumed}, active.task_id)
+
+
+def clear_transient(active: ActiveBattle) -> None:
+    """A step ended for a reason of its own: the transient failures in a row are over."""
+    active.rate_limits = 0
+    active.battle.transient_failures = 0
+
+
+# ----------------------------------------------------------------------------- escalation
+
+
+async def escalate(
+    orch: BattleControl, active: ActiveBattle, reason: EscalationReason, message: str
+) -> None:
+    """Escalate to a person (seed 003): the battle waits, escalated, for their answer."""
+    battle = active.battle
+    phase: Phase = battle.phase if battle.phase != "done" else "review"
+    escalation = Escalation(
+        number=len(battle.escalations) + 1,
+        at=utcnow(),
+        phase=phase,
+        reason=reason,
+        message=message,
+    )
+    battle.escalations.append(escalation)
+    await orch.set_status(active, B.ESCALATED)
+    for hook in orch.host.escalation_hooks:
+        await hook.opened(orch, active, escalation)
+    orch.publish("battle_escalated", {"escalation": escalation.dump()}, active.task_id)
+
+
+def open_escalation(active: ActiveBattle) -> Escalation | None:
+    """The escalation a person has not answered yet, if any."""
+    battle = active.battle
+    if battle.escalations and battle.escalations[-1].resolution is None:
+        return battle.escalations[-1]
+    return None
+
+
+def pending_resolution(active: ActiveBattle) -> Escalation | None:
+    """An escalation answered but not yet acted on."""
+    battle = active.battle
+    if battle.escalations:
+        last = battle.escalations[-1]
+        if last.resolution is not None and not last.resolution.applied:
+            return last
+    return None
+
+
+async def apply_resolution(orch: BattleControl, active: ActiveBattle, config: Config) -> str | None:
+    """Act on a person's answer to an escalation, once: ``accept`` or ``cancel`` (the
+    battle ends; the caller completes or cancels it), or None (retry, or nothing to do)."""
+    escalation = pending_resolution(active)
+    if escalation is None or escalation.resolution is None:
+        return None
+    resolution = escalation.resolution
+    battle = active.battle
+    resolution.applied = True
+    if resolution.action != "retry":
+        await orch.save(active)
+        return resolution.action
+    if resolution.guidance:
+        battle.guidance = resolution.guidance.strip()[:8000]
+    clear_transient(active)
+    phase: BattlePhase = battle.phase
+    if escalation.reason == "verification_cycles":
+        battle.verification.limit = battle.verification.count + config.max_verification_cycles
+        phase = "implementation"
+    elif escalation.reason == "review_cycles":
+        battle.review.limit = battle.review.count + config.max_review_cycles
+        phase = "implementation"
+    if phase != battle.phase:
+        await change_phase(orch, active, phase, "retry with a person's guidance")
+    else:
+        await orch.save(active)
+    return None
