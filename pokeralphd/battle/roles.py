@@ -180,8 +180,8 @@ class RoleRun:
             return RoleVerdict(fatal=exc.message)
         finally:
             with anyio.CancelScope(shield=True):
-                self.stream.close()
                 await self._put_back(snapshot)
+                self.stream.close()
         if scope.cancelled_caught or outcome is None:
             return RoleVerdict(stopped=True)
         failure = transient_failure(outcome)

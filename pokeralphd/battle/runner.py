@@ -195,6 +195,8 @@ async def _role(
     if verdict.passed:
         battle.findings = None
         return await _advance(orch, active, phase)
+    if report.valid:  # what it asks for: for the implementer, and for the person
+        battle.findings = phases.findings_of(report, phase)
     cycles = cycles_of(active, phase)
     if cycles.count >= cycles.limit:
         what = "verifications" if phase == "verification" else "reviews"
@@ -208,7 +210,6 @@ async def _role(
         )
         return False
     if report.valid:
-        battle.findings = phases.findings_of(report, phase)
         await phases.change_phase(orch, active, "implementation", f"the {phase} asked for changes")
     # an unusable report: the same phase runs again (the implementer cannot act on it)
     return None

@@ -1,0 +1,282 @@
+"""Seed 003's escalation and transient failures: cycles that run out ask a person through
+the inbox (answered once), transient failures block and retry without burning an
+iteration or a cycle, a daemon killed during verification resumes it, and the files of
+schema 1 still load."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pokeralphctl.client import RequestFailed
+from tests.helpers import DaemonProcess, events_of, wait_until
+from tests.integration.battle_helpers import setup_repo, types
+from tests.integration.test_agent_failures import SLOW, advance_to, fake_clock
+from tests.integration.test_verification import (
+    END,
+    history,
+    payloads,
+    prompts,
+    role,
+    setup,
+    start,
+)
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def answer(daemon: DaemonProcess, delivery: str, action: str, guidance: str = "") -> Any:
+    values: dict[str, Any] = {"action": action}
+    if guidance:
+        values["guidance"] = guidance
+    return daemon.call("inbox.answer", {"id": delivery, "values": {"values": values}})
+
+
+def escalated(events: list[dict[str, Any]]) -> dict[str, Any]:
+    escalation: dict[str, Any] = payloads(events, "battle_escalated")[-1]["escalation"]
+    return escalation
+
+
+def test_three_rejections_escalate_and_retry_with_guidance_resumes_once(
+    daemon: DaemonProcess, repo: Path, home: Path
+) -> None:
+    task = setup(daemon, repo, home, verifier=["request_changes"] * 3 + ["approve"])
+    events = start(daemon, repo, task)
+    assert types(events)[-1] == "battle_escalated"
+    assert len(payloads(events, "verification_report")) == 3
+    escalation = escalated(events)
+    assert escalation["reason"] == "verification_cycles" and escalation["number"] == 1
+    assert "3 verifications did not pass" in escalation["message"]
+    battle = history(daemon, repo, task)
+    assert battle["status"] == "escalated" and battle["phase"] == "verification"
+    task_now = daemon.call("task.get", {"repo": str(repo), "taskId": task})["task"]
+    assert task_now["status"] == "escalated"
+    # a blocking inbox form: the choice and the guidance
+    item = daemon.call("inbox.get", {"id": escalation["deliveryId"]})["delivery"]
+    assert item["mode"] == "blocking" and item["source"]["kind"] == "battle_escalation"
+    fields = {f["name"]: f for f in item["feedbackSchema"]["fields"]}
+    assert fields["action"]["options"] == ["retry", "accept", "cancel"]
+    assert fields["guidance"]["type"] == "textarea"
+    assert "FINDING-3" in item["content"]["body"]
+    # the battle cannot be resumed or paused around the person
+    for method in ("battle.resume", "battle.pause"):
+        with pytest.raises(RequestFailed) as info:
+            daemon.call(method, {"repo": str(repo)})
+        assert escalation["deliveryId"] in info.value.message
+    summary = daemon.call("battle.current", {"repo": str(repo)})["battles"][0]
+    assert summary["phase"] == "verification" and summary["escalation"]["number"] == 1
+
+    with daemon.connect(timeout=60) as conn:
+        conn.call("events.subscribe", {"repo": str(repo)})
+        answer(daemon, escalation["deliveryId"], "retry", "USE THE SMALLER FIX")
+        # the answer is consumed once: a second one is refused, the battle goes on once
+        with pytest.raises(RequestFailed) as info:
+            answer(daemon, escalation["deliveryId"], "accept")
+        assert "already answered" in info.value.message
+        rest = list(events_of(conn, lambda e: e["type"] in END))
+    assert types(rest)[-1] == "battle_complete"
+    resolved = payloads(rest, "escalation_resolved")
+    assert len(resolved) == 1 and resolved[0]["action"] == "retry"
+    assert resolved[0]["guidance"] == "USE THE SMALLER FIX"
+    assert len(payloads(rest, "battle_resumed")) == 1
+    # the guidance (and the last findings) reached the implementer
+    last = prompts(home, "implementer")[-1]
+    assert "Guidance from a person, after the battle was escalated" in last
+    assert "USE THE SMALLER FIX" in last and "FINDING-3" in last
+    battle = history(daemon, repo, task)
+    assert battle["status"] == "completed" and battle["verification"]["count"] == 4
+    assert battle["verification"]["limit"] == 6  # the retry gave a new budget of cycles
+    (record,) = battle["escalations"]
+    assert record["resolution"]["action"] == "retry" and record["resolution"]["applied"]
+    assert record["resolution"]["deliveryId"] == escalation["deliveryId"]
+
+
+@pytest.mark.parametrize(("action", "final"), [("accept", "completed"), ("cancel", "cancelled")])
+def test_an_escalation_answered_accept_or_cancel(
+    daemon: DaemonProcess, repo: Path, home: Path, action: str, final: str
+) -> None:
+    task = setup(daemon, repo, home, verifier=["request_changes"], maxVerificationCycles=1)
+    events = start(daemon, repo, task)
+    escalation = escalated(events)
+    with daemon.connect(timeout=60) as conn:
+        conn.call("events.subscribe", {"repo": str(repo)})
+        answer(daemon, escalation["deliveryId"], action)
+        rest = list(events_of(conn, lambda e: e["type"] in END))
+    assert types(rest)[-1] == f"battle_{'complete' if final == 'completed' else final}"
+    battle = history(daemon, repo, task)
+    assert battle["status"] == final
+    assert battle["phase"] == ("done" if action == "accept" else "verification")
+    task_now = daemon.call("task.get", {"repo": str(repo), "taskId": task})["task"]
+    assert task_now["status"] == ("completed" if action == "accept" else "paused")
+    assert daemon.call("battle.current", {"repo": str(repo)})["battles"] == []
+
+
+def test_a_battle_cancelled_while_escalated_closes_its_inbox_item(
+    daemon: DaemonProcess, repo: Path, home: Path
+) -> None:
+    task = setup(daemon, repo, home, verifier=["request_changes"], maxVerificationCycles=1)
+    escalation = escalated(start(daemon, repo, task))
+    daemon.call("battle.cancel", {"repo": str(repo)})
+    item = daemon.call("inbox.get", {"id": escalation["deliveryId"]})["delivery"]
+    assert item["status"] == "completed"
+    with pytest.raises(RequestFailed):
+        answer(daemon, escalation["deliveryId"], "retry")
+    assert history(daemon, repo, task)["status"] == "cancelled"
+
+
+@pytest.mark.parametrize("step", ["exit:23", "exit:124", "connection", "overloaded"])
+def test_a_transient_verifier_failure_blocks_and_retries_without_burning_a_cycle(
+    daemon: DaemonProcess, repo: Path, home: Path, step: str
+) -> None:
+    clock = fake_clock(daemon)
+    task = setup(daemon, repo, home, verifier=[step, "approve"], **SLOW)
+    with daemon.connect(timeout=60) as conn:
+        conn.call("events.subscribe", {"repo": str(repo)})
+        daemon.call("battle.start", {"repo": str(repo), "taskId": task, "maxIterations": 1})
+        blocked = list(events_of(conn, lambda e: e["type"] == "battle_blocked"))[-1]["payload"]
+        assert blocked["phase"] == "verification" and blocked["retry"] == 1
+        assert blocked["retryAt"] == pytest.approx(clock.time() + 60)
+        battle = history(daemon, repo, task)
+        assert battle["status"] == "blocked" and battle["blocked"]["kind"] in (
+            "exit_code",
+            "connection",
+            "overloaded",
+        )
+        summary = daemon.call("battle.current", {"repo": str(repo)})["battles"][0]
+        assert summary["status"] == "blocked" and summary["retryAt"] == blocked["retryAt"]
+        advance_to(daemon, clock, blocked["retryAt"])
+        rest = list(events_of(conn, lambda e: e["type"] in END))
+    assert types(rest)[-1] == "battle_complete"
+    battle = history(daemon, repo, task)
+    # the failed run wrote no report and counted no cycle
+    assert battle["verification"]["count"] == 1
+    assert battle["verification"]["reports"][0]["outcome"] == "approve"
+    assert battle["transientFailures"] == 0 and battle["blocked"] is None
+
+
+def test_a_transient_exit_code_of_the_implementer_burns_no_iteration(
+    daemon: DaemonProcess, repo: Path, home: Path
+) -> None:
+    clock = fake_clock(daemon)
+    task = setup_repo(daemon, repo, env={"FAKE_CLAUDE_MODE": "exit:124"}, **SLOW)
+    with daemon.connect(timeout=60) as conn:
+        conn.call("events.subscribe", {"repo": str(repo)})
+        daemon.call("battle.start", {"repo": str(repo), "taskId": task, "maxIterations": 1})
+        blocked = list(events_of(conn, lambda e: e["type"] == "battle_blocked"))[-1]["payload"]
+        assert blocked["kind"] == "exit_code" and blocked["phase"] == "implementation"
+        assert "transient exit status" in blocked["reason"]
+        daemon.call(
+            "config.update",
+            {"repo": str(repo), "patch": {"agent": {"env": {"FAKE_CLAUDE_MODE": "complete"}}}},
+        )
+        # battle.resume retries at once, without waiting out the backoff
+        daemon.call("battle.resume", {"repo": str(repo)})
+        rest = list(events_of(conn, lambda e: e["type"] in END))
+    assert types(rest)[-1] == "battle_complete"
+    battle = history(daemon, repo, task)
+    assert [i["result"] for i in battle["iterations"]] == ["cancelled", "success"]
+    assert "status 124" in battle["iterations"][0]["error"]
+
+
+def test_kill_9_during_verification_then_resume_runs_it_again(home: Path, repo: Path) -> None:
+    pidfile = home / "reviewer.pid"
+    first = DaemonProcess(home).start()
+    try:
+        verifier = role(home, "verifier", ["hang", "approve"])
+        verifier["env"]["FAKE_REVIEWER_PIDFILE"] = str(pidfile)
+        task = setup_repo(
+            first,
+            repo,
+            env={"FAKE_CLAUDE_MODE": "complete"},
+            roles={"verifier": verifier},
+        )
+        first.call("battle.start", {"repo": str(repo), "taskId": task})
+        wait_until(lambda: pidfile.exists(), 30, "the verifier to start")
+        reviewer_pid = int(pidfile.read_text())
+        battle = json.loads((repo / ".pokeralph" / "battles" / task / "history.json").read_text())
+        assert battle["phase"] == "verification"
+    finally:
+        first.kill9()
+    second = DaemonProcess(home).start()
+    try:
+        # the orphaned verifier was ended; nothing of a report was written
+        wait_until(lambda: not _alive(reviewer_pid), 20, "the orphaned verifier to end")
+        folder = repo / ".pokeralph" / "battles" / task / "verification"
+        assert not list(folder.glob("report-*")) and not list(folder.glob(".*.tmp"))
+        battle = history(second, repo, task)
+        assert battle["status"] == "paused" and battle["phase"] == "verification"
+        assert battle["verification"]["count"] == 0
+        with second.connect(timeout=60) as conn:
+            conn.call("events.subscribe", {"repo": str(repo)})
+            second.call("battle.resume", {"repo": str(repo)})
+            rest = list(events_of(conn, lambda e: e["type"] in END))
+        assert types(rest)[-1] == "battle_complete"
+        (report,) = payloads(rest, "verification_report")
+        assert report["cycle"] == 1 and report["passed"]
+        assert len(history(second, repo, task)["iterations"]) == 1  # no iteration again
+    finally:
+        second.stop()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is gone for our purpose
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split()[2] != "Z"
+    except OSError:
+        return True
+
+
+def test_the_files_of_schema_1_are_restored_and_migrated(daemon: DaemonProcess, repo: Path) -> None:
+    """A frozen copy of today's files (schema 1): the PRD, a completed battle."""
+    folder = repo / ".pokeralph"
+    battles = folder / "battles"
+    (battles / "001-implement-text-statistics").mkdir(parents=True)
+    shutil.copy(FIXTURES / "v1" / "prd.json", folder / "prd.json")
+    for name in ("history.json", "progress.json"):
+        shutil.copy(FIXTURES / "v1" / name, battles / "001-implement-text-statistics" / name)
+    daemon.call("repo.register", {"path": str(repo)})
+    battle = history(daemon, repo, "001-implement-text-statistics")
+    assert battle["status"] == "completed" and battle["phase"] == "done"
+    assert battle["phases"] == ["implementation"] and battle["escalations"] == []
+    assert len(battle["iterations"]) == 2
+    tasks = daemon.call("task.list", {"repo": str(repo)})["tasks"]
+    assert [t["status"] for t in tasks] == ["completed"]
+    # a write stores the current schema
+    daemon.call("task.update", {"repo": str(repo), "taskId": tasks[0]["id"], "priority": 7})
+    assert json.loads((folder / "prd.json").read_text())["schemaVersion"] == 2
+
+
+def test_a_running_battle_of_schema_1_recovers_in_its_implementation(
+    home: Path, repo: Path
+) -> None:
+    folder = repo / ".pokeralph"
+    task = "001-implement-text-statistics"
+    (folder / "battles" / task).mkdir(parents=True)
+    prd = json.loads((FIXTURES / "v1" / "prd.json").read_text())
+    prd["tasks"][0]["status"] = "in_progress"
+    (folder / "prd.json").write_text(json.dumps(prd))
+    running = json.loads((FIXTURES / "v1" / "history.json").read_text())
+    running.update(status="running", completedAt=None, durationMs=None)
+    (folder / "battles" / task / "history.json").write_text(json.dumps(running))
+    daemon = DaemonProcess(home).start()
+    try:
+        daemon.call("repo.register", {"path": str(repo)})
+        daemon.stop(signal.SIGTERM)
+        daemon = DaemonProcess(home).start()  # recovery runs at start
+        battle = history(daemon, repo, task)
+        assert battle["status"] == "paused" and battle["phase"] == "implementation"
+        assert battle["verification"]["count"] == 0
+        raw = json.loads((folder / "battles" / task / "history.json").read_text())
+        assert raw["schemaVersion"] == 2
+    finally:
+        daemon.stop()
