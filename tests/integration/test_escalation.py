@@ -163,7 +163,7 @@ def test_a_transient_verifier_failure_blocks_and_retries_without_burning_a_cycle
 def test_a_transient_exit_code_of_the_implementer_burns_no_iteration(
     daemon: DaemonProcess, repo: Path, home: Path
 ) -> None:
-    clock = fake_clock(daemon)
+    fake_clock(daemon)  # the backoff would wait on it; battle.resume cuts it short
     task = setup_repo(daemon, repo, env={"FAKE_CLAUDE_MODE": "exit:124"}, **SLOW)
     with daemon.connect(timeout=60) as conn:
         conn.call("events.subscribe", {"repo": str(repo)})
