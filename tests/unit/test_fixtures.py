@@ -1,7 +1,9 @@
-"""Frozen files of every on-disk format, as a daemon of schema version 1 wrote them.
+"""Frozen files of every on-disk format, as a daemon of schema version 1 wrote them
+(``fixtures/v1``), and of the formats bumped since (``fixtures/v2``: the PRD and the
+battle history of seed 003's phases).
 
 They never change: a new schema version must come with a migration that still loads
-them (the test below proves it for every kind), and a round trip must keep them equal.
+them (the tests below prove it for every kind), and a round trip must keep them equal.
 """
 
 from __future__ import annotations
@@ -14,15 +16,23 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from pokeralphd.errors import CorruptFile
 from pokeralphd.planning.service import SESSION_KIND
 from pokeralphd.store import config_layers, documents
 from pokeralphd.store.documents import DocumentKind
-from pokeralphd.store.filemanager import HISTORY_KIND, PRD_KIND, PROGRESS_KIND
+from pokeralphd.store.filemanager import (
+    HISTORY_KIND,
+    PRD_KIND,
+    PROGRESS_KIND,
+    REVIEW_KIND,
+    VERIFICATION_KIND,
+)
 from pokeralphd.store.inbox import ANNOTATIONS_KIND, DELIVERY_KIND, FEEDBACK_KIND, INDEX_KIND
 from pokeralphd.store.registry import REGISTRY_KIND
 from pokeralphd.store.rules import USAGE_KIND
 
 V1 = Path(__file__).resolve().parents[1] / "fixtures" / "v1"
+V2 = V1.parent / "v2"
 KINDS: dict[str, DocumentKind[Any]] = {
     "prd.json": PRD_KIND,
     "progress.json": PROGRESS_KIND,
@@ -34,7 +44,10 @@ KINDS: dict[str, DocumentKind[Any]] = {
     "annotations.json": ANNOTATIONS_KIND,
     "planning-session.json": SESSION_KIND,
     "approval-usage.json": USAGE_KIND,
+    "verification-report.json": VERIFICATION_KIND,
+    "review-report.json": REVIEW_KIND,
 }
+KINDS_V2: dict[str, DocumentKind[Any]] = {"prd.json": PRD_KIND, "history.json": HISTORY_KIND}
 
 
 def test_every_fixture_has_a_kind() -> None:
@@ -75,7 +88,10 @@ def test_a_newer_schema_migrates_the_frozen_file(name: str, tmp_path: Path) -> N
         return body
 
     newer: DocumentKind[BaseModel] = DocumentKind(
-        base.name, base.model, base.schema_version + 1, {base.schema_version: migrate}
+        base.name,
+        base.model,
+        base.schema_version + 1,
+        {**base.migrations, base.schema_version: migrate},
     )
     copy = tmp_path / name
     shutil.copy(V1 / name, copy)
@@ -100,3 +116,51 @@ def test_the_frozen_config_layers_still_load(tmp_path: Path) -> None:
     # it ignores (its feedback command).
     assert not loaded.describe()["trust"]["trusted"]
     assert "feedbackCommands" in loaded.describe()["trust"]["ignoredKeys"]
+
+
+def test_every_v2_fixture_has_a_kind_at_schema_2() -> None:
+    assert {p.name for p in V2.glob("*.json")} == set(KINDS_V2)
+    assert all(kind.schema_version == 2 for kind in KINDS_V2.values())
+
+
+@pytest.mark.parametrize("name", sorted(KINDS_V2))
+def test_a_frozen_v2_file_loads_and_round_trips(name: str, tmp_path: Path) -> None:
+    kind = KINDS_V2[name]
+    raw = json.loads((V2 / name).read_text())
+    assert raw["schemaVersion"] == 2
+    copy = tmp_path / name
+    shutil.copy(V2 / name, copy)
+    loaded = documents.load(kind, copy)
+    assert loaded is not None and loaded.version == raw["version"]
+    body = json.loads(documents.encode_document(kind, loaded.value, loaded.version))
+    assert body == raw  # nothing lost, nothing added
+
+
+def test_a_v1_history_migrates_to_the_phases_of_v2(tmp_path: Path) -> None:
+    """Schema 1 battles ran their implementation alone: a completed one is done."""
+    loaded = documents.load(HISTORY_KIND, V1 / "history.json")
+    assert loaded is not None
+    battle = loaded.value
+    assert battle.phases == ["implementation"] and battle.phase == "done"
+    assert battle.verification.count == 0 and battle.escalations == []
+    raw = json.loads((V1 / "history.json").read_text())
+    raw["status"] = "paused"
+    (tmp_path / "h.json").write_text(json.dumps(raw))
+    paused = documents.load(HISTORY_KIND, tmp_path / "h.json")
+    assert paused is not None and paused.value.phase == "implementation"
+    # what a v2 daemon writes, a v1 daemon refuses (it would not understand the statuses)
+    v1_kind: DocumentKind[BaseModel] = DocumentKind("history", HISTORY_KIND.model)
+    with pytest.raises(CorruptFile, match="newer than this pokeralphd understands"):
+        documents.load(v1_kind, V2 / "history.json")
+
+
+def test_the_v2_history_holds_a_whole_escalation() -> None:
+    loaded = documents.load(HISTORY_KIND, V2 / "history.json")
+    assert loaded is not None
+    battle = loaded.value
+    assert battle.phases == ["implementation", "verification", "review"]
+    (escalation,) = battle.escalations
+    assert escalation.reason == "review_cycles" and escalation.resolution is not None
+    assert escalation.resolution.action == "retry" and escalation.resolution.applied
+    assert battle.guidance == "Validate the input first."
+    assert [r.outcome for r in battle.review.reports] == ["request_changes", "approve"]
