@@ -68,6 +68,12 @@ STATUS_STYLES = {
     "failure": "red",
     "timeout": "red",
     "cancelled": "yellow",
+    "blocked": "yellow",
+    "escalated": "magenta",
+    "approve": "green",
+    "request_changes": "red",
+    "invalid": "red",
+    "comment": "cyan",
 }
 
 

@@ -56,14 +56,20 @@ def add_battle(parser: argparse.ArgumentParser) -> None:
     p = sub(subs, "approve", "approve (or --reject) the iteration awaiting approval")
     add_approve(p)
 
-    p = sub(subs, "show", "active battles, or one task's live progress")
+    p = sub(subs, "show", "active battles, or one task's live progress and phase")
     p.add_argument("task_id", nargs="?", metavar="TASK")
     p.add_argument("--all", action="store_true", help="active battles of every repository")
     p.set_defaults(handler=show)
 
-    p = sub(subs, "history", "a task's battle with every iteration")
+    p = sub(subs, "history", "a task's battle with every iteration and report")
     p.add_argument("task_id", metavar="TASK")
     p.set_defaults(handler=history)
+
+    p = sub(subs, "report", "a verification or review report (default: the latest)")
+    p.add_argument("task_id", metavar="TASK")
+    p.add_argument("phase", choices=("verification", "review"), metavar="PHASE")
+    p.add_argument("--cycle", type=int, metavar="N", help="this cycle's report")
+    p.set_defaults(handler=report)
 
     p = sub(subs, "log", "an iteration's log (default: the latest iteration)")
     p.add_argument("task_id", metavar="TASK")
@@ -117,8 +123,36 @@ def battle_line(out: Output, battle: dict[str, Any]) -> str:
     return (
         f"{out.style(clean(battle.get('taskId')), 'bold')} {out.status(battle.get('status'))}, "
         f"{clean(battle.get('mode'))}, {len(iterations)}/{clean(limit or '?')} iterations, "
-        f"{money(battle.get('costUsd'))}"
+        f"{money(battle.get('costUsd'))}{phase_text(battle)}"
     )
+
+
+def phase_text(battle: dict[str, Any]) -> str:
+    """``, phase verification (cycle 2/3)`` for a battle of seed 003's phases."""
+    phase = battle.get("phase")
+    if not phase or battle.get("phases") in (None, ["implementation"]):
+        return ""
+    cycles = battle.get(phase) if phase in ("verification", "review") else None
+    if isinstance(cycles, dict):
+        return f", phase {clean(phase)} (cycle {cycles.get('count', 0) + 1}/{cycles.get('limit')})"
+    return f", phase {clean(phase)}"
+
+
+def escalation_lines(out: Output, battle: dict[str, Any]) -> list[str]:
+    """What a blocked or escalated battle waits for."""
+    lines = []
+    blocked = battle.get("blocked")
+    if battle.get("status") == "blocked" and isinstance(blocked, dict):
+        lines.append(f"blocked:     {clean(blocked.get('reason'))}")
+    escalations = battle.get("escalations") or []
+    last = escalations[-1] if escalations else None
+    if battle.get("status") == "escalated" and isinstance(last, dict):
+        lines.append(f"escalated:   {out.style(clean(last.get('message')), 'magenta')}")
+        if last.get("deliveryId"):
+            lines.append(
+                f"             answer it: `pokeralphctl inbox show {clean(last['deliveryId'])}`"
+            )
+    return lines
 
 
 def start(ctx: Context, args: argparse.Namespace) -> int:
@@ -184,10 +218,13 @@ def show(ctx: Context, args: argparse.Namespace) -> int:
     out = ctx.out
     if args.task_id:
         result = ctx.call("battle.progress", ctx.params(taskId=args.task_id))
+        battle = ctx.call("battle.history", ctx.params(taskId=args.task_id)).get("battle")
         if out.json:
-            out.ok(result)
+            out.ok({**result, "battle": battle})
         else:
             print_progress(out, args.task_id, result.get("progress"))
+            if battle:
+                print_phases(out, battle)
         return 0
     result = ctx.call("battle.current", {} if args.all else ctx.params())
     if out.json:
@@ -202,15 +239,65 @@ def show(ctx: Context, args: argparse.Namespace) -> int:
             clean(b.get("repo")),
             clean(b.get("taskId")),
             out.status(b.get("status")),
+            clean(_summary_phase(b)),
             clean(f"{b.get('iteration')}/{b.get('maxIterations') or '?'}"),
             clean(b.get("mode")),
             money(b.get("costUsd")),
-            clean(b.get("pausedReason") or ""),
+            clean(_waits_for(b)),
         ]
         for b in battles
     ]
-    out.table(["repo", "task", "status", "iteration", "mode", "cost", "paused"], rows)
+    out.table(["repo", "task", "status", "phase", "iteration", "mode", "cost", "note"], rows)
     return 0
+
+
+def _summary_phase(b: dict[str, Any]) -> str:
+    phase = str(b.get("phase") or "implementation")
+    cycle = {"verification": b.get("verificationCycle"), "review": b.get("reviewCycle")}.get(phase)
+    return f"{phase} {int(cycle or 0) + 1}" if cycle is not None else phase
+
+
+def _waits_for(b: dict[str, Any]) -> str:
+    escalation = b.get("escalation")
+    if isinstance(escalation, dict):
+        return f"escalated: answer inbox item {escalation.get('deliveryId')}"
+    return str(b.get("blockedReason") or b.get("pausedReason") or "")
+
+
+def print_phases(out: Output, battle: dict[str, Any]) -> None:
+    """The battle's phase, its cycles, and what it waits for (seed 003)."""
+    phases = battle.get("phases") or ["implementation"]
+    out.line(f"phase:       {clean(battle.get('phase'))} (of {clean(', '.join(phases))})")
+    for name in ("verification", "review"):
+        cycles = battle.get(name) or {}
+        if name in phases or cycles.get("count"):
+            reports = cycles.get("reports") or []
+            last = reports[-1] if reports else None
+            text = f"{cycles.get('count', 0)}/{cycles.get('limit')} cycles"
+            if last:
+                text += f", last {out.status(last.get('outcome'))}"
+            out.line(f"{name + ':':<12} {text}")
+    for line in escalation_lines(out, battle):
+        out.line(line)
+
+
+def report_rows(out: Output, battle: dict[str, Any]) -> list[list[Any]]:
+    rows = []
+    for name in ("verification", "review"):
+        for r in (battle.get(name) or {}).get("reports") or []:
+            what = r.get("problem") or r.get("summary") or ""
+            rows.append(
+                [
+                    clean(name),
+                    r.get("cycle"),
+                    out.status(r.get("outcome")),
+                    "yes" if r.get("passed") else "no",
+                    clean(r.get("iteration") or "-"),
+                    f"{r.get('findings', 0)} ({r.get('blocking', 0)})",
+                    clean(" ".join(str(what).split())[:70]),
+                ]
+            )
+    return rows
 
 
 def print_progress(out: Output, task_id: str, progress: dict[str, Any] | None) -> None:
@@ -268,6 +355,84 @@ def history(ctx: Context, args: argparse.Namespace) -> int:
         for it in iterations
     ]
     out.table(["#", "result", "duration", "cost", "files", "commit", "error"], rows)
+    reports = report_rows(out, battle)
+    if reports:
+        out.line()
+        out.table(
+            ["phase", "cycle", "outcome", "passed", "after", "findings (blocking)", "summary"],
+            reports,
+        )
+        out.note(
+            f"read one whole: `pokeralphctl battle report {clean(args.task_id)} verification|review "
+            "[--cycle N]`",
+            "dim",
+        )
+    escalations = battle.get("escalations") or []
+    for e in escalations:
+        resolution = e.get("resolution") or {}
+        answer = (
+            f"answered {clean(resolution.get('action'))}"
+            + (f": {clean(resolution['guidance'])}" if resolution.get("guidance") else "")
+            if resolution
+            else "waiting for an answer"
+        )
+        out.line(f"escalation {e.get('number')} ({clean(e.get('reason'))}): {answer}")
+    for line in escalation_lines(out, battle):
+        out.line(line)
+    return 0
+
+
+def report(ctx: Context, args: argparse.Namespace) -> int:
+    """Invoked when calling ``pokeralphctl battle report``."""
+    result = ctx.call(
+        "battle.report", ctx.params(taskId=args.task_id, phase=args.phase, cycle=args.cycle)
+    )
+    out = ctx.out
+    if out.json:
+        out.ok(result)
+        return 0
+    r = result["report"]
+    outcome = r.get("recommendation") or r.get("assessment")
+    head = f"{clean(args.phase)} report {r.get('cycle')} of {clean(r.get('taskId'))}: "
+    out.line(head + (out.status(outcome) if r.get("valid") else out.status("invalid")))
+    if not r.get("valid"):
+        out.line(f"problem: {out.style(clean(r.get('problem')), 'red')}")
+        if r.get("raw"):
+            out.line("the agent said:")
+            for line in clean(r["raw"], multiline=True).splitlines()[-15:]:
+                out.line(f"  {line}")
+    agent = r.get("agent") or {}
+    out.line(
+        out.style(
+            clean(
+                f"by {agent.get('backend')}{' ' + agent['model'] if agent.get('model') else ''}, "
+                f"after iteration {r.get('iteration')}, at {str(r.get('headCommit') or '-')[:10]}, "
+                f"{money(agent.get('costUsd'))}"
+            ),
+            "dim",
+        )
+    )
+    for c in r.get("acceptanceCriteria") or []:
+        out.line(
+            f"  {out.status(c.get('status'))} {clean(c.get('criterion'))}: {clean(c.get('evidence'))}"
+        )
+    summary = (r.get("testResults") or {}).get("summary") or {}
+    if summary.get("total"):
+        out.line(
+            f"tests: {summary.get('passed')} passed, {summary.get('failed')} failed, {summary.get('total')} in all"
+        )
+    feedback = r.get("feedback") or {}
+    items = feedback.get("items") or r.get("comments") or []
+    if feedback.get("summary") or feedback.get("message"):
+        out.line(clean(feedback.get("summary") or feedback.get("message"), multiline=True))
+    for item in items:
+        where = f"{item['file']}:{item.get('line') or ''} " if item.get("file") else ""
+        flag = " BLOCKING" if item.get("blocking") else ""
+        text = item.get("description") or item.get("issue")
+        out.line(f"  - [{clean(item.get('severity'))}{flag}] {clean(where)}{clean(text)}")
+    for key, label in (("discardedChanges", "put back"), ("keptChanges", "changed, kept")):
+        if r.get(key):
+            out.line(f"{label}: {clean(', '.join(r[key]))}")
     return 0
 
 

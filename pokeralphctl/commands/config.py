@@ -47,9 +47,20 @@ def add_config(parser: argparse.ArgumentParser) -> None:
 #: The objects of the config whose keys are its model's fields (so ``snake_case`` is
 #: camel-cased): the top level and ``agent``. Every other object is a free-form map whose
 #: keys are data (environment variable names, loop names) and are kept as typed.
-FIELD_OBJECTS = frozenset({(), ("agent",)})
+FIELD_OBJECTS = frozenset(
+    {(), ("agent",), ("roles",), ("roles", "verifier"), ("roles", "reviewer"), ("permissions",)}
+)
 #: Maps whose values are strings: ``config set agent.env.DEBUG 1`` sets the string "1".
-STRING_MAPS = frozenset({("agent", "env"), ("feedbackCommands",)})
+STRING_MAPS = frozenset(
+    {
+        ("agent", "env"),
+        ("feedbackCommands",),
+        ("roles", "verifier", "env"),
+        ("roles", "reviewer", "env"),
+    }
+)
+#: Lists that may be given comma-separated: ``config set phases implementation,review``.
+COMMA_LISTS = frozenset({("phases",), ("feedbackLoops",)})
 
 
 def camel(segment: str) -> str:
@@ -77,6 +88,8 @@ def parse_value(text: str, parts: list[str] | None = None) -> Any:
     try:
         return json.loads(text)
     except ValueError:
+        if parts and tuple(parts) in COMMA_LISTS:
+            return [item.strip() for item in text.split(",") if item.strip()]
         return text
 
 

@@ -103,7 +103,56 @@ def _answered(p: dict[str, Any]) -> str:
     return text + (f" ({shorten(str(feedback['note']))})" if feedback.get("note") else "")
 
 
+def _at(epoch: Any) -> str:
+    try:
+        return datetime.fromtimestamp(float(epoch)).strftime("%H:%M:%S")
+    except (TypeError, ValueError, OverflowError, OSError):
+        return "?"
+
+
+def _report(p: dict[str, Any]) -> str:
+    """A verification or review report in a line (seed 003)."""
+    head = f"cycle {p.get('cycle')}/{p.get('maxCycles')}: "
+    if not p.get("valid"):
+        return head + f"unusable report ({shorten(str(p.get('problem')))})"
+    text = head + str(p.get("outcome")) + (" (passed)" if p.get("passed") else "")
+    counts = p.get("criteria")
+    if isinstance(counts, dict):
+        text += f", criteria {counts.get('passed')} passed, {counts.get('failed')} failed"
+        text += f", {counts.get('blocked')} blocked"
+    else:
+        text += f", {p.get('findings')} comments ({p.get('blocking')} blocking)"
+    return text + (f"; {shorten(str(p['summary']), 100)}" if p.get("summary") else "")
+
+
+def _blocked(p: dict[str, Any]) -> str:
+    text = f"blocked: {p.get('reason')}"
+    if p.get("retryAt"):
+        text += f" (retries at {_at(p['retryAt'])}; `pokeralphctl battle resume` retries now)"
+    return text
+
+
+def _escalated(p: dict[str, Any]) -> str:
+    escalation = p.get("escalation") or {}
+    delivery = escalation.get("deliveryId")
+    text = f"escalated: {shorten(str(escalation.get('message')))}"
+    return text + (f"; answer with `pokeralphctl inbox show {delivery}`" if delivery else "")
+
+
 SUMMARIES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "phase_changed": lambda p: (
+        f"phase {p.get('previous')} -> {p.get('phase')}"
+        + (f" (cycle {p['cycle']})" if p.get("cycle") else "")
+        + f": {p.get('reason')}"
+    ),
+    "verification_report": lambda p: "verification " + _report(p),
+    "review_report": lambda p: "review " + _report(p),
+    "battle_blocked": _blocked,
+    "battle_escalated": _escalated,
+    "escalation_resolved": lambda p: (
+        f"escalation {p.get('escalation')} answered: {p.get('action')}"
+        + (f" ({shorten(str(p['guidance']), 100)})" if p.get("guidance") else "")
+    ),
     "battle_start": lambda p: (
         f"battle started ({p.get('mode')}, at most {p.get('maxIterations') or '?'} iterations)"
     ),
@@ -176,6 +225,9 @@ TYPE_STYLES = {
     "battle_cancelled": "yellow",
     "battle_paused": "yellow",
     "await_approval": "magenta",
+    "battle_blocked": "yellow",
+    "battle_escalated": "magenta",
+    "phase_changed": "blue",
 }
 
 
@@ -223,7 +275,7 @@ def render(out: Output, event: dict[str, Any], *, prefix: bool = True) -> list[s
             ]
         )
     if kind in ("iteration_output", "planning_output"):
-        label = out.style("output", "dim")
+        label = out.style(clean(payload.get("phase") or "output"), "dim")
         return [
             f"{head} {label} {out.style(text, style) if style else text}".lstrip()
             for text, style in chunk_lines(payload.get("chunks"), out.verbose)
