@@ -36,7 +36,7 @@ def add_battle(parser: argparse.ArgumentParser) -> None:
         "--follow",
         action="store_true",
         help="print its events until it ends (exit 0 when complete, 1 when failed or "
-        "cancelled), asking for approvals on a terminal",
+        "cancelled, 3 when escalated to a person), asking for approvals on a terminal",
     )
     p.set_defaults(handler=start)
 

@@ -21,8 +21,9 @@ if TYPE_CHECKING:
     from pokeralphctl.commands import Context
     from pokeralphctl.commands.stream import EventStream
 
-#: battle events that end a follow, and the exit code each gives
-TERMINAL = {"battle_complete": 0, "battle_failed": 1, "battle_cancelled": 1}
+#: battle events that end a follow, and the exit code each gives (an escalated battle
+#: waits for a person, maybe for days: the follow ends, the line says how to answer)
+TERMINAL = {"battle_complete": 0, "battle_failed": 1, "battle_cancelled": 1, "battle_escalated": 3}
 TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled"})
 LOG_EVENTS = ["iteration_start", "iteration_output", "iteration_end", *TERMINAL]
 DEFAULT_TAIL = 10

@@ -69,7 +69,7 @@ ReportDoc = Annotated[
     dict[str, Any],
     msgspec.Meta(
         extra_json_schema={
-            "oneOf": [
+            "anyOf": [
                 document(VerificationReport).extra_json_schema,
                 document(ReviewReport).extra_json_schema,
             ]

@@ -246,6 +246,8 @@ def test_battle_follow_log_history_and_progress(
     assert ctl("config", "set", "agent.backend", "command").returncode == 0
     assert ctl("config", "set", "agent.command", str(agent)).returncode == 0
     assert ctl("config", "set", "feedbackLoops", '["test"]').returncode == 0
+    # this agent cannot verify its own work (it writes no report): no verification phase
+    assert ctl("config", "set", "phases", "implementation").returncode == 0
     task_id = daemon.call(
         "task.create",
         {

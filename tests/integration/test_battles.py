@@ -402,15 +402,15 @@ def test_log_tail_and_huge_output(daemon: DaemonProcess, repo: Path) -> None:
     assert info.value.code == -32015
 
 
-def test_rejected_rate_limit_pauses_until_the_reset(daemon: DaemonProcess, repo: Path) -> None:
+def test_rejected_rate_limit_blocks_until_the_reset(daemon: DaemonProcess, repo: Path) -> None:
     task = setup_repo(
         daemon, repo, env={"FAKE_CLAUDE_MODE": "rate_limited", "FAKE_CLAUDE_RESET": "1"}
     )
     with daemon.connect(timeout=60) as conn:
         conn.call("events.subscribe", {"repo": str(repo)})
         daemon.call("battle.start", {"repo": str(repo), "taskId": task, "maxIterations": 1})
-        paused = list(events_of(conn, lambda e: e["type"] == "battle_paused"))[-1]["payload"]
-        assert "rate limited until" in paused["reason"] and paused["rateLimitedUntil"]
+        blocked = list(events_of(conn, lambda e: e["type"] == "battle_blocked"))[-1]["payload"]
+        assert "rate limited until" in blocked["reason"] and blocked["retryAt"]
         daemon.call(
             "config.update",
             {"repo": str(repo), "patch": {"agent": {"env": {"FAKE_CLAUDE_MODE": "complete"}}}},
@@ -474,7 +474,14 @@ def test_command_agent_with_the_prompt_as_an_argument(
     task = setup_repo(daemon, repo, backend="command", fake="")
     daemon.call(
         "config.update",
-        {"repo": str(repo), "patch": {"agent": {"command": str(script), "promptVia": "argument"}}},
+        {
+            "repo": str(repo),
+            # the script cannot verify (it writes no report): the implementation alone
+            "patch": {
+                "agent": {"command": str(script), "promptVia": "argument"},
+                "phases": ["implementation"],
+            },
+        },
     )
     events = run_until(daemon, ("battle.start", {"repo": str(repo), "taskId": task}), END)
     assert types(events)[-1] == "battle_complete"

@@ -225,6 +225,20 @@ async def test_every_method_answers_as_its_schema_says(home: Path) -> None:
         await until(watcher, "battle_cancelled", seen)
         assert "version" in await call("battle.history", {**r, "taskId": task})
         await call("battle.revert", {**r, "taskId": task})
+        # seed 003's phases: a battle that goes through verification, and its report
+        checked = (
+            await call(
+                "task.create",
+                {**r, "title": "Verify it", "description": "d", "acceptanceCriteria": ["c"]},
+            )
+        )["task"]["id"]
+        patch = {"agent": {"env": {"FAKE_CLAUDE_MODE": "complete"}}}
+        await call("config.update", {**r, "patch": patch})
+        await call("battle.start", {**r, "taskId": checked, "mode": "yolo"})
+        await until(watcher, "verification_report", seen)
+        await until(watcher, "battle_complete", seen)
+        report = await call("battle.report", {**r, "taskId": checked, "phase": "verification"})
+        assert report["report"]["valid"] and report["report"]["cycle"] == 1
 
         # the inbox
         asked = await call(

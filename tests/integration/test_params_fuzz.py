@@ -511,6 +511,8 @@ def good_values(world: World, method: str, field: str) -> list[Any]:
         "approve": [True, False],
         "note": ["n", None],
         "iteration": [1, 2, None],
+        "phase": ["verification", "review"],
+        "cycle": [1, 3, None],
         "offset": [0, -10, 10, None],
         "tail": [0, 5, None],
         "limit": [1024, 1],

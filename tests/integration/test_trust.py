@@ -97,7 +97,11 @@ def test_a_cloned_config_applies_its_sensitive_keys_only_once_trusted(
     user_file.parent.mkdir(parents=True)
     user_file.write_text(
         json.dumps(
-            {"agent": {"backend": "command", "command": str(recorder), "env": {"USER_VAR": "u"}}}
+            {
+                "agent": {"backend": "command", "command": str(recorder), "env": {"USER_VAR": "u"}},
+                # the recorder cannot verify its own work: no verification phase
+                "phases": ["implementation"],
+            }
         )
     )
     cli = Cli(daemon, clone)
