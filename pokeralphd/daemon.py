@@ -91,6 +91,7 @@ class Daemon:
                 epoch=self.epoch,
                 status=self.status,
                 request_shutdown=self.shutdown_requested.set,
+                identify=self.owner.identify,
             ),
             settings,
         )

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from pokeralphd.domain.models import AgentConfig, Usage
     from pokeralphd.ports import Clock
-    from pokeralphd.proc import ProcessOwner
+    from pokeralphd.proc import AgentScope, ProcessOwner
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +148,7 @@ class AgentRequest:
     idle_timeout: float | None = None
     kill_grace: float = 5.0
     owner: ProcessOwner | None = None  # the daemon's mark on the child (see proc.py)
+    scope: AgentScope | None = None  # what the run works for: limits what it may ask us
     clock: Clock = SYSTEM_CLOCK  # the run timeout and the idle watchdog run on it
     # Asked before a tool runs, when the backend routes permissions; a wait for the
     # answer counts toward neither the idle watchdog nor the run timeout.

@@ -49,6 +49,7 @@ from pokeralphd.domain.statuses import IterationResult, ProgressStatus
 from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import AgentError, PokeralphError
 from pokeralphd.permissions.router import PermissionRouter
+from pokeralphd.proc import AgentScope
 
 if TYPE_CHECKING:
     from pokeralphd.battle.state import ActiveBattle, BattleControl
@@ -280,6 +281,7 @@ class IterationRun:
             timeout=self.config.timeout_minutes * 60,
             idle_timeout=self.config.idle_timeout_minutes * 60,
             owner=self.orch.host.owner,
+            scope=AgentScope("battle", self.repo.name, self.task_id),
             clock=self.orch.host.clock,
             permissions=PermissionRouter(
                 self.repo,
