@@ -8,6 +8,7 @@ normal exit, so an agent never leaves processes behind.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import logging
 import re
@@ -23,6 +24,7 @@ from pokeralphd.agents.base import (
     AgentBackend,
     AgentEvent,
     AgentOutcome,
+    AgentPermissionDecision,
     AgentPermissionRequest,
     AgentRateLimit,
     AgentRequest,
@@ -166,7 +168,8 @@ async def _run_agent(
                 log.exception("deciding a permission request failed")
                 reply = PermissionAnswer(False, f"pokeralph could not decide this call: {exc}")
             if reply.allow and reply.updated_input is None:
-                reply = PermissionAnswer(True, reply.message, ask.input)
+                reply = dataclasses.replace(reply, updated_input=ask.input)
+            on_event(AgentPermissionDecision(ask, reply))
             await write_stdin(backend.permission_response(ask.request_id, reply))
         finally:
             asking[0] -= 1

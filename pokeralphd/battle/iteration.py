@@ -20,6 +20,8 @@ from pokeralphd.agents.base import (
     AgentEvent,
     AgentNotice,
     AgentOutcome,
+    AgentPermissionDecision,
+    AgentPermissionDenied,
     AgentPermissionRequest,
     AgentRateLimit,
     AgentResult,
@@ -44,6 +46,7 @@ from pokeralphd.battle.judging import (
 )
 from pokeralphd.battle.output import OutputStream
 from pokeralphd.battle.prompt import build_task_prompt
+from pokeralphd.battle.toolcalls import ToolCallLog
 from pokeralphd.domain.models import CompletionSignal, Config, FeedbackResult, Iteration
 from pokeralphd.domain.statuses import IterationResult, ProgressStatus
 from pokeralphd.domain.timeutil import utcnow
@@ -87,6 +90,7 @@ class IterationRun:
         self.timings: dict[str, float] = {}
         self.note_used: str | None = None
         self._mark = time.perf_counter()
+        self.calls = ToolCallLog(self.repo.path)
         self.stream = OutputStream(
             self.repo.files.log_path(self.task_id, number),
             lambda chunks: orch.publish(
@@ -104,6 +108,7 @@ class IterationRun:
     # -- agent events
     def on_event(self, event: AgentEvent) -> None:
         progress = self.active.progress
+        self.calls.on_event(event)
         match event:
             case AgentText(text=text):
                 self.stream.chunk("text", text)
@@ -127,6 +132,18 @@ class IterationRun:
                 )
             case AgentPermissionRequest(tool_name=tool, input=tool_input):
                 self.stream.chunk("notice", f"asks to run {tool}: {tool_summary(tool, tool_input)}")
+            case AgentPermissionDecision(request=ask, answer=answer):
+                how = {"config_rule": f"by rule {answer.rule_id}", "manual": "by a person"}.get(
+                    answer.method, "by the policy"
+                )
+                line = f"{ask.tool_name} {'allowed' if answer.allow else 'denied'} {how}"
+                if not answer.allow and answer.message:
+                    line += f": {answer.message}"
+                self.stream.raw(b"[pokeralph] " + line.encode())
+                self.stream.chunk("notice", line)
+            case AgentPermissionDenied(tool_name=tool, message=message):
+                line = f"the agent refused {tool} on its own" + (f": {message}" if message else "")
+                self.stream.chunk("notice", line)
             case AgentStarted(pid=pid):
                 progress.agent_pid = pid
                 progress.agent_started = create_time(pid)
@@ -398,6 +415,8 @@ class IterationRun:
     async def _finish(self, record: Iteration, clock: float) -> None:
         active = self.active
         record.ended_at = utcnow()
+        record.tool_calls = self.calls.records()
+        record.tool_calls_omitted = self.calls.omitted
         record.duration_ms = int((time.monotonic() - clock) * 1000)
         battle = active.battle
         battle.iterations = [i for i in battle.iterations if i.number != record.number] + [record]

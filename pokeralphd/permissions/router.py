@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from pokeralphd.agents.base import AgentPermissionRequest, PermissionAnswer
+from pokeralphd.agents.base import AgentPermissionRequest, ApprovalMethod, PermissionAnswer
 from pokeralphd.clock import wait_or_timeout
 from pokeralphd.domain.approval import ApprovalRule, canonical
 from pokeralphd.domain.inbox import Source
@@ -40,6 +40,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 INPUT_SHOWN = 2000  # characters of a tool's input in events and inbox items
+# How each way of deciding maps to seed 001's approval method (a person, a rule, or
+# automatically: the policy, or the ask's time running out).
+APPROVAL_METHODS: dict[str, ApprovalMethod] = {
+    "config_rule": "config_rule",
+    "manual": "manual",
+    "policy": "auto",
+    "timeout": "auto",
+}
 ALLOW, ALWAYS, DENY = "allow", "allow_always", "deny"
 
 
@@ -125,7 +133,12 @@ class PermissionRouter:
             },
             self.task_id,
         )
-        return PermissionAnswer(allowed, message or "")
+        return PermissionAnswer(
+            allowed,
+            message or "",
+            method=APPROVAL_METHODS[method],
+            rule_id=rule_id,
+        )
 
     async def _ask_a_person(self, ask: AgentPermissionRequest, shown: str) -> PermissionAnswer:
         answered = anyio.Event()

@@ -102,15 +102,15 @@ async def test_an_agent_may_only_act_in_its_own_scope(home: Path, tmp_path: Path
     # Nothing the agent asked for took effect, and its answer was not stored.
     assert config["config"]["permissions"]["unmatched"] == "ask"
     assert all(item["status"] != "completed" for item in inbox["items"])
-    # Every refusal was recorded as an event (ten of them).
-    refused = [e for e in events if e["type"] == "agent_refused"]
-    assert {e["payload"]["method"] for e in refused} >= {
+    # Every refusal was recorded as an event.
+    refusals = [e for e in events if e["type"] == "agent_refused"]
+    assert {e["payload"]["method"] for e in refusals} >= {
         "config.update",
         "battle.approve",
         "inbox.list",
         "inbox.answer",
     }
-    assert all(e["taskId"] == tasks[0] for e in refused)
+    assert all(e["taskId"] == tasks[0] for e in refusals)
 
 
 def test_who_a_process_is() -> None:
