@@ -35,6 +35,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -349,28 +350,58 @@ def token_processes(token: str) -> list[psutil.Process]:
 
 
 def end_tree(pid: int, token: str | None, grace: float) -> None:
-    """End ``pid``'s group and every process carrying ``token`` (blocking: run in a thread)."""
+    """End ``pid``'s group and every process carrying ``token`` (blocking: run in a thread).
+
+    Our own child (``pid``) is never waited for with ``waitpid`` here: the event loop's
+    child watcher reaps it, and reaping it first would steal its exit status (asyncio
+    then reports 255 and may fail the process's waiter). It is watched until it is gone
+    or a zombie instead."""
     victims: dict[int, psutil.Process] = {}
+    mine: psutil.Process | None = None
     with contextlib.suppress(psutil.Error):
         root = psutil.Process(pid)
-        victims[pid] = root
+        if root.ppid() == os.getpid():
+            mine = root
+        else:
+            victims[pid] = root
         for child in root.children(recursive=True):
             victims[child.pid] = child
     if token:
         for proc in token_processes(token):
-            victims[proc.pid] = proc
+            if proc.pid != pid:
+                victims[proc.pid] = proc
     with contextlib.suppress(OSError):
         os.killpg(pid, signal.SIGTERM)
-    for proc in victims.values():
+    for proc in [*victims.values(), *([mine] if mine else [])]:
         with contextlib.suppress(psutil.Error):
             proc.terminate()
+    deadline = time.monotonic() + grace
     _, alive = psutil.wait_procs(list(victims.values()), timeout=grace)
+    mine_alive = mine is not None and not _ended(mine, deadline)
     with contextlib.suppress(OSError):
         os.killpg(pid, signal.SIGKILL)
-    for proc in alive:
+    for proc in [*alive, *([mine] if mine is not None and mine_alive else [])]:
         with contextlib.suppress(psutil.Error):
             proc.kill()
     psutil.wait_procs(alive, timeout=2)
+    if mine is not None and mine_alive:
+        _ended(mine, time.monotonic() + 2)
+
+
+def _ended(proc: psutil.Process, deadline: float) -> bool:
+    """Whether our child ``proc`` exited (gone or a zombie) by ``deadline``, without
+    reaping it (blocking; polls)."""
+    while True:
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        except psutil.Error:
+            return False
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
 
 
 def sweep(token: str) -> int:

@@ -32,6 +32,7 @@ from pokeralphd.agents.base import (
 )
 from pokeralphd.domain.models import Usage
 
+PLANNING_TOOLS = "Read,Grep,Glob"  # what a planning run may use: reading only
 MAX_DENIALS = 500  # entries of a result's permission_denials read, at most
 QUIET_SYSTEM = {
     "hook_started",
@@ -95,15 +96,16 @@ class ClaudeBackend(AgentBackend):
 
     def argv(self, request: AgentRequest) -> list[str]:
         cfg = request.config
-        argv = [
-            self.executable(request),
-            "-p",
-            "--output-format",
-            "stream-json",
-            "--verbose",
-            "--permission-mode",
-            "plan" if request.mode == "plan" else "acceptEdits",
-        ]
+        argv = [self.executable(request), "-p", "--output-format", "stream-json", "--verbose"]
+        if request.mode == "plan":
+            # Planning reads the repository and changes nothing: only the reading tools
+            # exist, and anything else is refused without asking. Not ``--permission-mode
+            # plan``: that tells the model to save its plan under ~/.claude/plans and to
+            # end with ExitPlanMode (which print mode disables), fighting the <prd>
+            # protocol (checked against the real CLI 2.1.330: tests/real).
+            argv += ["--permission-mode", "dontAsk", "--tools", PLANNING_TOOLS]
+        else:
+            argv += ["--permission-mode", "acceptEdits"]
         if self.routes_permissions(request):
             argv += ["--input-format", "stream-json", "--permission-prompt-tool", "stdio"]
         if cfg.model:

@@ -183,7 +183,8 @@ def test_argv() -> None:
     )
     argv = ClaudeBackend().argv(plan)
     assert (
-        argv[argv.index("--permission-mode") + 1] == "plan"
+        argv[argv.index("--permission-mode") + 1] == "dontAsk"
+        and argv[argv.index("--tools") + 1] == "Read,Grep,Glob"
         and argv[argv.index("--resume") + 1] == "abc"
     )
     assert ClaudeBackend().stdin_bytes(request()) == b"PROMPT"
