@@ -213,6 +213,9 @@ def show(ctx: Context, args: argparse.Namespace) -> int:
         for b in battles
     ]
     out.table(["repo", "task", "status", "iteration", "mode", "cost", "paused"], rows)
+    for b in battles:
+        for warning in b.get("warnings") or []:
+            out.line(out.style(clean(f"! {b.get('taskId')}: {warning}"), "yellow"))
     return 0
 
 

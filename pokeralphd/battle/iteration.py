@@ -51,7 +51,7 @@ from pokeralphd.domain.models import CompletionSignal, Config, FeedbackResult, I
 from pokeralphd.domain.statuses import IterationResult, ProgressStatus
 from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import AgentError, PokeralphError
-from pokeralphd.permissions.router import PermissionRouter
+from pokeralphd.permissions.router import PermissionRouter, policy_warnings
 from pokeralphd.proc import AgentScope
 
 if TYPE_CHECKING:
@@ -91,6 +91,7 @@ class IterationRun:
         self.note_used: str | None = None
         self._mark = time.perf_counter()
         self.calls = ToolCallLog(self.repo.path)
+        active.warnings = policy_warnings(config)
         self.stream = OutputStream(
             self.repo.files.log_path(self.task_id, number),
             lambda chunks: orch.publish(

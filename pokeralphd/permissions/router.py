@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pokeralphd.domain.inbox import Delivery, Feedback
-    from pokeralphd.domain.models import PermissionPolicy
+    from pokeralphd.domain.models import Config, PermissionPolicy
     from pokeralphd.ports import Clock, Inbox
     from pokeralphd.store.repo_store import RepoStore
 
@@ -217,3 +217,22 @@ class PermissionRouter:
             log.warning("allow-always rule not added: %s", exc.message)
             return None
         return added.rule.id
+
+
+ROUTED_BACKENDS = frozenset({"claude", "local"})
+
+
+def policy_warnings(config: Config) -> list[str]:
+    """What a person should know about a battle's permissions before trusting it."""
+    warnings = []
+    if config.agent.backend not in ROUTED_BACKENDS:
+        warnings.append(
+            f"the {config.agent.backend} backend does not ask before a tool runs: approval "
+            "rules and permissions.unmatched do not apply to it"
+        )
+    elif config.permissions.unmatched == "allow":
+        warnings.append(
+            "permissions.unmatched is allow: the agent runs any tool no rule denies, "
+            "without asking"
+        )
+    return warnings

@@ -229,3 +229,32 @@ async def test_the_deny_policy_refuses_unmatched_calls_at_once(home: Path) -> No
         decided = _decided(events)
         assert not decided["allowed"] and decided["method"] == "policy"
         assert not [e for e in events if e["type"] == "new_delivery"]
+
+
+async def test_the_allow_policy_is_shown_as_a_warning(home: Path) -> None:
+    repo = make_git_repo(home / "repo")
+    async with running_daemon(home) as d:
+        task = await _setup(
+            d, repo, permissions={"unmatched": "allow"}, mode="hitl", maxIterationsPerTask=2
+        )
+        async with d.client() as watcher:
+            await watcher.call("events.subscribe", {"repo": str(repo)})
+            await d.call("battle.start", {"repo": str(repo), "taskId": task})
+            await watcher.events_until({"await_approval"})
+        current = await d.call("battle.current", {"repo": str(repo)})
+        [battle] = current["battles"]
+        assert any("permissions.unmatched is allow" in w for w in battle["warnings"])
+        [listed] = await d.call("repo.list", {})
+        assert listed["battle"]["warnings"] == battle["warnings"]
+        await d.call("battle.cancel", {"repo": str(repo), "taskId": task})
+
+
+def test_policy_warnings() -> None:
+    from pokeralphd.domain.models import Config
+    from pokeralphd.permissions.router import policy_warnings
+
+    assert policy_warnings(Config()) == []
+    [unrouted] = policy_warnings(Config.model_validate({"agent": {"backend": "codex"}}))
+    assert "does not ask before a tool runs" in unrouted
+    [allow] = policy_warnings(Config.model_validate({"permissions": {"unmatched": "allow"}}))
+    assert "without asking" in allow
