@@ -82,7 +82,9 @@ LocalApi = Literal["ollama", "openai"]
 
 def _http_url(url: str) -> str:
     if not re.fullmatch(r"https?://[^\s/?#]+(?:/[^\s?#]*)?", url):
-        raise ValueError(f"must be an http:// or https:// URL like http://localhost:11434, got {url!r}")
+        raise ValueError(
+            f"must be an http:// or https:// URL like http://localhost:11434, got {url!r}"
+        )
     return url.rstrip("/")
 
 
