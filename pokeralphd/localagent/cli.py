@@ -225,9 +225,10 @@ async def run(args: argparse.Namespace, cwd: Path) -> int:
     paths = Paths.resolve()
     settings = Settings(args, cwd, paths)
     if args.install_default_rules or settings.default_rules:
-        from pokeralphd.localagent.defaults import install_defaults
+        from pokeralphd.localagent.defaults import DEFAULT_RULES, install_defaults
 
         added = install_defaults(paths.user_config_file, paths.state_dir)
+        settings.rules += [rule for _, rule in DEFAULT_RULES if rule.id in added]
         if added and not args.stream_json:
             print(
                 f"pokeralph-agent: read-only default rules added to {paths.user_config_file}: "
