@@ -190,11 +190,20 @@ class ChatClient(abc.ABC):
         return reply
 
 
-def _reason(exc: Exception) -> str:
-    text = str(exc)
-    if "refused" in text.lower():
-        return "connection refused"
-    return text or type(exc).__name__
+def _reason(exc: BaseException) -> str:
+    """What went wrong underneath httpx's "All connection attempts failed"."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            break
+        if isinstance(seen, ConnectionRefusedError) or "refused" in str(seen).lower():
+            return "connection refused"
+        if isinstance(seen, OSError) and seen.strerror:
+            return seen.strerror.lower()
+        seen = seen.__cause__ or seen.__context__
+    if isinstance(exc, httpx.ConnectTimeout):
+        return "the connection timed out"
+    return str(exc) or type(exc).__name__
 
 
 async def error_text(response: httpx.Response) -> str:

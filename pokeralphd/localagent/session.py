@@ -14,8 +14,8 @@ calls from their results (an API refuses such a conversation).
 **Where.** In a battle, under the battle's folder
 (``.pokeralph/battles/{taskId}/sessions/``, given by the backend); on its own, under the
 user's state folder, one folder per working directory
-(``{state}/localagent/sessions/{hash of the directory}/``), so ``--continue`` finds the
-last session of this directory.
+(``{state}/localagent/sessions/{hash of the directory}/``); a ``latest`` file there names
+the session written last, the one ``--continue`` takes.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import uuid
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -33,7 +34,7 @@ from pokeralphd.domain.timeutil import iso, utcnow
 from pokeralphd.errors import CorruptFile
 from pokeralphd.localagent.errors import SessionError
 from pokeralphd.store import documents
-from pokeralphd.store.atomic import append_bytes
+from pokeralphd.store.atomic import append_bytes, atomic_write
 from pokeralphd.store.documents import DocumentKind
 
 if TYPE_CHECKING:
@@ -150,6 +151,7 @@ class Session(Doc):
 
 
 SESSION_KIND = DocumentKind("localagent-session", Session)
+LATEST = "latest"  # the id of the session written last
 
 
 def trim(session: Session, keep: int) -> tuple[list[Message], list[ToolResult]]:
@@ -182,6 +184,7 @@ class SessionStore:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
+        self._latest: str | None = None
 
     @classmethod
     def for_directory(cls, state_dir: Path, working_dir: Path) -> SessionStore:
@@ -195,8 +198,12 @@ class SessionStore:
         return self.folder / f"{session_id}.archive.jsonl"
 
     def save(self, session: Session) -> None:
+        """Write the session, and name it the folder's latest (what ``--continue`` takes)."""
         session.touch()
         documents.save(SESSION_KIND, self.path(session.id), session)
+        if self._latest != session.id:
+            atomic_write(self.folder / LATEST, session.id.encode() + b"\n")
+            self._latest = session.id
 
     def archive(self, session: Session, messages: list[Message], results: list[ToolResult]) -> None:
         """Append what :func:`trim` cut to the archive, then count it."""
@@ -223,15 +230,11 @@ class SessionStore:
         return loaded.value
 
     def latest(self) -> Session | None:
-        """The most recently written session of this folder (by file time)."""
+        """The session written last in this folder, if any."""
         try:
-            files = [p for p in self.folder.iterdir() if p.name.endswith(".json")]
+            session_id = (self.folder / LATEST).read_text().strip()
         except FileNotFoundError:
             return None
-        files.sort(key=lambda p: p.stat().st_mtime_ns, reverse=True)
-        for path in files:
-            try:
-                return self.load(path.name.removesuffix(".json"))
-            except SessionError:
-                continue
-        return None
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", session_id):
+            raise SessionError(f"{self.folder / LATEST} does not name a session")
+        return self.load(session_id)
