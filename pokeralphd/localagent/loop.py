@@ -20,7 +20,12 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pokeralphd.domain.approval import canonical
 from pokeralphd.domain.timeutil import utcnow
-from pokeralphd.localagent.errors import ChatError, ToolError
+from pokeralphd.localagent.errors import (
+    ApiStatusError,
+    ChatError,
+    ServerUnreachable,
+    ToolError,
+)
 from pokeralphd.localagent.output import cap
 from pokeralphd.localagent.session import Message, ToolCall, ToolResult, trim
 from pokeralphd.localagent.toolspec import BY_NAME, ToolSpec, check_arguments
@@ -64,6 +69,9 @@ class Outcome:
     text: str = ""  # the model's last words
     error: str | None = None
     error_status: int | None = None
+    # the server's doing, worth trying again later: unreachable, 5xx, 429, a broken or
+    # silent connection (not a reply in the wrong format, nor a 4xx)
+    transient: bool = False
     turns: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
@@ -105,6 +113,9 @@ class AgentLoop:
             except ChatError as exc:
                 out.stop_reason, out.error = "error", exc.message
                 out.error_status = getattr(exc, "status", None)
+                out.transient = isinstance(exc, ServerUnreachable) or (
+                    isinstance(exc, ApiStatusError) and (exc.status is None or exc.retryable)
+                )
                 return out
             finally:
                 out.api_ms += int((time.monotonic() - began) * 1000)

@@ -14,8 +14,9 @@ event with each ``tool_result`` (what the model was sent, ``is_error`` when it f
 the ``result`` (subtype ``success``, ``error_max_turns`` or ``error_during_execution``,
 ``is_error``, ``num_turns``, ``duration_ms``, ``usage`` with the server's token counts,
 ``total_cost_usd`` 0, ``permission_denials``; a failed model call adds
-``api_error_status``/``api_error_type`` as Claude Code does, so a 5xx or 429 is retried
-by the daemon without being counted).
+``api_error_status``/``api_error_type`` as Claude Code does, so a 429, a 5xx or a server
+that does not answer is retried by the daemon without being counted, then pauses the
+battle with the message).
 """
 
 from __future__ import annotations
@@ -162,16 +163,17 @@ class StreamJsonOut:
                 f"stopped after {outcome.turns} model replies (agent.local.maxTurns); "
                 + (outcome.text or "")
             ).strip()
-        if outcome.error_status is not None:
-            status = outcome.error_status
+        status = outcome.error_status
+        if status is not None:
             event["api_error_status"] = status
-            event["api_error_type"] = (
-                "rate_limit_error"
-                if status == 429
-                else "api_error"
-                if status >= 500
-                else "invalid_request_error"
-            )
+        if status == 429:
+            event["api_error_type"] = "rate_limit_error"
+        elif outcome.transient:
+            # 5xx, or no answer at all: the daemon retries after a backoff, then pauses
+            # the battle with this message, without counting the iteration
+            event["api_error_type"] = "api_error"
+        elif status is not None:
+            event["api_error_type"] = "invalid_request_error"
         self.emit(event)
 
 

@@ -125,3 +125,20 @@ def test_a_failed_model_call_is_reported_as_claude_code_reports_one() -> None:
     assert isinstance(failed, AgentResult) and failed.is_error and failed.api_error_status == 503
     (stopped,) = LocalBackend().parse_line(out.getvalue().splitlines()[1])
     assert isinstance(stopped, AgentResult) and stopped.subtype == "error_max_turns"
+
+
+def test_a_server_that_is_down_is_transient_for_the_battle() -> None:
+    from pokeralphd.agents.runner import classify_api_failure
+
+    out = io.BytesIO()
+    stream = StreamJsonOut(out, Session(working_dir="/repo", model="m"))
+    down = "nothing answers at http://localhost:11434 (connection refused): is Ollama running?"
+    stream.result(Outcome("error", error=down, transient=True), 5)
+    stream.result(Outcome("error", error="HTTP 404: model not found", error_status=404), 5)
+    lines = out.getvalue().splitlines()
+    (first,) = LocalBackend().parse_line(lines[0])
+    (second,) = LocalBackend().parse_line(lines[1])
+    assert isinstance(first, AgentResult) and isinstance(second, AgentResult)
+    failure = classify_api_failure(first, [], 0.0)
+    assert failure is not None and failure.kind == "server" and "ollama" in failure.message.lower()
+    assert classify_api_failure(second, [], 0.0) is None  # a missing model: counted, not retried
