@@ -76,7 +76,60 @@ class Model(BaseModel):
 # --------------------------------------------------------------------------- config
 
 
-AgentBackendName = Literal["claude", "codex", "command", "demo"]
+AgentBackendName = Literal["claude", "codex", "command", "demo", "local"]
+LocalApi = Literal["ollama", "openai"]
+
+
+def _http_url(url: str) -> str:
+    if not re.fullmatch(r"https?://[^\s/?#]+(?:/[^\s?#]*)?", url):
+        raise ValueError(
+            f"must be an http:// or https:// URL like http://localhost:11434, got {url!r}"
+        )
+    return url.rstrip("/")
+
+
+class LocalAgentConfig(Model):
+    """The local-model agent (``agent.backend local``, seed 001): where the model server
+    is, which API it speaks, and the agent loop's bounds (ours)."""
+
+    base_url: Annotated[str, AfterValidator(_http_url)] = Field(
+        default="http://localhost:11434",
+        description="The model server: Ollama (http://localhost:11434), LM Studio "
+        "(http://localhost:1234/v1), llama.cpp's llama-server (http://localhost:8080/v1), "
+        "vLLM (http://localhost:8000/v1)",
+    )
+    api: LocalApi = Field(
+        default="ollama",
+        description="ollama: Ollama's native /api/chat; openai: an OpenAI-compatible "
+        "/v1/chat/completions (LM Studio, llama.cpp, vLLM, Ollama too)",
+    )
+    api_key: str | None = Field(
+        default=None, description="Bearer token, for OpenAI-compatible servers that want one"
+    )
+    max_turns: StrictInt = Field(
+        default=50, ge=1, le=1000, description="Model replies per run; then it stops"
+    )
+    context_messages: StrictInt = Field(
+        default=100,
+        ge=10,
+        le=1000,
+        description="Messages sent to the model; older ones are archived beside the session",
+    )
+    timeout_seconds: float = Field(
+        default=120,
+        ge=5,
+        le=300,
+        description="Connect and read timeout of one model call (a local model loading "
+        "its weights takes a while before the first token)",
+    )
+    fetch_webpage: StrictBool = Field(
+        default=False, description="Offer the fetch_webpage tool (it reaches the network)"
+    )
+    default_rules: StrictBool = Field(
+        default=True,
+        description="Install the read-only default approval rules into the user's config "
+        "once (remove any with `pokeralphctl rules remove ID`)",
+    )
 
 
 class AgentConfig(Model):
@@ -88,6 +141,7 @@ class AgentConfig(Model):
     extra_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     prompt_via: Literal["stdin", "argument"] = "stdin"
+    local: LocalAgentConfig = Field(default_factory=LocalAgentConfig)
 
 
 class PermissionPolicy(Model):
