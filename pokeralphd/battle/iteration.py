@@ -284,6 +284,10 @@ class IterationRun:
 
     async def _run_agent(self, prompt: str) -> AgentOutcome:
         backend = get_backend(self.config.agent)
+        agent = self.config.agent
+        if agent.backend == "local" and agent.local.default_rules:
+            # The daemon writes the user's config, not the agent: installed once.
+            await self.repo.install_local_defaults()
         request = AgentRequest(
             prompt=prompt,
             cwd=self.repo.path,

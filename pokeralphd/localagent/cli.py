@@ -224,8 +224,10 @@ def _fail(args: argparse.Namespace, code: str, message: str) -> None:
 async def run(args: argparse.Namespace, cwd: Path) -> int:
     paths = Paths.resolve()
     settings = Settings(args, cwd, paths)
-    if args.install_default_rules or settings.default_rules:
-        from pokeralphd.localagent.defaults import DEFAULT_RULES, install_defaults
+    # In a battle the daemon installs them (the one writer of the user's config) and
+    # decides every call with them; here only a person's own runs do.
+    if args.install_default_rules or (settings.default_rules and not args.stream_json):
+        from pokeralphd.store.local_defaults import DEFAULT_RULES, install_defaults
 
         added = install_defaults(paths.user_config_file, paths.state_dir)
         settings.rules += [rule for _, rule in DEFAULT_RULES if rule.id in added]

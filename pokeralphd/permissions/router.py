@@ -232,7 +232,6 @@ def policy_warnings(config: Config) -> list[str]:
         )
     elif config.permissions.unmatched == "allow":
         warnings.append(
-            "permissions.unmatched is allow: the agent runs any tool no rule denies, "
-            "without asking"
+            "permissions.unmatched is allow: the agent runs any tool no rule denies, without asking"
         )
     return warnings

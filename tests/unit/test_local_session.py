@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from pokeralphd.localagent.defaults import STATE_KIND
 from pokeralphd.localagent.session import (
     SESSION_KIND,
     Message,
@@ -24,6 +23,7 @@ from pokeralphd.localagent.session import (
 )
 from pokeralphd.store import documents
 from pokeralphd.store.documents import DocumentKind
+from pokeralphd.store.local_defaults import STATE_KIND
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "v1" / "localagent"
 KINDS: dict[str, DocumentKind[Any]] = {"session.json": SESSION_KIND, "localagent.json": STATE_KIND}

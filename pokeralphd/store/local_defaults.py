@@ -6,7 +6,9 @@ with fixed ids, written once into the **user's** config layer (``approvalRules``
 list`` shows them (source ``user``), ``pokeralphctl rules remove local-read-file`` removes
 one, and a user's ``deny`` rule still wins over them (deny beats allow). So the daemon
 stays the one place that decides a battle's tool calls, and the terminal command decides
-with the very same list.
+with the very same list. In a battle the daemon installs them (it is the one writer of
+the user's config while it runs: :meth:`RepoStore.install_local_defaults`); the terminal
+command installs them on a person's own runs.
 
 "Once" is kept in a small state document (``{state}/pokeralph/localagent.json``,
 ``defaultRulesInstalled``): a rule the user removed is not brought back. A new release
