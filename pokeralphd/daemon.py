@@ -22,7 +22,10 @@ import anyio
 import anyio.abc
 
 from pokeralphd import __version__
+from pokeralphd.battle.costs import LedgerRecorder
 from pokeralphd.battle.engine import BattleEngine
+from pokeralphd.domain.timeutil import utcnow
+from pokeralphd.errors import PokeralphError
 from pokeralphd.inbox.battle_hooks import InboxApprovals, offer_retry
 from pokeralphd.inbox.service import InboxService
 from pokeralphd.planning.service import PlanService
@@ -37,6 +40,7 @@ from pokeralphd.server.methods import build_table
 from pokeralphd.server.notify import Notifier
 from pokeralphd.server.server import Server
 from pokeralphd.settings import DaemonSettings
+from pokeralphd.store.ledger import Ledger
 from pokeralphd.store.registry import RegistryStore
 from pokeralphd.store.repo_store import RepoStore
 
@@ -73,6 +77,8 @@ class Daemon:
         )
         self.battles.approval_hooks.append(InboxApprovals())
         self.battles.failure_hooks.append(offer_retry)
+        self.ledger = Ledger(paths.state_dir / "ledger")
+        self.battles.iteration_hooks.append(LedgerRecorder(self.ledger))
         self.planning = PlanService(owner=self.owner)
         # Started in this order, stopped in the reverse one.
         self.services: list[Lifecycle] = [self.inbox, self.battles, self.planning]
@@ -91,6 +97,7 @@ class Daemon:
                 epoch=self.epoch,
                 status=self.status,
                 request_shutdown=self.shutdown_requested.set,
+                ledger=self.ledger,
                 identify=self.owner.identify,
             ),
             settings,
@@ -115,6 +122,12 @@ class Daemon:
         await self.planning.detach(repo.planner)
         repo.store.close()
 
+    def _load_ledger(self) -> None:
+        try:
+            self.ledger.load()
+        except PokeralphError as exc:  # a hand-broken month: the daemon still starts
+            log.error("the cost ledger could not be read: %s", exc.message)
+
     # -- status
     def status(self) -> dict[str, Any]:
         return {
@@ -127,6 +140,7 @@ class Daemon:
             "clients": len(self.server.connections),
             "seq": self.bus.seq,
             "epoch": self.epoch,
+            "spendToday": self.ledger.day_total(utcnow().date().isoformat()).to_json(),
         }
 
     def summary_line(self) -> str:
@@ -177,6 +191,7 @@ class Daemon:
         try:
             # Whatever a dead predecessor left running (agents, feedback loops) goes first.
             await anyio.to_thread.run_sync(self.owner.sweep_orphans)
+            await anyio.to_thread.run_sync(self._load_ledger)
             self.repos.load()
             listener = await anyio.abc.SocketListener.from_socket(self.bound.sock)
             log.info(

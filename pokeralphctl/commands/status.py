@@ -103,6 +103,9 @@ def print_status(out: Output, result: dict[str, Any]) -> None:
         f"pid {daemon.get('pid')}, up {uptime(daemon.get('uptime'))}, "
         f"{clients} client{'s' if clients != 1 else ''}, socket {daemon.get('socket')}"
     )
+    spent = daemon.get("spendToday")
+    if isinstance(spent, dict) and spent.get("iterations"):
+        out.line(f"today: {money(spent.get('costUsd'))} over {spent['iterations']} iterations")
     repos = result["repos"]
     if not repos:
         out.line("no repositories: register one with `pokeralphctl init [PATH]`")

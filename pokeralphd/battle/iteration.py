@@ -434,6 +434,16 @@ class IterationRun:
         self.lap("write")
         record.timings_ms = dict(self.timings)
         await self.orch.save(active)
+        for hook in self.orch.host.iteration_hooks:
+            try:
+                await hook(self.orch, active, record, self.config)
+            except Exception as exc:  # a hook (the ledger: a full disk) never fails a battle
+                log.exception("an iteration hook failed")
+                self.orch.publish(
+                    "notice",
+                    {"message": f"iteration {record.number} was not fully recorded: {exc}"},
+                    self.task_id,
+                )
         self.orch.publish(
             "iteration_end",
             {

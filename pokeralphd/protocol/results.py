@@ -93,6 +93,14 @@ class RepoRef(Result):
     error: str | None
 
 
+class SpendTotals(Result):
+    """Cost and tokens of a set of iterations, from the ledger."""
+
+    cost_usd: float
+    iterations: int
+    tokens: dict[str, int]
+
+
 class DaemonStatus(Result):
     version: str
     pid: int
@@ -103,6 +111,18 @@ class DaemonStatus(Result):
     clients: int
     seq: int
     epoch: Epoch
+    spend_today: SpendTotals | UnsetType = UNSET  # UTC day, every repository
+
+
+class CostGroup(SpendTotals, kw_only=True):
+    key: str  # the day (YYYY-MM-DD), repository, repo/task, backend or model
+
+
+class CostSummaryResult(Result):
+    by: str
+    groups: list[CostGroup]
+    total: SpendTotals
+    skipped: int  # ledger lines that did not parse (a crash cut one short, a hand edit)
 
 
 class ShutdownResult(Result):

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from pokeralphd.repositories import Repositories
     from pokeralphd.repository import Repository
     from pokeralphd.server.eventbus import Event, EventBus
+    from pokeralphd.store.ledger import Ledger
 
 
 class Caller(Protocol):
@@ -49,6 +50,7 @@ class Services:
     epoch: str  # names this daemon process: sequence numbers belong to it
     status: Callable[[], dict[str, Any]]
     request_shutdown: Callable[[], None]
+    ledger: Ledger  # what every iteration cost, daemon-wide
     # Whose a connecting process is: None for a person, else its agent run's scope.
     identify: Callable[[int | None], AgentScope | None] = lambda _pid: None
 
