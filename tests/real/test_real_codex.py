@@ -360,7 +360,8 @@ async def test_a_yolo_battle_writes_a_file_and_completes_talking_to_the_fake_onl
     [iteration] = history["battle"]["iterations"]
     assert iteration["result"] == "success"
     [call] = iteration["toolCalls"]
-    assert call["status"] == "executed" and "printf hi" in json.dumps(call)
+    assert call["status"] == "executed" and call["approvalMethod"] == "auto"  # nobody asked
+    assert "printf hi" in json.dumps(call)
     usage = iteration["usage"]  # the fake's default usage, twice: 2400 in, 2000 cached
     assert usage["inputTokens"] == 400 and usage["cacheReadInputTokens"] == 2000
     assert usage["outputTokens"] == 80 and usage["reasoningOutputTokens"] == 32
