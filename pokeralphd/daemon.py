@@ -11,6 +11,7 @@ Nothing here decides anything about repositories, tasks or battles.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
@@ -45,6 +46,8 @@ from pokeralphd.store.registry import RegistryStore
 from pokeralphd.store.repo_store import RepoStore
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pokeralphd.paths import Paths
     from pokeralphd.ports import Lifecycle
     from pokeralphd.store.registry import RepoEntry
@@ -163,25 +166,37 @@ class Daemon:
                 last = line
             await anyio.sleep(5)
 
-    async def _signals(self) -> None:
-        try:
-            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                async for signum in signals:
-                    # Keep receiving: a second signal during shutdown must not kill us
-                    # half-way.
-                    if self.shutdown_requested.is_set():
-                        log.info("received %s; already stopping", signal.Signals(signum).name)
-                        continue
-                    log.info("received %s; shutting down", signal.Signals(signum).name)
-                    self.shutdown_requested.set()
-        finally:
+    def _handle_signals(self) -> Callable[[], None]:
+        """SIGTERM and SIGINT ask for shutdown; once stopping, further ones are ignored.
+
+        Plain handlers rather than the event loop's: removing a loop's handler puts the
+        default action back, and a signal in that instant would kill the last steps of a
+        shutdown (seen under load). These handlers are replaced by SIG_IGN directly, so
+        there is no such instant. Returns what to call when the daemon is done."""
+        loop = asyncio.get_running_loop()
+
+        def received(signum: int) -> None:
+            name = signal.Signals(signum).name
             if self.shutdown_requested.is_set():
-                # Stopping already: leaving the receiver put the default actions back, so
-                # a late SIGTERM would kill the last steps (releasing locks, the socket).
-                signal.signal(signal.SIGTERM, signal.SIG_IGN)
-                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                log.info("received %s; already stopping", name)
+                return
+            log.info("received %s; shutting down", name)
+            self.shutdown_requested.set()
+
+        def handler(signum: int, _frame: object) -> None:
+            loop.call_soon_threadsafe(received, signum)
+
+        previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+        def done() -> None:
+            for sig, old in previous.items():
+                # Stopping: a late signal must not kill the last steps (locks, socket).
+                signal.signal(sig, signal.SIG_IGN if self.shutdown_requested.is_set() else old)
+
+        return done
 
     async def run(self, *, handle_signals: bool = True) -> None:
+        restore_signals: Callable[[], None] | None = None
         activated = activated_socket()
         self.bound = (
             BoundSocket(activated, self.paths.socket, activated=True)
@@ -200,9 +215,9 @@ class Daemon:
                 self.paths.socket,
                 len(self.repos),
             )
+            if handle_signals:
+                restore_signals = self._handle_signals()
             async with anyio.create_task_group() as tg:
-                if handle_signals:
-                    tg.start_soon(self._signals)
                 for service in self.services:
                     await tg.start(_run_service, service)
                 await tg.start(self.server.serve, listener)
@@ -220,6 +235,8 @@ class Daemon:
                 await self.server.close_all(grace=3)
                 tg.cancel_scope.cancel()
         finally:
+            if restore_signals is not None:
+                restore_signals()
             self.repos.close_all()
             self.bound.close()
             log.info("pokeralphd stopped")
