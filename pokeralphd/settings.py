@@ -112,4 +112,12 @@ class DaemonSettings(Model):
         "one that stops reading for this long is disconnected (and it is logged).",
     )
     max_concurrent_battles: int = Field(default=4, ge=1, le=64)
+    web: bool = True  # the dashboard (--no-web turns it off)
+    web_port: int = Field(
+        default=0,
+        ge=0,
+        le=65535,
+        description="Port of the dashboard on 127.0.0.1 (0: a free one). The URL is written "
+        "beside the socket, in pokeralphd.web.json, where pokeralphctl web finds it.",
+    )
     debug_methods: bool = False  # debug.emit, for the fan-out benchmark

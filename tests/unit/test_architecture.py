@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, ...]] = [
         "pokeralphd.permissions",
     ),
     ("pokeralphd.repository", "pokeralphd.repositories"),
-    ("pokeralphd.server",),
+    ("pokeralphd.server", "pokeralphd.web"),
     ("pokeralphd.daemon",),
     ("pokeralphd.cli", "pokeralphd.__main__", "pokeralphd.contract"),
 ]
