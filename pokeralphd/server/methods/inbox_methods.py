@@ -81,7 +81,8 @@ def register(table: MethodTable) -> None:
     @table.add(
         "inbox.create",
         InboxCreateParams,
-        "Publish a delivery (markdown body; schema confirm/select/form/rating unless passive).",
+        "Publish a delivery (a markdown body, or text, or html the dashboard shows sandboxed; "
+        "schema confirm/select/form/rating unless passive).",
         result=DeliveryCreated,
     )
     async def create(ctx: CallContext, p: InboxCreateParams) -> DeliveryCreated:
@@ -90,7 +91,13 @@ def register(table: MethodTable) -> None:
             raise InvalidParams("timeoutSeconds must be positive", field="timeoutSeconds")
         source = Source(kind="agent" if p.task_id else "user", task_id=p.task_id)
         delivery = await repo.inbox.create(
-            p.title, p.body, p.mode, p.schema, source, p.timeout_seconds
+            p.title,
+            p.body,
+            p.mode,
+            p.schema,
+            source,
+            p.timeout_seconds,
+            content_type=p.content_type,
         )
         return DeliveryCreated(repo=repo.name, delivery=delivery.dump())
 
