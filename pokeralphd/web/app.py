@@ -97,8 +97,10 @@ class Guard:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
+        if kind == "lifespan":
+            await _lifespan(receive, send)
+            return
         if kind not in ("http", "websocket"):
-            await self.app(scope, receive, send)
             return
         gate = self.gate
         host = _header(scope, b"host")
@@ -121,6 +123,18 @@ class Guard:
             await HTMLResponse(REFUSED.format(why=why), status)(scope, receive, _secured(send))
             return
         await self.app(scope, receive, _secured(send) if kind == "http" else send)
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    """Nothing to start or stop (the daemon owns everything): answer at once, so that
+    shutdown never waits on the app."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
 
 
 def _secured(send: Send) -> Send:

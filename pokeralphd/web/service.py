@@ -62,6 +62,7 @@ class WebService:
         self.gate: Gate | None = None
         self._stop = anyio.Event()
         self._gone = anyio.Event()
+        self._done = anyio.Event()  # run has returned
 
     # -- ConnectionHost
     def opened(self, conn: ClientConnection) -> None:
@@ -74,14 +75,16 @@ class WebService:
 
     # -- what the routes use
     async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """One request through the dispatcher, as a connection without events would."""
+        """One request through the dispatcher, as a connection without events would; the
+        reply as it would be on the wire."""
         request = jsonrpc.parse_request(
             {"jsonrpc": "2.0", "id": 0, "method": method, "params": params}
         )
         assert isinstance(request, jsonrpc.Request)
         reply = await self.dispatcher.call(request, CallContext(self.services, None))
         assert reply is not None
-        return reply
+        wire: dict[str, Any] = jsonrpc.decode(jsonrpc.encode(reply))  # as a client reads it
+        return wire
 
     async def serve_websocket(self, websocket: WebSocket) -> None:
         await websocket.accept()
@@ -123,6 +126,12 @@ class WebService:
 
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Serve until :meth:`stop_accepting`; ``started`` once the port takes clients."""
+        try:
+            await self._run(task_status)
+        finally:
+            self._done.set()
+
+    async def _run(self, task_status: TaskStatus[None]) -> None:
         from hypercorn.asyncio import serve
         from hypercorn.config import Config
 
@@ -171,3 +180,4 @@ class WebService:
             if self.connections:
                 self._gone = anyio.Event()
                 await self._gone.wait()
+            await self._done.wait()  # the server's own ending (HTTP keep-alives)

@@ -18,9 +18,7 @@ if TYPE_CHECKING:
 CHROMIUM_PATHS = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 DRIVER_PATHS = ("/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver")
 #: Where screenshots go (gitignored); $POKERALPH_SCREENSHOTS wins.
-SCREENSHOTS = Path(
-    os.environ.get("POKERALPH_SCREENSHOTS") or Path(__file__).parent / "screenshots"
-)
+SCREENSHOTS = Path(os.environ.get("POKERALPH_SCREENSHOTS") or Path(__file__).parent / "screenshots")
 
 
 def _first(paths: tuple[str, ...]) -> str | None:
@@ -86,5 +84,5 @@ class Browser:
         return self.driver.execute_script(script, *args)
 
     def console_errors(self) -> list[str]:
-        logs = self.driver.get_log("browser")  # type: ignore[no-untyped-call]
+        logs = self.driver.get_log("browser")  # type: ignore[attr-defined]
         return [str(entry["message"]) for entry in logs if entry["level"] == "SEVERE"]
