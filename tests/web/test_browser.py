@@ -98,7 +98,10 @@ def test_load_the_dashboard_and_run_a_battle_from_it(browser: Browser, web: WebD
     history = web.call("battle.history", {"repo": str(web.repo), "taskId": TASK_ID})
     notes = [it.get("approvalNote") for it in history["battle"]["iterations"]]
     assert "top_words next, please" in notes, notes
-    done = lambda: "completed" in text(browser, "#battle-head")  # noqa: E731
+
+    def done() -> bool:
+        return "completed" in text(browser, "#battle-head")
+
     wait(browser, lambda: exists(browser, "#approve") or done(), "the second approval")
     if not done():
         css(browser, "#approve").click()
