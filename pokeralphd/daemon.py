@@ -91,6 +91,7 @@ class Daemon:
             epoch=self.epoch,
             status=self.status,
             request_shutdown=self.shutdown_requested.set,
+            identify=self.owner.identify,
         )
         self.server = Server(dispatcher, services, settings)
         # The dashboard: a third transport to the same dispatcher and event bus.

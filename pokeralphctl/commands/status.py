@@ -123,6 +123,12 @@ def print_status(out: Output, result: dict[str, Any]) -> None:
             ]
         )
     out.table(["repo", "path", "tasks", "battle"], rows)
+    for repo in repos:
+        battle = repo.get("battle") or {}
+        for warning in battle.get("warnings") or []:
+            out.line(
+                out.style(clean(f"! {repo['name']} {battle.get('taskId')}: {warning}"), "yellow")
+            )
     for entry in result.get("trust") or []:
         state = entry.get("trust")
         if isinstance(state, dict) and not state.get("trusted", True):

@@ -91,7 +91,8 @@ class CodexBackend(AgentBackend):
             return []
         if kind == "item.started":
             if item.get("type") == "command_execution":
-                return [AgentToolUse("shell", str(item.get("command", ""))[:200])]
+                command = str(item.get("command", ""))
+                return [AgentToolUse("shell", command[:200], _id(item), {"command": command})]
             return []
         if kind == "item.completed":
             itype = item.get("type")
@@ -101,11 +102,21 @@ class CodexBackend(AgentBackend):
                 return [AgentText(text)]
             if itype == "command_execution":
                 failed = item.get("exit_code") not in (0, None)
-                return [AgentToolResult(str(item.get("aggregated_output", "")), failed)]
+                output = str(item.get("aggregated_output", ""))
+                return [AgentToolResult(output, failed, _id(item))]
             if itype == "file_change":
+                # Reported once applied (or not): the call and its result at once.
                 changes = item.get("changes") or []
                 paths = ", ".join(str(c.get("path", "")) for c in changes if isinstance(c, dict))
-                return [AgentToolUse("file_change", paths[:200])]
+                failed = item.get("status") == "failed"
+                return [
+                    AgentToolUse("file_change", paths[:200], _id(item), {"changes": changes}),
+                    AgentToolResult(
+                        f"{'failed to change' if failed else 'changed'} {paths}"[:2000],
+                        failed,
+                        _id(item),
+                    ),
+                ]
             if itype == "error":
                 # Non-fatal (e.g. unknown model metadata): the turn goes on; a fatal
                 # error ends the turn with turn.failed or a top-level error event.
@@ -167,3 +178,8 @@ def _codex_usage(raw: Any) -> dict[str, Any] | None:
 
 def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _id(item: dict[str, Any]) -> str | None:
+    value = item.get("id")
+    return value[:200] if isinstance(value, str) and value else None

@@ -98,6 +98,7 @@ class BattleOrchestrator:
             "maxIterations": b.max_iterations,
             "costUsd": round(b.cost_usd, 6),
             "pausedReason": b.paused_reason,
+            "warnings": list(self.active.warnings),
         }
 
     def _resolve(self, task_id: str | None) -> ActiveBattle:

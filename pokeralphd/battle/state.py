@@ -55,6 +55,7 @@ class ActiveBattle:
     finished: anyio.Event = field(default_factory=anyio.Event)
     queued: bool = False
     approval_delivery: str | None = None  # the inbox item asking for this approval
+    warnings: list[str] = field(default_factory=list)  # how its config loosens safety
 
     @property
     def task_id(self) -> str:

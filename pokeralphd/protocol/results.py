@@ -120,6 +120,8 @@ class BattleSummary(Result):
     max_iterations: int | None
     cost_usd: float
     paused_reason: str | None
+    # How its config loosens safety (e.g. permissions.unmatched allow): shown to people.
+    warnings: list[str] = []
 
 
 class RepoSummary(RepoRef):
@@ -242,7 +244,7 @@ class BattleApproveResult(Result):
     approved: bool
 
 
-class RepoBattle(BattleSummary):
+class RepoBattle(BattleSummary, kw_only=True):
     repo: str
 
 

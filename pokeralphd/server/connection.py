@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
     from anyio.abc import ByteStream, TaskGroup
 
+    from pokeralphd.proc import AgentScope
     from pokeralphd.server.context import Services
     from pokeralphd.server.dispatch import Dispatcher
     from pokeralphd.settings import DaemonSettings
@@ -99,13 +100,20 @@ class ClientConnection:
     the same dispatch, bounds, errors and event delivery."""
 
     def __init__(
-        self, host: ConnectionHost, stream: ByteStream, peer_pid: int | None = None
+        self,
+        host: ConnectionHost,
+        stream: ByteStream,
+        peer_pid: int | None = None,
+        scope: AgentScope | None = None,
     ) -> None:
         settings = host.settings
         self.id = next(_ids)
         self.host = host
         self.stream = stream
         self.peer_pid = peer_pid
+        # Set when the peer is a process of one of our agent runs: it may then only call
+        # what an agent may (see ``Method.agent``), for its own repository and task.
+        self.scope = scope
         self.decoder = FrameDecoder(settings.max_message)
         self.outbox = Outbox(
             stream,

@@ -44,7 +44,10 @@ def test_claude_events() -> None:
             ]
         },
     }
-    assert b.parse_line(line(assistant)) == [AgentText("hi"), AgentToolUse("Bash", "ls -la")]
+    assert b.parse_line(line(assistant)) == [
+        AgentText("hi"),
+        AgentToolUse("Bash", "ls -la", "t", {"command": "ls -la"}),
+    ]
     user = {
         "type": "user",
         "message": {
@@ -58,7 +61,7 @@ def test_claude_events() -> None:
             ]
         },
     }
-    assert b.parse_line(line(user)) == [AgentToolResult("<promise>COMPLETE</promise>", True)]
+    assert b.parse_line(line(user)) == [AgentToolResult("<promise>COMPLETE</promise>", True, "t")]
     limit = {
         "type": "rate_limit_event",
         "rate_limit_info": {
@@ -147,7 +150,8 @@ def test_codex_events() -> None:
     parsed = [e for ev in events for e in b.parse_line(line(ev))]
     assert parsed[0] == AgentStarted("th", None, 0)
     assert (
-        AgentToolUse("shell", "bash -lc ls") in parsed and AgentToolResult("a\nb", False) in parsed
+        AgentToolUse("shell", "bash -lc ls", "1", {"command": "bash -lc ls"}) in parsed
+        and AgentToolResult("a\nb", False, "1") in parsed
     )
     result = parsed[-1]
     assert isinstance(result, AgentResult) and result.text == "Done." and result.usage is not None
@@ -179,7 +183,8 @@ def test_argv() -> None:
     )
     argv = ClaudeBackend().argv(plan)
     assert (
-        argv[argv.index("--permission-mode") + 1] == "plan"
+        argv[argv.index("--permission-mode") + 1] == "dontAsk"
+        and argv[argv.index("--tools") + 1] == "Read,Grep,Glob"
         and argv[argv.index("--resume") + 1] == "abc"
     )
     assert ClaudeBackend().stdin_bytes(request()) == b"PROMPT"

@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
         "pokeralphd.inbox",
         "pokeralphd.planning",
         "pokeralphd.permissions",
+        "pokeralphd.localagent",
     ),
     ("pokeralphd.repository", "pokeralphd.repositories"),
     ("pokeralphd.server", "pokeralphd.web"),
