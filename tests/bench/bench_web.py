@@ -52,11 +52,20 @@ def run(table: Table, loads: int = 5, lines: int = 200) -> None:
         agent = daemon.home / "agent.py"
         agent.write_text(AGENT.format(lines=lines))
         patch = {"mode": "yolo", "feedbackLoops": ["none"], "autoCommit": False}
-        patch["agent"] = {"backend": "command", "command": sys.executable, "extraArgs": [str(agent)]}
+        patch["agent"] = {
+            "backend": "command",
+            "command": sys.executable,
+            "extraArgs": [str(agent)],
+        }
         daemon.call("config.update", {"repo": str(repo), "patch": patch})
         task = daemon.call(
             "task.create",
-            {"repo": str(repo), "title": "Latency", "description": "d", "acceptanceCriteria": ["c"]},
+            {
+                "repo": str(repo),
+                "title": "Latency",
+                "description": "d",
+                "acceptanceCriteria": ["c"],
+            },
         )["task"]["id"]
 
         drawn, loaded = [], []
