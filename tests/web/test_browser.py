@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from pokeralphctl.commands.demo import TASK_ID
+from pokeralphd.web.auth import COOKIE
 from tests.web.browser import Browser, missing
 from tests.web.conftest import WebDaemon
 
@@ -61,8 +62,16 @@ def text(browser: Browser, selector: str) -> str:
     )
 
 
+def signed_in(browser: Browser, web: WebDaemon) -> None:
+    """A session in this browser (each test may run alone, on any xdist worker)."""
+    if browser.driver.get_cookie(COOKIE) is None:
+        browser.driver.get(web.login_url())
+        wait(browser, lambda: browser.driver.get_cookie(COOKIE) is not None, "a session")
+
+
 def show(browser: Browser, web: WebDaemon, route: str) -> None:
     """Go to a view and wait until it has drawn."""
+    signed_in(browser, web)
     browser.driver.get(f"{web.url}#/{route}")
     browser.js("document.getElementById('view').dataset.ready = ''")
     browser.driver.refresh()
