@@ -222,7 +222,7 @@ def test_delivered_html_cannot_script_the_dashboard(browser: Browser, web: WebDa
     finally:
         browser.driver.switch_to.default_content()
     assert browser.driver.title == "pokeralph"
-    assert web.call("daemon.status")["clients"] == before  # the frame opened no connection
+    assert web.call("daemon.status")["clients"] <= before  # the frame opened no connection
     browser.shot("inbox-html")
 
 
