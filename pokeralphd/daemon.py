@@ -44,6 +44,7 @@ from pokeralphd.settings import DaemonSettings
 from pokeralphd.store.ledger import Ledger
 from pokeralphd.store.registry import RegistryStore
 from pokeralphd.store.repo_store import RepoStore
+from pokeralphd.web.service import WebService
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -89,21 +90,23 @@ class Daemon:
             RegistryStore(paths.state_dir), self.bus, self._build_repo, self._release_repo
         )
         self.table = build_table(debug=settings.debug_methods)
-        self.server = Server(
-            Dispatcher(self.table),
-            Services(
-                repos=self.repos,
-                bus=self.bus,
-                battles=self.battles,
-                inbox=self.inbox,
-                discover=self.table.discover_encoded,
-                epoch=self.epoch,
-                status=self.status,
-                request_shutdown=self.shutdown_requested.set,
-                ledger=self.ledger,
-                identify=self.owner.identify,
-            ),
-            settings,
+        dispatcher = Dispatcher(self.table)
+        services = Services(
+            repos=self.repos,
+            bus=self.bus,
+            battles=self.battles,
+            inbox=self.inbox,
+            discover=self.table.discover_encoded,
+            epoch=self.epoch,
+            status=self.status,
+            request_shutdown=self.shutdown_requested.set,
+            ledger=self.ledger,
+            identify=self.owner.identify,
+        )
+        self.server = Server(dispatcher, services, settings)
+        # The dashboard: a third transport to the same dispatcher and event bus.
+        self.web = (
+            WebService(dispatcher, services, settings, paths.socket) if settings.web else None
         )
 
     # -- repositories
@@ -140,16 +143,19 @@ class Daemon:
             "socket": str(self.paths.socket),
             "activated": bool(self.bound and self.bound.activated),
             "repositories": [r.describe() for r in self.repos],
-            "clients": len(self.server.connections),
+            "clients": self._clients(),
             "seq": self.bus.seq,
             "epoch": self.epoch,
             "spendToday": self.ledger.day_total(utcnow().date().isoformat()).to_json(),
         }
 
+    def _clients(self) -> int:
+        return len(self.server.connections) + (len(self.web.connections) if self.web else 0)
+
     def summary_line(self) -> str:
         battles = sum(1 for r in self.repos if r.battles.active is not None)
         return (
-            f"serving {len(self.repos)} repositories, {len(self.server.connections)} clients, "
+            f"serving {len(self.repos)} repositories, {self._clients()} clients, "
             f"{battles} active battles"
         )
 
@@ -221,6 +227,8 @@ class Daemon:
                 for service in self.services:
                     await tg.start(_run_service, service)
                 await tg.start(self.server.serve, listener)
+                if self.web is not None:
+                    await tg.start(self.web.run)
                 self.notifier.ready(self.summary_line())
                 self.ready.set()
                 tg.start_soon(self.notifier.watchdog_loop)
@@ -229,10 +237,15 @@ class Daemon:
                 self.notifier.stopping()
                 log.info("stopping: no new connections; finishing writes")
                 self.server.stop_accepting()
+                if self.web is not None:
+                    self.web.stop_accepting()
                 for service in reversed(self.services):
                     with anyio.CancelScope(shield=True):
                         await service.stop()
-                await self.server.close_all(grace=3)
+                async with anyio.create_task_group() as closing:
+                    closing.start_soon(self.server.close_all, 3)
+                    if self.web is not None:
+                        closing.start_soon(self.web.close_all, 3)
                 tg.cancel_scope.cancel()
         finally:
             if restore_signals is not None:

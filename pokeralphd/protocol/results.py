@@ -297,6 +297,16 @@ class LogResult(Result):
     size: int
 
 
+class DiffResult(Result):
+    """``git show`` of the iteration's commit (stat and patch), cut at ``limit`` bytes."""
+
+    task_id: str
+    iteration: int
+    commit: str
+    diff: str
+    truncated: bool
+
+
 class RevertResult(Result):
     task_id: str
     revert_commit: str

@@ -94,6 +94,11 @@ class ConnectionHost(Protocol):
 
 
 class ClientConnection:
+    """A client on a byte stream (the Unix socket). Everything but :meth:`_read_loop` is
+    the transport-neutral part: another transport (the dashboard's WebSocket,
+    :mod:`pokeralphd.web.transport`) subclasses it and reads messages its own way, with
+    the same dispatch, bounds, errors and event delivery."""
+
     def __init__(
         self,
         host: ConnectionHost,
@@ -446,16 +451,7 @@ class ClientConnection:
             try:
                 frames = self.decoder.feed_block(data)
             except FrameTooLarge as exc:
-                self._add_reply(
-                    jsonrpc.error_response(
-                        None,
-                        ErrorCode.MESSAGE_TOO_LARGE,
-                        str(exc),
-                        {"limit": exc.limit, "hint": "split the request; the connection is closed"},
-                    )
-                )
-                log.warning("connection %d: %s; closing", self.id, exc)
-                await self._flush()
+                await self._refuse_message(exc)
                 return
             except FrameError as exc:
                 self._add_reply(
@@ -475,6 +471,19 @@ class ClientConnection:
             if frames:
                 await self._handle(frames)
             await self._flush()
+
+    async def _refuse_message(self, exc: FrameTooLarge) -> None:
+        """A message past max_message: say so, send what is gathered; the caller closes."""
+        self._add_reply(
+            jsonrpc.error_response(
+                None,
+                ErrorCode.MESSAGE_TOO_LARGE,
+                str(exc),
+                {"limit": exc.limit, "hint": "split the request; the connection is closed"},
+            )
+        )
+        log.warning("connection %d: %s; closing", self.id, exc)
+        await self._flush()
 
     async def _handle(self, frames: bytes | list[bytes]) -> None:
         """The messages of one read: a block of lines or a list of bodies (see

@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, ...]] = [
         "pokeralphd.localagent",
     ),
     ("pokeralphd.repository", "pokeralphd.repositories"),
-    ("pokeralphd.server",),
+    ("pokeralphd.server", "pokeralphd.web"),
     ("pokeralphd.daemon",),
     ("pokeralphd.cli", "pokeralphd.__main__", "pokeralphd.contract"),
 ]

@@ -97,7 +97,8 @@ def register(table: MethodTable) -> None:
     @table.add(
         "inbox.create",
         InboxCreateParams,
-        "Publish a delivery (markdown body; schema confirm/select/form/rating unless passive).",
+        "Publish a delivery (a markdown body, or text, or html the dashboard shows sandboxed; "
+        "schema confirm/select/form/rating unless passive).",
         result=DeliveryCreated,
         agent=True,
     )
@@ -109,7 +110,13 @@ def register(table: MethodTable) -> None:
         by_agent = task_id is not None or ctx.scope is not None
         source = Source(kind="agent" if by_agent else "user", task_id=task_id)
         delivery = await repo.inbox.create(
-            p.title, p.body, p.mode, p.schema, source, p.timeout_seconds
+            p.title,
+            p.body,
+            p.mode,
+            p.schema,
+            source,
+            p.timeout_seconds,
+            content_type=p.content_type,
         )
         return DeliveryCreated(repo=repo.name, delivery=delivery.dump())
 
