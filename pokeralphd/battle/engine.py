@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         BattleControl,
         EscalationHook,
         FailureHook,
+        IterationHook,
     )
     from pokeralphd.ports import Clock, Inbox
     from pokeralphd.proc import ProcessOwner
@@ -54,6 +55,7 @@ class BattleEngine:
         self.approval_hooks: list[ApprovalHook] = []
         self.failure_hooks: list[FailureHook] = []
         self.escalation_hooks: list[EscalationHook] = []
+        self.iteration_hooks: list[IterationHook] = []
         self.owner = owner  # the daemon's mark on agents and feedback loops
         self.socket_path = socket_path  # what agents call back on (pokeralphctl deliver)
         self.orchestrators: dict[str, BattleOrchestrator] = {}

@@ -59,6 +59,7 @@ from pokeralphd.domain.statuses import IterationResult
 from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import AgentError, PokeralphError
 from pokeralphd.permissions.router import PermissionRouter
+from pokeralphd.proc import AgentScope
 
 if TYPE_CHECKING:
     from pokeralphd.agents.base import AgentOutcome, ApiFailure
@@ -214,6 +215,8 @@ class RoleRun:
 
     async def _run_agent(self, prompt: str) -> AgentOutcome:
         backend = get_backend(self.agent)
+        if self.agent.backend == "local" and self.agent.local.default_rules:
+            await self.repo.install_local_defaults()  # as for the implementer
         request = AgentRequest(
             prompt=prompt,
             cwd=self.repo.path,
@@ -230,6 +233,7 @@ class RoleRun:
             timeout=self.config.timeout_minutes * 60,
             idle_timeout=self.config.idle_timeout_minutes * 60,
             owner=self.orch.host.owner,
+            scope=AgentScope("battle", self.repo.name, self.task_id),
             clock=self.orch.host.clock,
             permissions=PermissionRouter(
                 self.repo,

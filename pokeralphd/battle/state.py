@@ -22,7 +22,14 @@ import anyio
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
-    from pokeralphd.domain.models import Battle, Escalation, EscalationAction, Progress
+    from pokeralphd.domain.models import (
+        Battle,
+        Config,
+        Escalation,
+        EscalationAction,
+        Iteration,
+        Progress,
+    )
     from pokeralphd.domain.statuses import BattleStatus
     from pokeralphd.ports import Clock, Inbox
     from pokeralphd.proc import ProcessOwner
@@ -56,6 +63,7 @@ class ActiveBattle:
     queued: bool = False
     approval_delivery: str | None = None  # the inbox item asking for this approval
     rate_limits: int = 0  # rate limits in a row, for the backoff
+    warnings: list[str] = field(default_factory=list)  # how its config loosens safety
 
     @property
     def task_id(self) -> str:
@@ -157,6 +165,15 @@ class EscalationHook(Protocol):
     ) -> None: ...
 
 
+class IterationHook(Protocol):
+    """Told of every iteration once it is recorded, before its end is published (the
+    cost ledger uses it). A hook's failure is logged, never the battle's."""
+
+    async def __call__(
+        self, orch: BattleControl, active: ActiveBattle, record: Iteration, config: Config
+    ) -> None: ...
+
+
 class BattleHost(Protocol):
     """The daemon-wide side an orchestrator runs its battles on."""
 
@@ -166,6 +183,7 @@ class BattleHost(Protocol):
     approval_hooks: list[ApprovalHook]
     failure_hooks: list[FailureHook]
     escalation_hooks: list[EscalationHook]
+    iteration_hooks: list[IterationHook]
     waiting: int
 
     def slot_free(self) -> bool: ...

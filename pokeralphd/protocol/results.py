@@ -105,6 +105,14 @@ class RepoRef(Result):
     error: str | None
 
 
+class SpendTotals(Result):
+    """Cost and tokens of a set of iterations, from the ledger."""
+
+    cost_usd: float
+    iterations: int
+    tokens: dict[str, int]
+
+
 class DaemonStatus(Result):
     version: str
     pid: int
@@ -115,6 +123,18 @@ class DaemonStatus(Result):
     clients: int
     seq: int
     epoch: Epoch
+    spend_today: SpendTotals | UnsetType = UNSET  # UTC day, every repository
+
+
+class CostGroup(SpendTotals, kw_only=True):
+    key: str  # the day (YYYY-MM-DD), repository, repo/task, backend or model
+
+
+class CostSummaryResult(Result):
+    by: str
+    groups: list[CostGroup]
+    total: SpendTotals
+    skipped: int  # ledger lines that did not parse (a crash cut one short, a hand edit)
 
 
 class ShutdownResult(Result):
@@ -140,6 +160,8 @@ class BattleSummary(Result):
     blocked_reason: str | None = None
     retry_at: float | None = None
     escalation: dict[str, Any] | None = None  # the open one, with its inbox item
+    # How its config loosens safety (e.g. permissions.unmatched allow): shown to people.
+    warnings: list[str] = []
 
 
 class RepoSummary(RepoRef):
@@ -301,6 +323,16 @@ class LogResult(Result):
     offset: int
     next_offset: int
     size: int
+
+
+class DiffResult(Result):
+    """``git show`` of the iteration's commit (stat and patch), cut at ``limit`` bytes."""
+
+    task_id: str
+    iteration: int
+    commit: str
+    diff: str
+    truncated: bool
 
 
 class RevertResult(Result):

@@ -224,6 +224,7 @@ async def test_every_method_answers_as_its_schema_says(home: Path) -> None:
         await call("battle.cancel", r)
         await until(watcher, "battle_cancelled", seen)
         assert "version" in await call("battle.history", {**r, "taskId": task})
+        assert (await call("battle.diff", {**r, "taskId": task}))["commit"]
         await call("battle.revert", {**r, "taskId": task})
         # seed 003's phases: a battle that goes through verification, and its report
         checked = (
@@ -247,6 +248,10 @@ async def test_every_method_answers_as_its_schema_says(home: Path) -> None:
         )
         delivery = asked["delivery"]["id"]
         await call("inbox.list", {"status": "open"})
+        await call(
+            "inbox.create",
+            {**r, "title": "Page", "body": "<p>hi</p>", "contentType": "html", "mode": "passive"},
+        )
         await call("inbox.annotate", {"id": delivery, "content": "looks fine"})
         await call("inbox.answer", {"id": delivery, "values": {"value": True}, "note": "yes"})
         await call("inbox.get", {"id": delivery})
