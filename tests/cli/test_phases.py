@@ -29,14 +29,12 @@ def test_config_set_phases_and_roles(ctl: Ctl) -> None:
     assert ctl("config", "set", "roles.reviewer.env.DEBUG", "1").returncode == 0
     assert ctl("config", "set", "max_review_cycles", "3").returncode == 0
     config = envelope(ctl("config", "get", "--json"))["result"]["config"]
-    assert config["roles"]["reviewer"] == {
-        "backend": "codex",
-        "command": None,
-        "model": None,
-        "extraArgs": ["--x"],
-        "env": {"DEBUG": "1"},
-        "promptVia": "stdin",
-    }
+    reviewer = config["roles"]["reviewer"]
+    assert (reviewer["backend"], reviewer["extraArgs"], reviewer["env"]) == (
+        "codex",
+        ["--x"],
+        {"DEBUG": "1"},
+    )
     assert config["maxReviewCycles"] == 3
 
 

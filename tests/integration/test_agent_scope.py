@@ -62,6 +62,7 @@ async def test_an_agent_may_only_act_in_its_own_scope(home: Path, tmp_path: Path
                     },
                     "mode": "yolo",
                     "maxIterationsPerTask": 1,
+                    "phases": ["implementation"],  # the probe cannot verify
                     "feedbackLoops": ["test"],
                     "feedbackCommands": {"test": "true"},
                 },

@@ -57,6 +57,7 @@ async def _setup(d: InProcDaemon, repo: Path, api: ScriptServer, kind: str, **co
         },
         "mode": "yolo",
         "maxIterationsPerTask": 1,
+        "phases": ["implementation"],  # the scripted model answers no QA prompt
         "feedbackLoops": ["test"],
         "feedbackCommands": {"test": "python3 hello.py"},
         "timeoutMinutes": 2,
