@@ -225,6 +225,8 @@ async def test_every_method_answers_as_its_schema_says(home: Path) -> None:
         await until(watcher, "battle_cancelled", seen)
         assert "version" in await call("battle.history", {**r, "taskId": task})
         assert (await call("battle.diff", {**r, "taskId": task}))["commit"]
+        spent = await call("cost.summary", {"by": "task", "repo": r["repo"]})
+        assert spent["total"]["iterations"] >= 1
         await call("battle.revert", {**r, "taskId": task})
         # seed 003's phases: a battle that goes through verification, and its report
         checked = (
