@@ -83,7 +83,7 @@ class Daemon:
         self.battles.failure_hooks.append(offer_retry)
         self.battles.escalation_hooks.append(InboxEscalations())
         self.ledger = Ledger(paths.state_dir / "ledger")
-        self.battles.iteration_hooks.append(LedgerRecorder(self.ledger))
+        self.battles.cost_hooks.append(LedgerRecorder(self.ledger))
         self.planning = PlanService(owner=self.owner)
         # Started in this order, stopped in the reverse one.
         self.services: list[Lifecycle] = [self.inbox, self.battles, self.planning]

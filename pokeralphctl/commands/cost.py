@@ -1,6 +1,6 @@
 """``pokeralphctl cost``: what the agents cost, from the daemon's ledger.
 
-Totals by day (default), repository, task, backend or model; ``--since``/``--until`` bound
+Totals by day (default), repository, task, backend, model or phase; ``--since``/``--until`` bound
 the days (UTC, inclusive), ``--repo`` keeps one repository, ``--json`` prints the result.
 """
 
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from pokeralphctl.commands import Context
 
-GROUPS = ("day", "repo", "task", "backend", "model")
+GROUPS = ("day", "repo", "task", "backend", "model", "phase")
 
 
 def add_cost(parser: argparse.ArgumentParser) -> None:

@@ -1,7 +1,8 @@
-"""What each iteration cost, into the daemon-wide ledger (an iteration hook)."""
+"""What each agent run of a battle cost: told to the cost hooks (the daemon-wide ledger)."""
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 import anyio
@@ -9,31 +10,47 @@ import anyio
 from pokeralphd.store.ledger import Ledger, LedgerEntry
 
 if TYPE_CHECKING:
-    from pokeralphd.battle.state import ActiveBattle, BattleControl
-    from pokeralphd.domain.models import Config, Iteration
+    from pokeralphd.battle.state import ActiveBattle, BattleControl, Charge
+
+log = logging.getLogger(__name__)
+
+
+async def charge(orch: BattleControl, active: ActiveBattle, cost: Charge) -> None:
+    """Tell every cost hook; one that fails (a full disk) is logged and said, never the
+    battle's failure."""
+    for hook in orch.host.cost_hooks:
+        try:
+            await hook(orch, active, cost)
+        except Exception as exc:
+            log.exception("a cost hook failed")
+            orch.publish(
+                "notice",
+                {"message": f"the cost of {cost.phase} {cost.iteration} was not recorded: {exc}"},
+                active.task_id,
+            )
 
 
 class LedgerRecorder:
-    """Appends every iteration that ran an agent (cost or tokens known) to the ledger."""
+    """Appends every agent run whose cost or tokens are known to the ledger."""
 
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
 
-    async def __call__(
-        self, orch: BattleControl, active: ActiveBattle, record: Iteration, config: Config
-    ) -> None:
-        if record.cost_usd is None and record.usage is None:
+    async def __call__(self, orch: BattleControl, active: ActiveBattle, charge: Charge) -> None:
+        cost = charge
+        if cost.cost_usd is None and cost.usage is None:
             return  # the agent never ran (cancelled before it started, refused at start)
-        usage = record.usage
+        usage = cost.usage
         entry = LedgerEntry(
-            at=record.ended_at or record.started_at,
+            at=cost.at,
             repo=orch.repo.name,
             task_id=active.task_id,
             attempt=active.battle.attempt,
-            iteration=record.number,
-            backend=config.agent.backend,
-            model=config.agent.model,
-            cost_usd=record.cost_usd or 0.0,
+            iteration=cost.iteration,
+            backend=cost.backend,
+            model=cost.model,
+            cost_usd=cost.cost_usd or 0.0,
+            phase=cost.phase,
             tokens={}
             if usage is None
             else {

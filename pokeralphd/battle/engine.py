@@ -27,9 +27,9 @@ if TYPE_CHECKING:
         ActiveBattle,
         ApprovalHook,
         BattleControl,
+        CostHook,
         EscalationHook,
         FailureHook,
-        IterationHook,
     )
     from pokeralphd.ports import Clock, Inbox
     from pokeralphd.proc import ProcessOwner
@@ -55,7 +55,7 @@ class BattleEngine:
         self.approval_hooks: list[ApprovalHook] = []
         self.failure_hooks: list[FailureHook] = []
         self.escalation_hooks: list[EscalationHook] = []
-        self.iteration_hooks: list[IterationHook] = []
+        self.cost_hooks: list[CostHook] = []
         self.owner = owner  # the daemon's mark on agents and feedback loops
         self.socket_path = socket_path  # what agents call back on (pokeralphctl deliver)
         self.orchestrators: dict[str, BattleOrchestrator] = {}

@@ -34,6 +34,7 @@ from pokeralphd.agents.base import (
 )
 from pokeralphd.agents.claude import tool_summary
 from pokeralphd.battle.completion import detect_completion
+from pokeralphd.battle.costs import charge
 from pokeralphd.battle.feedback import detect_loops, resolve_loops, run_loop
 from pokeralphd.battle.gitservice import GitService
 from pokeralphd.battle.judging import (
@@ -46,6 +47,7 @@ from pokeralphd.battle.judging import (
 )
 from pokeralphd.battle.output import OutputStream
 from pokeralphd.battle.prompt import build_task_prompt
+from pokeralphd.battle.state import Charge
 from pokeralphd.battle.toolcalls import ToolCallLog
 from pokeralphd.battle.transient import transient_failure
 from pokeralphd.domain.models import CompletionSignal, Config, FeedbackResult, Iteration
@@ -439,16 +441,19 @@ class IterationRun:
         self.lap("write")
         record.timings_ms = dict(self.timings)
         await self.orch.save(active)
-        for hook in self.orch.host.iteration_hooks:
-            try:
-                await hook(self.orch, active, record, self.config)
-            except Exception as exc:  # a hook (the ledger: a full disk) never fails a battle
-                log.exception("an iteration hook failed")
-                self.orch.publish(
-                    "notice",
-                    {"message": f"iteration {record.number} was not fully recorded: {exc}"},
-                    self.task_id,
-                )
+        await charge(
+            self.orch,
+            active,
+            Charge(
+                phase="implementation",
+                iteration=record.number,
+                at=record.ended_at or record.started_at,
+                backend=self.config.agent.backend,
+                model=self.config.agent.model,
+                cost_usd=record.cost_usd,
+                usage=record.usage,
+            ),
+        )
         self.orch.publish(
             "iteration_end",
             {

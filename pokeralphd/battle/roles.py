@@ -42,6 +42,7 @@ from pokeralphd.agents.base import (
     AgentToolUse,
 )
 from pokeralphd.agents.claude import tool_summary
+from pokeralphd.battle.costs import charge
 from pokeralphd.battle.gitservice import GitService
 from pokeralphd.battle.judging import agent_words, create_time, sole
 from pokeralphd.battle.output import OutputStream
@@ -52,8 +53,9 @@ from pokeralphd.battle.reports import (
     verification_passed,
 )
 from pokeralphd.battle.roleprompts import ROLE_NAME, Role, build_role_prompt
+from pokeralphd.battle.state import Charge
 from pokeralphd.battle.transient import transient_failure
-from pokeralphd.domain.models import ReportOutcome, ReportSummary
+from pokeralphd.domain.models import ReportOutcome, ReportSummary, Usage
 from pokeralphd.domain.reports import AgentRun, ReviewReport, VerificationReport
 from pokeralphd.domain.statuses import IterationResult
 from pokeralphd.domain.timeutil import utcnow
@@ -98,6 +100,7 @@ class RoleRun:
         self.iteration = max((i.number for i in battle.iterations), default=0)
         self.kept: list[str] = []
         self.discarded: list[str] = []
+        self.usage: Usage | None = None  # the run's tokens, once it ran
         self._started = anyio.Event()
         self.stream = OutputStream(
             self.repo.files.role_log_path(self.task_id, role, self.cycle),
@@ -192,6 +195,7 @@ class RoleRun:
             return RoleVerdict(transient=failure)
         if outcome.result is not None and outcome.result.usage is not None:
             active.battle.usage = active.battle.usage.plus(outcome.result.usage)
+            self.usage = outcome.result.usage
         report = await self._report(task.acceptance_criteria, outcome, head, started)
         passed = (
             verification_passed(report)
@@ -320,6 +324,20 @@ class RoleRun:
         agent = report.agent
         if agent is not None and agent.cost_usd:
             battle.cost_usd += agent.cost_usd
+        if agent is not None:
+            await charge(
+                self.orch,
+                self.active,
+                Charge(
+                    phase=self.role,
+                    iteration=report.iteration or 0,
+                    at=report.created_at,
+                    backend=agent.backend,
+                    model=agent.model,
+                    cost_usd=agent.cost_usd,
+                    usage=self.usage,
+                ),
+            )
         outcome: ReportOutcome
         if isinstance(report, VerificationReport):
             outcome = report.recommendation if report.valid else "invalid"

@@ -21,14 +21,14 @@ import anyio
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
+    from datetime import datetime
 
     from pokeralphd.domain.models import (
         Battle,
-        Config,
         Escalation,
         EscalationAction,
-        Iteration,
         Progress,
+        Usage,
     )
     from pokeralphd.domain.statuses import BattleStatus
     from pokeralphd.ports import Clock, Inbox
@@ -165,13 +165,25 @@ class EscalationHook(Protocol):
     ) -> None: ...
 
 
-class IterationHook(Protocol):
-    """Told of every iteration once it is recorded, before its end is published (the
-    cost ledger uses it). A hook's failure is logged, never the battle's."""
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """What one agent run of a battle cost: an implementation iteration, or a role's run
+    (verification, review) judging one."""
 
-    async def __call__(
-        self, orch: BattleControl, active: ActiveBattle, record: Iteration, config: Config
-    ) -> None: ...
+    phase: str
+    iteration: int
+    at: datetime
+    backend: str
+    model: str | None
+    cost_usd: float | None
+    usage: Usage | None
+
+
+class CostHook(Protocol):
+    """Told of every agent run's cost once it is recorded, before its end is published
+    (the cost ledger). A hook's failure is logged, never the battle's."""
+
+    async def __call__(self, orch: BattleControl, active: ActiveBattle, charge: Charge) -> None: ...
 
 
 class BattleHost(Protocol):
@@ -183,7 +195,7 @@ class BattleHost(Protocol):
     approval_hooks: list[ApprovalHook]
     failure_hooks: list[FailureHook]
     escalation_hooks: list[EscalationHook]
-    iteration_hooks: list[IterationHook]
+    cost_hooks: list[CostHook]
     waiting: int
 
     def slot_free(self) -> bool: ...

@@ -316,7 +316,7 @@ Day = Annotated[str, msgspec.Meta(pattern=r"^\d{4}-\d{2}-\d{2}$")]
 
 
 class CostSummaryParams(Params):
-    by: Literal["day", "repo", "task", "backend", "model"] = "day"
+    by: Literal["day", "repo", "task", "backend", "model", "phase"] = "day"
     since: Day | None = None  # first day counted (UTC), inclusive
     until: Day | None = None  # last day counted (UTC), inclusive
     repo: RepoRef | None = None

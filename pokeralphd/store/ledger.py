@@ -4,7 +4,8 @@ One JSON line per iteration in ``{state}/ledger/ledger-YYYY-MM.jsonl`` (a file a
 so no file grows without bound and old months can be archived by hand). The first line
 of each file is its header, ``{"schemaVersion": 1, "kind": "pokeralph-ledger"}``; each
 entry says when, which repository, task, battle attempt and iteration, the backend and
-model, the cost in USD and the tokens. The daemon is the only writer: an entry is
+model, the phase (implementation, or the role that judged it: verification, review),
+the cost in USD and the tokens. A line without ``phase`` is an implementation run. The daemon is the only writer: an entry is
 appended and fsynced before the iteration's end is published, so the ledger always holds
 what ``battle history`` shows.
 
@@ -34,8 +35,8 @@ log = logging.getLogger(__name__)
 
 LEDGER_VERSION = 1
 HEADER = {"schemaVersion": LEDGER_VERSION, "kind": "pokeralph-ledger"}
-GroupBy = Literal["day", "repo", "task", "backend", "model"]
-GROUPS: tuple[GroupBy, ...] = ("day", "repo", "task", "backend", "model")
+GroupBy = Literal["day", "repo", "task", "backend", "model", "phase"]
+GROUPS: tuple[GroupBy, ...] = ("day", "repo", "task", "backend", "model", "phase")
 TOKEN_KEYS = (
     "inputTokens",
     "outputTokens",
@@ -56,6 +57,8 @@ class LedgerEntry:
     model: str | None
     cost_usd: float
     tokens: dict[str, int] = field(default_factory=dict)
+    # implementation, or the role that judged the iteration (verification, review)
+    phase: str = "implementation"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -68,6 +71,7 @@ class LedgerEntry:
             "model": self.model,
             "costUsd": self.cost_usd,
             "tokens": {k: v for k, v in self.tokens.items() if v},
+            "phase": self.phase,
         }
 
     @classmethod
@@ -95,6 +99,7 @@ class LedgerEntry:
             model=raw.get("model") if isinstance(raw.get("model"), str) else None,
             cost_usd=float(cost),
             tokens={str(k): int(v) for k, v in tokens.items()},
+            phase=str(raw.get("phase") or "implementation"),
         )
 
     def key(self, group: GroupBy) -> str:
@@ -106,6 +111,8 @@ class LedgerEntry:
             return f"{self.repo}/{self.task_id}"
         if group == "backend":
             return self.backend
+        if group == "phase":
+            return self.phase
         return self.model or "(default)"
 
 
@@ -140,8 +147,8 @@ class Ledger:
         self.folder = folder
         self._lock = threading.Lock()
         self._totals: dict[tuple[GroupBy, str], Totals] = defaultdict(Totals)
-        # (day, repo, task, backend, model) -> totals, for filtered queries
-        self._cells: dict[tuple[str, str, str, str, str], Totals] = defaultdict(Totals)
+        # (day, repo, task, backend, model, phase) -> totals, for filtered queries
+        self._cells: dict[tuple[str, str, str, str, str, str], Totals] = defaultdict(Totals)
         self.skipped = 0  # lines that did not parse (a crash cut one short, a hand edit)
 
     # -- reading
@@ -227,6 +234,7 @@ class Ledger:
             entry.task_id,
             entry.backend,
             entry.key("model"),
+            entry.phase,
         )
         self._cells[cell].add(entry)
 
@@ -245,13 +253,13 @@ class Ledger:
         total = Totals()
         with self._lock:
             cells = list(self._cells.items())
-        index = {"day": 0, "repo": 1, "task": 2, "backend": 3, "model": 4}
-        for (day, cell_repo, task, backend, model), totals in cells:
+        index = {"day": 0, "repo": 1, "task": 2, "backend": 3, "model": 4, "phase": 5}
+        for (day, cell_repo, task, backend, model, phase), totals in cells:
             if (since and day < since) or (until and day > until):
                 continue
             if repo is not None and cell_repo != repo:
                 continue
-            key = (day, cell_repo, task, backend, model)[index[by]]
+            key = (day, cell_repo, task, backend, model, phase)[index[by]]
             if by == "task":
                 key = f"{cell_repo}/{task}"
             _merge(out[key], totals)

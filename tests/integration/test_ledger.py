@@ -79,19 +79,22 @@ async def test_the_ledger_matches_the_iterations_and_survives_a_restart(home: Pa
         iterations = 0
         for task in tasks:
             history = await d.call("battle.history", {"repo": str(repo), "taskId": task})
-            costs = [i["costUsd"] for i in history["battle"]["iterations"]]
-            iterations += len(costs)
-            recorded[f"{repo.name}/{task}"] = sum(costs)
+            iterations += len(history["battle"]["iterations"])
+            # the battle's cost: its iterations, and the verifier's runs judging them
+            recorded[f"{repo.name}/{task}"] = history["battle"]["costUsd"]
         assert iterations == 3
         before = await d.call("cost.summary", {"by": "task"})
+        phases = await d.call("cost.summary", {"by": "phase"})
         status = await d.call("daemon.status")
         by_day = await _ctl(d, "cost")
     by_task = {g["key"]: g["costUsd"] for g in before["groups"]}
     assert by_task == pytest.approx(recorded)
-    assert before["total"]["iterations"] == 3 and before["total"]["tokens"]["inputTokens"] == 300
+    runs = {g["key"]: g["iterations"] for g in phases["groups"]}
+    assert runs == {"implementation": 3, "verification": 1}  # one claim to verify
+    assert before["total"]["tokens"]["inputTokens"] == 100 * sum(runs.values())
     assert status["spendToday"]["costUsd"] == pytest.approx(sum(recorded.values()))
     [today] = by_day["groups"]
-    assert today["iterations"] == 3
+    assert today["iterations"] == 4
 
     async with running_daemon(home) as d:
         after = await d.call("cost.summary", {"by": "task"})
