@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
     from datetime import datetime
 
+    from pokeralphd.battle.governor import RateGovernor
     from pokeralphd.domain.models import (
         Battle,
         Escalation,
@@ -64,6 +65,7 @@ class ActiveBattle:
     approval_delivery: str | None = None  # the inbox item asking for this approval
     rate_limits: int = 0  # rate limits in a row, for the backoff
     warnings: list[str] = field(default_factory=list)  # how its config loosens safety
+    budget_delivery: str | None = None  # the open inbox item about a budget cap
 
     @property
     def task_id(self) -> str:
@@ -121,6 +123,10 @@ class BattleControl(Protocol):
     async def approve(
         self, task_id: str | None, approve: bool, note: str | None
     ) -> dict[str, Any]: ...
+
+    async def resume(self, task_id: str | None) -> dict[str, Any]: ...
+
+    async def cancel(self, task_id: str | None) -> dict[str, Any]: ...
 
     async def resolve_escalation(
         self,
@@ -196,6 +202,13 @@ class BattleHost(Protocol):
     failure_hooks: list[FailureHook]
     escalation_hooks: list[EscalationHook]
     cost_hooks: list[CostHook]
+    governor: RateGovernor  # one rate limit holds every battle on its endpoint
+
+    def spent_today(self, repo: str | None) -> float:
+        """What one repository (or, with None, every one) spent today (UTC), per the
+        ledger."""
+        ...
+
     waiting: int
 
     def slot_free(self) -> bool: ...
