@@ -12,7 +12,9 @@ import psutil
 import pytest
 
 from pokeralphctl.client import RequestFailed
+from pokeralphd.settings import DaemonSettings
 from tests.helpers import DaemonProcess, events_of, make_git_repo, wait_until
+from tests.inproc import ThreadedDaemon
 from tests.integration.battle_helpers import (
     advance_to,
     agent_pids,
@@ -288,7 +290,7 @@ def test_one_battle_per_repository(daemon: DaemonProcess, repo: Path) -> None:
 
 
 def test_two_repositories_battle_at_once_and_the_limit_queues(home: Path) -> None:
-    daemon = DaemonProcess(home, ["--max-concurrent-battles", "2"]).start()
+    daemon = ThreadedDaemon(home, DaemonSettings(max_concurrent_battles=2)).start()
     try:
         repos = [make_git_repo(home / f"r{i}") for i in range(3)]
         tasks = [setup_repo(daemon, r, env={"FAKE_CLAUDE_MODE": "hang"}) for r in repos]
@@ -390,14 +392,15 @@ def test_kill_9_mid_battle_then_restart_and_resume(home: Path, repo: Path) -> No
 
 
 def test_graceful_stop_leaves_the_battle_paused(home: Path, repo: Path) -> None:
-    first = DaemonProcess(home).start()
+    """The shutdown a SIGTERM starts (test_daemon_lifecycle sends the signals themselves)."""
+    first = ThreadedDaemon(home).start()
     task = setup_repo(first, repo, env={"FAKE_CLAUDE_MODE": "hang"})
     with first.connect(timeout=60) as conn:
         conn.call("events.subscribe", {"repo": str(repo)})
         first.call("battle.start", {"repo": str(repo), "taskId": task})
         list(events_of(conn, lambda e: e["type"] == "iteration_output"))
     assert first.stop() == 0
-    second = DaemonProcess(home).start()
+    second = ThreadedDaemon(home).start()
     try:
         battle = second.call("battle.history", {"repo": str(repo), "taskId": task})["battle"]
         assert battle["status"] == "paused" and battle["iterations"][0]["result"] == "cancelled"
