@@ -3,6 +3,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,11 @@ from tests.helpers import DEEP_FUZZ, DaemonProcess, make_git_repo, short_tmpdir
 # No test may leave a daemon behind by accident: autostart is opted out unless a test
 # turns it back on for itself.
 os.environ["POKERALPH_NO_AUTOSTART"] = "1"
+
+# A shell starts a background job (`pytest ... &`) with SIGINT ignored, and every child
+# inherits that: a `watch` the tests interrupt would never end. Ctrl-C acts as usual here.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # The fake agents start with ``#!/usr/bin/env python3``: let that find this interpreter
 # first (a version manager's shim found on PATH instead costs ~0.1 s of CPU per start).
