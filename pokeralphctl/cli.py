@@ -50,6 +50,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "untrust": ("trust", "stop trusting the repository's .pokeralph/config.json"),
     "rules": ("rules", "list, add, remove and test the approval rules for agents' tool calls"),
     "battle": ("battle", "start, follow, control and inspect battles"),
+    "cost": ("cost", "what the agents cost: by day, repository, task, backend or model"),
     "approve": ("battle", "approve the iteration awaiting approval (= battle approve)"),
     "watch": ("watch", "print events as they happen"),
     "daemon": ("daemon", "start, stop and check pokeralphd"),
@@ -58,6 +59,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "inbox": ("inbox", "what waits for you across repositories; `inbox show ID`"),
     "answer": ("inbox", "answer an inbox item (prompts fit its schema; flags for scripts)"),
     "deliver": ("deliver", "put something in the inbox; --blocking waits for the answer"),
+    "web": ("web", "print a one-time link to the web dashboard; --open opens it"),
     "service": ("service", "install pokeralphd as a systemd user service or a launchd agent"),
     "completion": ("completion", "print shell completion for bash, zsh or fish"),
 }

@@ -88,6 +88,11 @@ TOO_MANY_PENDING = -32022
 #: The daemon serves as many connections as it may; this one is closed. Retry later.
 TOO_MANY_CONNECTIONS = -32023
 
+#: The connection is an agent's (a process of a run the daemon started): it may only ping,
+#: deliver to the inbox and wait on its own deliveries, and read its own task. data.scope names
+#: the run's kind, data.method the method refused.
+AGENT_SCOPE = -32024
+
 #: Code -> name, for messages and logs.
 NAMES = {
     PARSE_ERROR: "PARSE_ERROR",
@@ -116,4 +121,5 @@ NAMES = {
     REPLY_TOO_LARGE: "REPLY_TOO_LARGE",
     TOO_MANY_PENDING: "TOO_MANY_PENDING",
     TOO_MANY_CONNECTIONS: "TOO_MANY_CONNECTIONS",
+    AGENT_SCOPE: "AGENT_SCOPE",
 }

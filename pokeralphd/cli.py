@@ -45,6 +45,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             help=f"{(field.description or '').split('. ')[0]} (default {field.default})",
         )
     parser.add_argument("--debug-methods", action="store_true", help="enable debug.* (benchmarks)")
+    parser.add_argument(
+        "--no-web", dest="web", action="store_false", help="do not serve the web dashboard"
+    )
     parser.add_argument("--version", action="version", version=f"pokeralphd {__version__}")
     return parser.parse_args(argv)
 
@@ -59,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     if args.debug_methods:
         overrides["debug_methods"] = True
+    overrides["web"] = args.web
     try:
         settings = DaemonSettings.model_validate(overrides)
     except ValueError as exc:

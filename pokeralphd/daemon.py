@@ -11,6 +11,7 @@ Nothing here decides anything about repositories, tasks or battles.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
@@ -22,7 +23,10 @@ import anyio
 import anyio.abc
 
 from pokeralphd import __version__
+from pokeralphd.battle.costs import LedgerRecorder
 from pokeralphd.battle.engine import BattleEngine
+from pokeralphd.domain.timeutil import utcnow
+from pokeralphd.errors import PokeralphError
 from pokeralphd.inbox.battle_hooks import InboxApprovals, offer_retry
 from pokeralphd.inbox.service import InboxService
 from pokeralphd.planning.service import PlanService
@@ -37,10 +41,14 @@ from pokeralphd.server.methods import build_table
 from pokeralphd.server.notify import Notifier
 from pokeralphd.server.server import Server
 from pokeralphd.settings import DaemonSettings
+from pokeralphd.store.ledger import Ledger
 from pokeralphd.store.registry import RegistryStore
 from pokeralphd.store.repo_store import RepoStore
+from pokeralphd.web.service import WebService
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pokeralphd.paths import Paths
     from pokeralphd.ports import Lifecycle
     from pokeralphd.store.registry import RepoEntry
@@ -73,6 +81,8 @@ class Daemon:
         )
         self.battles.approval_hooks.append(InboxApprovals())
         self.battles.failure_hooks.append(offer_retry)
+        self.ledger = Ledger(paths.state_dir / "ledger")
+        self.battles.iteration_hooks.append(LedgerRecorder(self.ledger))
         self.planning = PlanService(owner=self.owner)
         # Started in this order, stopped in the reverse one.
         self.services: list[Lifecycle] = [self.inbox, self.battles, self.planning]
@@ -80,19 +90,23 @@ class Daemon:
             RegistryStore(paths.state_dir), self.bus, self._build_repo, self._release_repo
         )
         self.table = build_table(debug=settings.debug_methods)
-        self.server = Server(
-            Dispatcher(self.table),
-            Services(
-                repos=self.repos,
-                bus=self.bus,
-                battles=self.battles,
-                inbox=self.inbox,
-                discover=self.table.discover_encoded,
-                epoch=self.epoch,
-                status=self.status,
-                request_shutdown=self.shutdown_requested.set,
-            ),
-            settings,
+        dispatcher = Dispatcher(self.table)
+        services = Services(
+            repos=self.repos,
+            bus=self.bus,
+            battles=self.battles,
+            inbox=self.inbox,
+            discover=self.table.discover_encoded,
+            epoch=self.epoch,
+            status=self.status,
+            request_shutdown=self.shutdown_requested.set,
+            ledger=self.ledger,
+            identify=self.owner.identify,
+        )
+        self.server = Server(dispatcher, services, settings)
+        # The dashboard: a third transport to the same dispatcher and event bus.
+        self.web = (
+            WebService(dispatcher, services, settings, paths.socket) if settings.web else None
         )
 
     # -- repositories
@@ -114,6 +128,12 @@ class Daemon:
         await self.planning.detach(repo.planner)
         repo.store.close()
 
+    def _load_ledger(self) -> None:
+        try:
+            self.ledger.load()
+        except PokeralphError as exc:  # a hand-broken month: the daemon still starts
+            log.error("the cost ledger could not be read: %s", exc.message)
+
     # -- status
     def status(self) -> dict[str, Any]:
         return {
@@ -123,15 +143,19 @@ class Daemon:
             "socket": str(self.paths.socket),
             "activated": bool(self.bound and self.bound.activated),
             "repositories": [r.describe() for r in self.repos],
-            "clients": len(self.server.connections),
+            "clients": self._clients(),
             "seq": self.bus.seq,
             "epoch": self.epoch,
+            "spendToday": self.ledger.day_total(utcnow().date().isoformat()).to_json(),
         }
+
+    def _clients(self) -> int:
+        return len(self.server.connections) + (len(self.web.connections) if self.web else 0)
 
     def summary_line(self) -> str:
         battles = sum(1 for r in self.repos if r.battles.active is not None)
         return (
-            f"serving {len(self.repos)} repositories, {len(self.server.connections)} clients, "
+            f"serving {len(self.repos)} repositories, {self._clients()} clients, "
             f"{battles} active battles"
         )
 
@@ -148,25 +172,37 @@ class Daemon:
                 last = line
             await anyio.sleep(5)
 
-    async def _signals(self) -> None:
-        try:
-            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                async for signum in signals:
-                    # Keep receiving: a second signal during shutdown must not kill us
-                    # half-way.
-                    if self.shutdown_requested.is_set():
-                        log.info("received %s; already stopping", signal.Signals(signum).name)
-                        continue
-                    log.info("received %s; shutting down", signal.Signals(signum).name)
-                    self.shutdown_requested.set()
-        finally:
+    def _handle_signals(self) -> Callable[[], None]:
+        """SIGTERM and SIGINT ask for shutdown; once stopping, further ones are ignored.
+
+        Plain handlers rather than the event loop's: removing a loop's handler puts the
+        default action back, and a signal in that instant would kill the last steps of a
+        shutdown (seen under load). These handlers are replaced by SIG_IGN directly, so
+        there is no such instant. Returns what to call when the daemon is done."""
+        loop = asyncio.get_running_loop()
+
+        def received(signum: int) -> None:
+            name = signal.Signals(signum).name
             if self.shutdown_requested.is_set():
-                # Stopping already: leaving the receiver put the default actions back, so
-                # a late SIGTERM would kill the last steps (releasing locks, the socket).
-                signal.signal(signal.SIGTERM, signal.SIG_IGN)
-                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                log.info("received %s; already stopping", name)
+                return
+            log.info("received %s; shutting down", name)
+            self.shutdown_requested.set()
+
+        def handler(signum: int, _frame: object) -> None:
+            loop.call_soon_threadsafe(received, signum)
+
+        previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+        def done() -> None:
+            for sig, old in previous.items():
+                # Stopping: a late signal must not kill the last steps (locks, socket).
+                signal.signal(sig, signal.SIG_IGN if self.shutdown_requested.is_set() else old)
+
+        return done
 
     async def run(self, *, handle_signals: bool = True) -> None:
+        restore_signals: Callable[[], None] | None = None
         activated = activated_socket()
         self.bound = (
             BoundSocket(activated, self.paths.socket, activated=True)
@@ -176,6 +212,7 @@ class Daemon:
         try:
             # Whatever a dead predecessor left running (agents, feedback loops) goes first.
             await anyio.to_thread.run_sync(self.owner.sweep_orphans)
+            await anyio.to_thread.run_sync(self._load_ledger)
             self.repos.load()
             listener = await anyio.abc.SocketListener.from_socket(self.bound.sock)
             log.info(
@@ -184,12 +221,14 @@ class Daemon:
                 self.paths.socket,
                 len(self.repos),
             )
+            if handle_signals:
+                restore_signals = self._handle_signals()
             async with anyio.create_task_group() as tg:
-                if handle_signals:
-                    tg.start_soon(self._signals)
                 for service in self.services:
                     await tg.start(_run_service, service)
                 await tg.start(self.server.serve, listener)
+                if self.web is not None:
+                    await tg.start(self.web.run)
                 self.notifier.ready(self.summary_line())
                 self.ready.set()
                 tg.start_soon(self.notifier.watchdog_loop)
@@ -198,12 +237,19 @@ class Daemon:
                 self.notifier.stopping()
                 log.info("stopping: no new connections; finishing writes")
                 self.server.stop_accepting()
+                if self.web is not None:
+                    self.web.stop_accepting()
                 for service in reversed(self.services):
                     with anyio.CancelScope(shield=True):
                         await service.stop()
-                await self.server.close_all(grace=3)
+                async with anyio.create_task_group() as closing:
+                    closing.start_soon(self.server.close_all, 3)
+                    if self.web is not None:
+                        closing.start_soon(self.web.close_all, 3)
                 tg.cancel_scope.cancel()
         finally:
+            if restore_signals is not None:
+                restore_signals()
             self.repos.close_all()
             self.bound.close()
             log.info("pokeralphd stopped")

@@ -13,15 +13,19 @@
     ├── BattleActive / NoBattle    battle state does not fit the request
     ├── StorageError               a write failed (ENOSPC, EACCES); nothing changed
     ├── AgentError                 an agent backend could not start or run
-    └── NotFound / InvalidState    generic lookups and state mismatches
+    ├── NotFound / InvalidState    generic lookups and state mismatches
+    └── OutOfScope                 an agent's connection asked for more than agents may
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pokeralphd.protocol.codes import ErrorCode
+
+if TYPE_CHECKING:
+    from pokeralphd.proc import AgentScope
 
 
 class PokeralphError(Exception):
@@ -111,3 +115,18 @@ class NotFound(PokeralphError):
 
 class InvalidState(PokeralphError):
     code = ErrorCode.INVALID_STATE
+
+
+class OutOfScope(PokeralphError):
+    """An agent's connection asked for something outside its run's scope."""
+
+    code = ErrorCode.AGENT_SCOPE
+
+    def __init__(self, scope: AgentScope, why: str, method: str | None = None) -> None:
+        super().__init__(
+            f"refused: this connection is {scope.describe()}, and {why}; agents may only "
+            "ping, deliver to the inbox and wait on their own deliveries, and read their "
+            "own task",
+            scope=scope.kind,
+            **({"method": method} if method else {}),
+        )

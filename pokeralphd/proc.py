@@ -14,6 +14,15 @@
   every process whose mark names a previous daemon of the same state folder that is no
   longer alive (:meth:`ProcessOwner.sweep_orphans`): agents, feedback loops and whatever
   they started.
+- The owner also knows the runs under way (:meth:`ProcessOwner.track`: which repository
+  and task each agent run works for) and tells who a connecting process is
+  (:meth:`ProcessOwner.identify`): a person, or a process of one of its runs. A process is
+  a run's when it carries the run's token, when one of its ancestors is the run's first
+  process, or when it is in that process's group or session; a process with the owner's
+  mark and no live run's token is ours too, with no scope at all. To pass for a person a
+  process would have to leave all of these at once (drop both variables, leave the group
+  and session, and be re-parented): what the OS lets a same-user process do, so this
+  narrows what an agent may ask by accident or by a careless prompt, and is no sandbox.
 """
 
 from __future__ import annotations
@@ -28,14 +37,14 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
 
 import anyio
 import psutil
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Mapping, Sequence
+    from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 
     from anyio.abc import ByteReceiveStream, Process
 
@@ -54,6 +63,39 @@ SERVICE_VARS = (
 )
 
 
+RunKind = Literal["battle", "planning", "child"]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentScope:
+    """What a process the daemon started works for: a battle's agent (its repository and
+    task), a planning agent (its repository), or a child of ours with no live run
+    (``child``: a feedback loop, a left-behind process), which gets no repository."""
+
+    kind: RunKind
+    repo: str | None = None
+    task_id: str | None = None
+
+    def describe(self) -> str:
+        if self.kind == "child":
+            return "a process the daemon started"
+        what = f"the {self.kind} agent of {self.repo}"
+        return what + (f" (task {self.task_id})" if self.task_id else "")
+
+
+CHILD_SCOPE = AgentScope("child")
+
+
+@dataclass(slots=True)
+class TrackedRun:
+    scope: AgentScope
+    pid: int | None = None  # the run's first process, once started
+    created: float | None = None  # its start time (a reused pid is not it)
+
+
+MAX_RUNS = 4096  # runs tracked at once, at most (a leak must not grow without bound)
+
+
 @dataclass(frozen=True)
 class ProcessOwner:
     """The mark of one daemon process on its children: ``{scope}:{pid}:{start time}``.
@@ -65,6 +107,7 @@ class ProcessOwner:
     scope: str
     pid: int
     started: float
+    _runs: dict[str, TrackedRun] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def for_state_dir(cls, state_dir: object) -> ProcessOwner:
@@ -79,6 +122,61 @@ class ProcessOwner:
     @property
     def mark(self) -> str:
         return f"{self.scope}:{self.pid}:{self.started:.2f}"
+
+    # -- runs under way
+    @contextlib.contextmanager
+    def track(self, token: str, scope: AgentScope) -> Iterator[TrackedRun]:
+        """Know the run ``token`` as ``scope`` from before its first process starts
+        (set ``pid`` on what this yields once it has) until it is over."""
+        if len(self._runs) >= MAX_RUNS:
+            raise RuntimeError(f"more than {MAX_RUNS} agent runs at once")
+        run = self._runs[token] = TrackedRun(scope)
+        try:
+            yield run
+        finally:
+            self._runs.pop(token, None)
+
+    def started_run(self, run: TrackedRun, pid: int) -> None:
+        run.pid, run.created = pid, _create_time(pid)
+
+    @property
+    def runs(self) -> int:
+        return len(self._runs)
+
+    def identify(self, pid: int | None) -> AgentScope | None:
+        """Whose a connecting process ``pid`` is: None for a person (anything that is
+        not ours), else the scope of the run it belongs to (blocking: reads /proc).
+
+        Costs nothing while no run is under way: then nothing of ours is alive to ask.
+        """
+        if pid is None or not self._runs or pid == os.getpid():
+            return None
+        try:
+            proc = psutil.Process(pid)
+        except psutil.Error:
+            return None
+        try:
+            env = proc.environ()
+        except (psutil.Error, OSError):
+            env = {}
+        run = self._runs.get(env.get(TOKEN_VAR, ""))
+        if run is not None:
+            return run.scope
+        roots = {r.pid: r for r in self._runs.values() if r.pid is not None}
+        try:
+            for parent in [proc, *proc.parents()]:
+                root = roots.get(parent.pid)
+                if root is not None and _same_process(parent, root.created):
+                    return root.scope
+        except psutil.Error:
+            pass
+        for group in _group_and_session(pid):
+            root = roots.get(group)
+            if root is not None:
+                return root.scope
+        if env.get(OWNER_VAR) == self.mark:
+            return CHILD_SCOPE
+        return None
 
     def sweep_orphans(self) -> int:
         """End every process a dead daemon of the same scope left behind (blocking).
@@ -104,6 +202,20 @@ class ProcessOwner:
         if _kill_all(victims, wait=5):
             log.warning("ended %d process(es) a previous daemon left running", len(victims))
         return len(victims)
+
+
+def _same_process(proc: psutil.Process, created: float | None) -> bool:
+    try:
+        return created is not None and abs(proc.create_time() - created) < 1
+    except psutil.Error:
+        return False
+
+
+def _group_and_session(pid: int) -> tuple[int, ...]:
+    try:
+        return (os.getpgid(pid), os.getsid(pid))
+    except OSError:
+        return ()
 
 
 def _create_time(pid: int) -> float | None:
@@ -238,22 +350,33 @@ def token_processes(token: str) -> list[psutil.Process]:
 
 
 def end_tree(pid: int, token: str | None, grace: float) -> None:
-    """End ``pid``'s group and every process carrying ``token`` (blocking: run in a thread)."""
+    """End ``pid``'s group and every process carrying ``token`` (blocking: run in a thread).
+
+    Our own child (``pid``) is never waited for with ``waitpid`` here: the event loop's
+    child watcher reaps it, and reaping it first would steal its exit status (asyncio
+    then reports 255 and may fail the process's waiter). It is watched until it is gone
+    or a zombie instead."""
     victims: dict[int, psutil.Process] = {}
+    mine: psutil.Process | None = None
     with contextlib.suppress(psutil.Error):
         root = psutil.Process(pid)
-        victims[pid] = root
+        if root.ppid() == os.getpid():
+            mine = root
+        else:
+            victims[pid] = root
         for child in root.children(recursive=True):
             victims[child.pid] = child
     if token:
         for proc in token_processes(token):
-            victims[proc.pid] = proc
+            if proc.pid != pid:
+                victims[proc.pid] = proc
     with contextlib.suppress(OSError):
         os.killpg(pid, signal.SIGTERM)
-    for proc in victims.values():
+    everyone = [*victims.values(), *([mine] if mine else [])]
+    for proc in everyone:
         with contextlib.suppress(psutil.Error):
             proc.terminate()
-    alive = _wait_ended(list(victims.values()), grace)
+    alive = _wait_ended(everyone, grace)
     with contextlib.suppress(OSError):
         os.killpg(pid, signal.SIGKILL)
     for proc in alive:

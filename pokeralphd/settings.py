@@ -19,6 +19,11 @@ eventHistoryBytes         32 MiB      oldest events dropped; ``since`` reports `
 sendStallTimeout          30 s        the connection is closed (logged)
 ========================  ==========  =====================================================
 
+Not limits: ``web`` (the dashboard on 127.0.0.1, on unless ``--no-web``) and ``webPort``
+(its port; 0 picks a free one, written to ``pokeralphd.web.json`` beside the socket). Its
+WebSocket connections are bounded as the socket's are (the limits above, per connection,
+and at most ``maxConnections`` of them).
+
 Fixed limits of the protocol itself (not settings): arrays and objects nest at most
 128 deep (deeper is -32700 Parse error), an LSP header block is at most 8 KiB and its
 ``Content-Length`` at most 12 ASCII digits (else -32700 and the connection is closed).
@@ -112,4 +117,15 @@ class DaemonSettings(Model):
         "one that stops reading for this long is disconnected (and it is logged).",
     )
     max_concurrent_battles: int = Field(default=4, ge=1, le=64)
+    web: bool = Field(
+        default=True,
+        description="Serve the web dashboard on 127.0.0.1 (--no-web turns it off).",
+    )
+    web_port: int = Field(
+        default=0,
+        ge=0,
+        le=65535,
+        description="Port of the dashboard on 127.0.0.1 (0: a free one). The URL is written "
+        "beside the socket, in pokeralphd.web.json, where pokeralphctl web finds it.",
+    )
     debug_methods: bool = False  # debug.emit, for the fan-out benchmark

@@ -63,6 +63,9 @@ def add_battle(parser: argparse.ArgumentParser) -> None:
 
     p = sub(subs, "history", "a task's battle with every iteration")
     p.add_argument("task_id", metavar="TASK")
+    p.add_argument(
+        "--calls", action="store_true", help="also every tool call: how it was decided, its result"
+    )
     p.set_defaults(handler=history)
 
     p = sub(subs, "log", "an iteration's log (default: the latest iteration)")
@@ -210,6 +213,9 @@ def show(ctx: Context, args: argparse.Namespace) -> int:
         for b in battles
     ]
     out.table(["repo", "task", "status", "iteration", "mode", "cost", "paused"], rows)
+    for b in battles:
+        for warning in b.get("warnings") or []:
+            out.line(out.style(clean(f"! {b.get('taskId')}: {warning}"), "yellow"))
     return 0
 
 
@@ -262,13 +268,52 @@ def history(ctx: Context, args: argparse.Namespace) -> int:
             duration(it.get("durationMs")),
             money(it.get("costUsd")),
             len(it.get("filesChanged") or []),
+            tools_cell(it),
             clean(str(it.get("commitHash") or "-")[:8]),
             clean(it.get("error") or ""),
         ]
         for it in iterations
     ]
-    out.table(["#", "result", "duration", "cost", "files", "commit", "error"], rows)
+    out.table(["#", "result", "duration", "cost", "files", "tools", "commit", "error"], rows)
+    if getattr(args, "calls", False):
+        for it in iterations:
+            calls = it.get("toolCalls") or []
+            if not calls:
+                continue
+            out.line()
+            out.line(out.style(f"iteration {it.get('number')}: {len(calls)} tool calls", "bold"))
+            for call in calls:
+                out.line("  " + call_line(out, call))
+            if it.get("toolCallsOmitted"):
+                out.line(f"  … {it['toolCallsOmitted']} more, not recorded")
     return 0
+
+
+def tools_cell(iteration: dict[str, Any]) -> str:
+    """How many tool calls an iteration made, and how many were refused."""
+    calls = iteration.get("toolCalls") or []
+    total = len(calls) + int(iteration.get("toolCallsOmitted") or 0)
+    refused = sum(1 for c in calls if c.get("status") == "rejected")
+    return f"{total} ({refused} denied)" if refused else str(total)
+
+
+def call_line(out: Output, call: dict[str, Any]) -> str:
+    """One tool call: its tool and input, what became of it, and who decided."""
+    status = str(call.get("status"))
+    how = {
+        "config_rule": f"by rule {call.get('ruleId')}",
+        "manual": "by a person",
+        "auto": "automatically",
+    }.get(str(call.get("approvalMethod")), "undecided")
+    color = {"executed": "green", "rejected": "red", "failed": "red"}.get(status, "yellow")
+    text = f"{call.get('toolName')} {clean(str(call.get('input') or ''))[:120]}"
+    line = f"{out.style(status, color)} {how}: {text}"
+    if call.get("message"):
+        line += " · " + clean(str(call["message"]))[:200]
+    result = call.get("result") or {}
+    if result.get("filesAffected"):
+        line += " · " + ", ".join(clean(str(f)) for f in result["filesAffected"])
+    return line
 
 
 def log(ctx: Context, args: argparse.Namespace) -> int:

@@ -103,6 +103,9 @@ def print_status(out: Output, result: dict[str, Any]) -> None:
         f"pid {daemon.get('pid')}, up {uptime(daemon.get('uptime'))}, "
         f"{clients} client{'s' if clients != 1 else ''}, socket {daemon.get('socket')}"
     )
+    spent = daemon.get("spendToday")
+    if isinstance(spent, dict) and spent.get("iterations"):
+        out.line(f"today: {money(spent.get('costUsd'))} over {spent['iterations']} iterations")
     repos = result["repos"]
     if not repos:
         out.line("no repositories: register one with `pokeralphctl init [PATH]`")
@@ -123,6 +126,12 @@ def print_status(out: Output, result: dict[str, Any]) -> None:
             ]
         )
     out.table(["repo", "path", "tasks", "battle"], rows)
+    for repo in repos:
+        battle = repo.get("battle") or {}
+        for warning in battle.get("warnings") or []:
+            out.line(
+                out.style(clean(f"! {repo['name']} {battle.get('taskId')}: {warning}"), "yellow")
+            )
     for entry in result.get("trust") or []:
         state = entry.get("trust")
         if isinstance(state, dict) and not state.get("trusted", True):

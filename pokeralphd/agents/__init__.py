@@ -1,4 +1,4 @@
-"""Agent backends behind one small interface: claude, codex, command, demo."""
+"""Agent backends behind one small interface: claude, codex, command, demo, local."""
 
 from __future__ import annotations
 
@@ -19,11 +19,13 @@ def get_backend(config: AgentConfig) -> AgentBackend:
     from pokeralphd.agents.codex import CodexBackend
     from pokeralphd.agents.command import CommandBackend
     from pokeralphd.agents.demo import DemoBackend
+    from pokeralphd.agents.local import LocalBackend
 
     backends: dict[str, type[AgentBackend]] = {
         "claude": ClaudeBackend,
         "codex": CodexBackend,
         "command": CommandBackend,
         "demo": DemoBackend,
+        "local": LocalBackend,
     }
     return backends[config.backend]()

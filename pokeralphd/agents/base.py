@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from pokeralphd.domain.models import AgentConfig, Usage
     from pokeralphd.ports import Clock
-    from pokeralphd.proc import ProcessOwner
+    from pokeralphd.proc import AgentScope, ProcessOwner
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +37,8 @@ class AgentText:
 class AgentToolUse:
     name: str
     summary: str
+    id: str | None = None  # the backend's id for the call (Claude Code: ``toolu_…``)
+    input: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +47,17 @@ class AgentToolResult:
 
     text: str
     is_error: bool
+    tool_use_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentPermissionDenied:
+    """The agent refused a tool call on its own, with nobody asked (Claude Code's
+    ``system``/``permission_denied``, or an entry of the result's ``permission_denials``)."""
+
+    tool_name: str
+    tool_use_id: str | None
+    message: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,16 +103,31 @@ class AgentPermissionRequest:
     tool_name: str
     input: dict[str, Any]
     description: str
+    tool_use_id: str | None = None
+
+
+ApprovalMethod = Literal["manual", "auto", "config_rule"]
 
 
 @dataclass(frozen=True, slots=True)
 class PermissionAnswer:
     """The answer to a permission request: allow (maybe with a changed input) or deny with
-    a message the model sees."""
+    a message the model sees; and how it was decided (seed 001's approval method: a person,
+    automatically by the policy, or by the rule ``rule_id``)."""
 
     allow: bool
     message: str = ""
     updated_input: dict[str, Any] | None = None
+    method: ApprovalMethod = "auto"
+    rule_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentPermissionDecision:
+    """Our answer to an :class:`AgentPermissionRequest`, once given (the runner reports it)."""
+
+    request: AgentPermissionRequest
+    answer: PermissionAnswer
 
 
 PermissionHandler = Callable[[AgentPermissionRequest], Awaitable[PermissionAnswer]]
@@ -114,6 +142,8 @@ AgentEvent = (
     | AgentStderr
     | AgentNotice
     | AgentPermissionRequest
+    | AgentPermissionDecision
+    | AgentPermissionDenied
 )
 
 
@@ -148,6 +178,7 @@ class AgentRequest:
     idle_timeout: float | None = None
     kill_grace: float = 5.0
     owner: ProcessOwner | None = None  # the daemon's mark on the child (see proc.py)
+    scope: AgentScope | None = None  # what the run works for: limits what it may ask us
     clock: Clock = SYSTEM_CLOCK  # the run timeout and the idle watchdog run on it
     # Asked before a tool runs, when the backend routes permissions; a wait for the
     # answer counts toward neither the idle watchdog nor the run timeout.

@@ -1,8 +1,8 @@
 """Claude Code in print mode with ``--output-format stream-json --verbose``.
 
 The prompt goes on stdin, which is then closed. Each stdout line is one JSON event keyed
-by ``type``: ``system`` (``init`` carries the session id), ``assistant`` (text and
-tool_use blocks), ``user`` (tool results, which echo files: never searched for signals),
+by ``type``: ``system`` (``init`` carries the session id; ``permission_denied`` a tool
+call the CLI refused itself, nobody asked), ``assistant`` (text and tool_use blocks), ``user`` (tool results, which echo files: never searched for signals),
 ``rate_limit_event`` (printed on every run with subscription auth: ``allowed`` is no news,
 ``rejected`` carries the reset), ``result`` (subtype, is_error, cost, turns, usage; a failed
 API call adds ``api_error_status`` and ``api_error_type``, e.g. 429 ``rate_limit_error``,
@@ -18,6 +18,7 @@ from pokeralphd.agents.base import (
     AgentBackend,
     AgentEvent,
     AgentNotice,
+    AgentPermissionDenied,
     AgentPermissionRequest,
     AgentRateLimit,
     AgentRequest,
@@ -31,6 +32,8 @@ from pokeralphd.agents.base import (
 )
 from pokeralphd.domain.models import Usage
 
+PLANNING_TOOLS = "Read,Grep,Glob"  # what a planning run may use: reading only
+MAX_DENIALS = 500  # entries of a result's permission_denials read, at most
 QUIET_SYSTEM = {
     "hook_started",
     "hook_response",
@@ -93,15 +96,16 @@ class ClaudeBackend(AgentBackend):
 
     def argv(self, request: AgentRequest) -> list[str]:
         cfg = request.config
-        argv = [
-            self.executable(request),
-            "-p",
-            "--output-format",
-            "stream-json",
-            "--verbose",
-            "--permission-mode",
-            "plan" if request.mode == "plan" else "acceptEdits",
-        ]
+        argv = [self.executable(request), "-p", "--output-format", "stream-json", "--verbose"]
+        if request.mode == "plan":
+            # Planning reads the repository and changes nothing: only the reading tools
+            # exist, and anything else is refused without asking. Not ``--permission-mode
+            # plan``: that tells the model to save its plan under ~/.claude/plans and to
+            # end with ExitPlanMode (which print mode disables), fighting the <prd>
+            # protocol (checked against the real CLI 2.1.330: tests/real).
+            argv += ["--permission-mode", "dontAsk", "--tools", PLANNING_TOOLS]
+        else:
+            argv += ["--permission-mode", "acceptEdits"]
         if self.routes_permissions(request):
             argv += ["--input-format", "stream-json", "--permission-prompt-tool", "stdio"]
         if cfg.model:
@@ -150,6 +154,8 @@ class ClaudeBackend(AgentBackend):
         if kind == "system":
             if event.get("subtype") == "init":
                 return [AgentStarted(event.get("session_id"), event.get("model"), 0)]
+            if event.get("subtype") == "permission_denied":
+                return [_denied(event, event.get("message") or event.get("decision_reason"))]
             if event.get("subtype") in QUIET_SYSTEM:
                 return []
             return [AgentNotice(f"system {event.get('subtype')}")]
@@ -162,7 +168,15 @@ class ClaudeBackend(AgentBackend):
                     out.append(AgentText(block["text"]))
                 elif block.get("type") == "tool_use":
                     name = str(block.get("name", "tool"))
-                    out.append(AgentToolUse(name, tool_summary(name, block.get("input"))))
+                    tool_input = block.get("input")
+                    out.append(
+                        AgentToolUse(
+                            name,
+                            tool_summary(name, tool_input),
+                            _str_or_none(block.get("id")),
+                            tool_input if isinstance(tool_input, dict) else None,
+                        )
+                    )
             return out
         if kind == "user":
             out = []
@@ -171,7 +185,9 @@ class ClaudeBackend(AgentBackend):
                 if isinstance(block, dict) and block.get("type") == "tool_result":
                     out.append(
                         AgentToolResult(
-                            _result_text(block.get("content")), bool(block.get("is_error"))
+                            _result_text(block.get("content")),
+                            bool(block.get("is_error")),
+                            _str_or_none(block.get("tool_use_id")),
                         )
                     )
             return out
@@ -190,7 +206,13 @@ class ClaudeBackend(AgentBackend):
             text = event.get("result")
             status = event.get("api_error_status")
             error_type = event.get("api_error_type")
+            denials = event.get("permission_denials")
             return [
+                *(
+                    _denied(d, None)
+                    for d in (denials if isinstance(denials, list) else [])[:MAX_DENIALS]
+                    if isinstance(d, dict)
+                ),
                 AgentResult(
                     text=text if isinstance(text, str) else "",
                     is_error=bool(event.get("is_error")),
@@ -208,13 +230,27 @@ class ClaudeBackend(AgentBackend):
                     if isinstance(status, int) and not isinstance(status, bool)
                     else None,
                     api_error_type=error_type if isinstance(error_type, str) else None,
-                )
+                ),
             ]
         if kind == "stream_event":
             return []
         if kind == "control_request":
             return [_control_request(event)]
         return [AgentNotice(f"unknown event type {kind!r}")]
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value[:200] if isinstance(value, str) and value else None
+
+
+def _denied(event: dict[str, Any], message: Any) -> AgentPermissionDenied:
+    """A refusal nobody was asked about: ``system``/``permission_denied`` (it carries the
+    message), or an entry of the result's ``permission_denials`` (tool and input only)."""
+    return AgentPermissionDenied(
+        str(event.get("tool_name") or "tool")[:200],
+        _str_or_none(event.get("tool_use_id")),
+        message[:2000] if isinstance(message, str) else "",
+    )
 
 
 def _control_request(event: dict[str, Any]) -> AgentEvent:
@@ -229,4 +265,5 @@ def _control_request(event: dict[str, Any]) -> AgentEvent:
         str(request.get("tool_name") or "tool"),
         tool_input if isinstance(tool_input, dict) else {},
         str(request.get("description") or ""),
+        _str_or_none(request.get("tool_use_id")),
     )

@@ -8,6 +8,7 @@ normal exit, so an agent never leaves processes behind.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import logging
 import re
@@ -23,6 +24,7 @@ from pokeralphd.agents.base import (
     AgentBackend,
     AgentEvent,
     AgentOutcome,
+    AgentPermissionDecision,
     AgentPermissionRequest,
     AgentRateLimit,
     AgentRequest,
@@ -40,6 +42,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from anyio.abc import TaskGroup
+
+    from pokeralphd.proc import TrackedRun
 
 log = logging.getLogger(__name__)
 STDERR_TAIL = 12
@@ -80,9 +84,27 @@ async def run_agent(
     on_event: Callable[[AgentEvent], None],
     on_raw: Callable[[bytes], None],
 ) -> AgentOutcome:
-    """Run one agent to its end (or its timeout, idle stop, or cancellation)."""
-    argv = backend.argv(request)
+    """Run one agent to its end (or its timeout, idle stop, or cancellation).
+
+    With an owner and a scope, the run is known to the owner from before its process
+    starts until its last process is gone, so the daemon can tell the agent's own
+    connections from a person's (``ProcessOwner.identify``)."""
     token = uuid.uuid4().hex
+    if request.owner is None or request.scope is None:
+        return await _run_agent(backend, request, on_event, on_raw, token, None)
+    with request.owner.track(token, request.scope) as run:
+        return await _run_agent(backend, request, on_event, on_raw, token, run)
+
+
+async def _run_agent(
+    backend: AgentBackend,
+    request: AgentRequest,
+    on_event: Callable[[AgentEvent], None],
+    on_raw: Callable[[bytes], None],
+    token: str,
+    run: TrackedRun | None,
+) -> AgentOutcome:
+    argv = backend.argv(request)
     stdin_data = backend.stdin_bytes(request)
     started = time.monotonic()
     try:
@@ -96,6 +118,8 @@ async def run_agent(
         )
     except OSError as exc:
         raise start_error(backend, argv[0], exc) from exc
+    if run is not None and request.owner is not None:
+        request.owner.started_run(run, process.pid)
 
     clock = request.clock
     outcome = AgentOutcome(exit_code=None, reason="exited")
@@ -144,7 +168,8 @@ async def run_agent(
                 log.exception("deciding a permission request failed")
                 reply = PermissionAnswer(False, f"pokeralph could not decide this call: {exc}")
             if reply.allow and reply.updated_input is None:
-                reply = PermissionAnswer(True, reply.message, ask.input)
+                reply = dataclasses.replace(reply, updated_input=ask.input)
+            on_event(AgentPermissionDecision(ask, reply))
             await write_stdin(backend.permission_response(ask.request_id, reply))
         finally:
             asking[0] -= 1

@@ -23,7 +23,13 @@ if TYPE_CHECKING:
 
     from anyio.abc import TaskGroup, TaskStatus
 
-    from pokeralphd.battle.state import ActiveBattle, ApprovalHook, BattleControl, FailureHook
+    from pokeralphd.battle.state import (
+        ActiveBattle,
+        ApprovalHook,
+        BattleControl,
+        FailureHook,
+        IterationHook,
+    )
     from pokeralphd.ports import Clock, Inbox
     from pokeralphd.proc import ProcessOwner
     from pokeralphd.store.repo_store import RepoStore
@@ -47,6 +53,7 @@ class BattleEngine:
         self._pending: list[tuple[BattleControl, ActiveBattle, bool]] = []
         self.approval_hooks: list[ApprovalHook] = []
         self.failure_hooks: list[FailureHook] = []
+        self.iteration_hooks: list[IterationHook] = []
         self.owner = owner  # the daemon's mark on agents and feedback loops
         self.socket_path = socket_path  # what agents call back on (pokeralphctl deliver)
         self.orchestrators: dict[str, BattleOrchestrator] = {}

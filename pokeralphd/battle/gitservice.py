@@ -9,6 +9,7 @@ iteration touched, so the user's own uncommitted edits are never swept into a co
 from __future__ import annotations
 
 import hashlib
+import subprocess
 from typing import TYPE_CHECKING
 
 import git
@@ -129,6 +130,29 @@ class GitService:
                 f"git commit failed: {exc.stderr.strip() or exc}", paths=paths[:20]
             ) from exc
         return repo.head.commit.hexsha
+
+    def show(self, commit: str, limit: int, timeout: float = 30.0) -> tuple[str, bool]:
+        """``git show`` of ``commit`` (stat and patch, no external diff or textconv), at most
+        ``limit`` bytes of it (read no further: a huge commit costs nothing), and whether it
+        was cut."""
+        args = ["git", "-C", str(self.root), "show", "--no-color", "--no-ext-diff"]
+        args += ["--no-textconv", "--stat", "--patch", "--format=fuller", commit, "--"]
+        with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+            assert proc.stdout is not None and proc.stderr is not None
+            data = proc.stdout.read(limit + 1)
+            truncated = len(data) > limit
+            if truncated:
+                proc.kill()
+            try:
+                err = proc.stderr.read(4096) if not truncated else b""
+                code = proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                raise
+        if code != 0 and not truncated:
+            message = err.decode(errors="replace").strip() or f"git show exited with {code}"
+            raise InvalidState(f"cannot show commit {commit[:12]}: {message}", commit=commit)
+        return data[:limit].decode(errors="replace"), truncated
 
     def revert_last(self, expected_message_prefix: str | None) -> str:
         """Undo HEAD with a new revert commit, if HEAD is the expected PokéRalph commit."""

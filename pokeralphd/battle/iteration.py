@@ -20,6 +20,8 @@ from pokeralphd.agents.base import (
     AgentEvent,
     AgentNotice,
     AgentOutcome,
+    AgentPermissionDecision,
+    AgentPermissionDenied,
     AgentPermissionRequest,
     AgentRateLimit,
     AgentResult,
@@ -44,11 +46,13 @@ from pokeralphd.battle.judging import (
 )
 from pokeralphd.battle.output import OutputStream
 from pokeralphd.battle.prompt import build_task_prompt
+from pokeralphd.battle.toolcalls import ToolCallLog
 from pokeralphd.domain.models import CompletionSignal, Config, FeedbackResult, Iteration
 from pokeralphd.domain.statuses import IterationResult, ProgressStatus
 from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import AgentError, PokeralphError
-from pokeralphd.permissions.router import PermissionRouter
+from pokeralphd.permissions.router import PermissionRouter, policy_warnings
+from pokeralphd.proc import AgentScope
 
 if TYPE_CHECKING:
     from pokeralphd.battle.state import ActiveBattle, BattleControl
@@ -86,6 +90,8 @@ class IterationRun:
         self.timings: dict[str, float] = {}
         self.note_used: str | None = None
         self._mark = time.perf_counter()
+        self.calls = ToolCallLog(self.repo.path)
+        active.warnings = policy_warnings(config)
         self.stream = OutputStream(
             self.repo.files.log_path(self.task_id, number),
             lambda chunks: orch.publish(
@@ -103,6 +109,7 @@ class IterationRun:
     # -- agent events
     def on_event(self, event: AgentEvent) -> None:
         progress = self.active.progress
+        self.calls.on_event(event)
         match event:
             case AgentText(text=text):
                 self.stream.chunk("text", text)
@@ -126,6 +133,18 @@ class IterationRun:
                 )
             case AgentPermissionRequest(tool_name=tool, input=tool_input):
                 self.stream.chunk("notice", f"asks to run {tool}: {tool_summary(tool, tool_input)}")
+            case AgentPermissionDecision(request=ask, answer=answer):
+                how = {"config_rule": f"by rule {answer.rule_id}", "manual": "by a person"}.get(
+                    answer.method, "by the policy"
+                )
+                line = f"{ask.tool_name} {'allowed' if answer.allow else 'denied'} {how}"
+                if not answer.allow and answer.message:
+                    line += f": {answer.message}"
+                self.stream.raw(b"[pokeralph] " + line.encode())
+                self.stream.chunk("notice", line)
+            case AgentPermissionDenied(tool_name=tool, message=message):
+                line = f"the agent refused {tool} on its own" + (f": {message}" if message else "")
+                self.stream.chunk("notice", line)
             case AgentStarted(pid=pid):
                 progress.agent_pid = pid
                 progress.agent_started = create_time(pid)
@@ -265,6 +284,10 @@ class IterationRun:
 
     async def _run_agent(self, prompt: str) -> AgentOutcome:
         backend = get_backend(self.config.agent)
+        agent = self.config.agent
+        if agent.backend == "local" and agent.local.default_rules:
+            # The daemon writes the user's config, not the agent: installed once.
+            await self.repo.install_local_defaults()
         request = AgentRequest(
             prompt=prompt,
             cwd=self.repo.path,
@@ -280,6 +303,7 @@ class IterationRun:
             timeout=self.config.timeout_minutes * 60,
             idle_timeout=self.config.idle_timeout_minutes * 60,
             owner=self.orch.host.owner,
+            scope=AgentScope("battle", self.repo.name, self.task_id),
             clock=self.orch.host.clock,
             permissions=PermissionRouter(
                 self.repo,
@@ -396,6 +420,8 @@ class IterationRun:
     async def _finish(self, record: Iteration, clock: float) -> None:
         active = self.active
         record.ended_at = utcnow()
+        record.tool_calls = self.calls.records()
+        record.tool_calls_omitted = self.calls.omitted
         record.duration_ms = int((time.monotonic() - clock) * 1000)
         battle = active.battle
         battle.iterations = [i for i in battle.iterations if i.number != record.number] + [record]
@@ -408,6 +434,16 @@ class IterationRun:
         self.lap("write")
         record.timings_ms = dict(self.timings)
         await self.orch.save(active)
+        for hook in self.orch.host.iteration_hooks:
+            try:
+                await hook(self.orch, active, record, self.config)
+            except Exception as exc:  # a hook (the ledger: a full disk) never fails a battle
+                log.exception("an iteration hook failed")
+                self.orch.publish(
+                    "notice",
+                    {"message": f"iteration {record.number} was not fully recorded: {exc}"},
+                    self.task_id,
+                )
         self.orch.publish(
             "iteration_end",
             {

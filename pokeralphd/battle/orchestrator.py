@@ -98,6 +98,7 @@ class BattleOrchestrator:
             "maxIterations": b.max_iterations,
             "costUsd": round(b.cost_usd, 6),
             "pausedReason": b.paused_reason,
+            "warnings": list(self.active.warnings),
         }
 
     def _resolve(self, task_id: str | None) -> ActiveBattle:
@@ -315,6 +316,29 @@ class BattleOrchestrator:
         return {
             "battle": loaded.value.dump() if loaded else None,
             "version": loaded.version if loaded else 0,
+        }
+
+    async def diff(self, task_id: str, iteration: int | None, limit: int) -> dict[str, Any]:
+        """The diff of the commit an iteration made (default: the latest that made one)."""
+        history = await self.history(task_id)
+        iterations = history["battle"]["iterations"] if history["battle"] else []
+        committed = [i for i in iterations if i.get("commitHash")]
+        if iteration is not None:
+            committed = [i for i in committed if i["number"] == iteration]
+        if not committed:
+            which = f"iteration {iteration}" if iteration is not None else "any iteration"
+            raise NotFound(
+                f"{task_id}: {which} made no commit", taskId=task_id, iteration=iteration
+            )
+        chosen = committed[-1]
+        git = GitService(self.repo.path)
+        text, truncated = await anyio.to_thread.run_sync(git.show, chosen["commitHash"], limit)
+        return {
+            "taskId": task_id,
+            "iteration": chosen["number"],
+            "commit": chosen["commitHash"],
+            "diff": text,
+            "truncated": truncated,
         }
 
     async def progress(self, task_id: str) -> dict[str, Any]:

@@ -22,7 +22,7 @@ import anyio
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
-    from pokeralphd.domain.models import Battle, Progress
+    from pokeralphd.domain.models import Battle, Config, Iteration, Progress
     from pokeralphd.domain.statuses import BattleStatus
     from pokeralphd.ports import Clock, Inbox
     from pokeralphd.proc import ProcessOwner
@@ -55,6 +55,7 @@ class ActiveBattle:
     finished: anyio.Event = field(default_factory=anyio.Event)
     queued: bool = False
     approval_delivery: str | None = None  # the inbox item asking for this approval
+    warnings: list[str] = field(default_factory=list)  # how its config loosens safety
 
     @property
     def task_id(self) -> str:
@@ -128,6 +129,15 @@ class FailureHook(Protocol):
     async def __call__(self, orch: BattleControl, active: ActiveBattle) -> None: ...
 
 
+class IterationHook(Protocol):
+    """Told of every iteration once it is recorded, before its end is published (the
+    cost ledger uses it). A hook's failure is logged, never the battle's."""
+
+    async def __call__(
+        self, orch: BattleControl, active: ActiveBattle, record: Iteration, config: Config
+    ) -> None: ...
+
+
 class BattleHost(Protocol):
     """The daemon-wide side an orchestrator runs its battles on."""
 
@@ -136,6 +146,7 @@ class BattleHost(Protocol):
     socket_path: str  # what agents call back on (pokeralphctl deliver)
     approval_hooks: list[ApprovalHook]
     failure_hooks: list[FailureHook]
+    iteration_hooks: list[IterationHook]
     waiting: int
 
     def slot_free(self) -> bool: ...

@@ -183,7 +183,8 @@ def _field_value(spec: FormField, value: Any) -> Any:
 
 # ----------------------------------------------------------------------------- records
 class Content(Model):
-    type: Literal["markdown", "text"] = "markdown"
+    # html: shown by the dashboard in a sandboxed frame (no scripts, no requests)
+    type: Literal["markdown", "text", "html"] = "markdown"
     body: str = ""
 
 

@@ -76,7 +76,60 @@ class Model(BaseModel):
 # --------------------------------------------------------------------------- config
 
 
-AgentBackendName = Literal["claude", "codex", "command", "demo"]
+AgentBackendName = Literal["claude", "codex", "command", "demo", "local"]
+LocalApi = Literal["ollama", "openai"]
+
+
+def _http_url(url: str) -> str:
+    if not re.fullmatch(r"https?://[^\s/?#]+(?:/[^\s?#]*)?", url):
+        raise ValueError(
+            f"must be an http:// or https:// URL like http://localhost:11434, got {url!r}"
+        )
+    return url.rstrip("/")
+
+
+class LocalAgentConfig(Model):
+    """The local-model agent (``agent.backend local``, seed 001): where the model server
+    is, which API it speaks, and the agent loop's bounds (ours)."""
+
+    base_url: Annotated[str, AfterValidator(_http_url)] = Field(
+        default="http://localhost:11434",
+        description="The model server: Ollama (http://localhost:11434), LM Studio "
+        "(http://localhost:1234/v1), llama.cpp's llama-server (http://localhost:8080/v1), "
+        "vLLM (http://localhost:8000/v1)",
+    )
+    api: LocalApi = Field(
+        default="ollama",
+        description="ollama: Ollama's native /api/chat; openai: an OpenAI-compatible "
+        "/v1/chat/completions (LM Studio, llama.cpp, vLLM, Ollama too)",
+    )
+    api_key: str | None = Field(
+        default=None, description="Bearer token, for OpenAI-compatible servers that want one"
+    )
+    max_turns: StrictInt = Field(
+        default=50, ge=1, le=1000, description="Model replies per run; then it stops"
+    )
+    context_messages: StrictInt = Field(
+        default=100,
+        ge=10,
+        le=1000,
+        description="Messages sent to the model; older ones are archived beside the session",
+    )
+    timeout_seconds: float = Field(
+        default=120,
+        ge=5,
+        le=300,
+        description="Connect and read timeout of one model call (a local model loading "
+        "its weights takes a while before the first token)",
+    )
+    fetch_webpage: StrictBool = Field(
+        default=False, description="Offer the fetch_webpage tool (it reaches the network)"
+    )
+    default_rules: StrictBool = Field(
+        default=True,
+        description="Install the read-only default approval rules into the user's config "
+        "once (remove any with `pokeralphctl rules remove ID`)",
+    )
 
 
 class AgentConfig(Model):
@@ -88,6 +141,7 @@ class AgentConfig(Model):
     extra_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     prompt_via: Literal["stdin", "argument"] = "stdin"
+    local: LocalAgentConfig = Field(default_factory=LocalAgentConfig)
 
 
 class PermissionPolicy(Model):
@@ -182,6 +236,58 @@ class Usage(Model):
         )
 
 
+ToolCallStatus = Literal["pending", "approved", "rejected", "executed", "failed"]
+MAX_TOOL_CALLS = 500  # calls recorded per iteration; past it only counted
+TOOL_INPUT_KEPT = 500  # characters of a call's input (canonical JSON) kept in the record
+TOOL_OUTPUT_KEPT = 1000  # characters of a result kept (the whole output is in the log)
+
+
+class ToolResult(Model):
+    """What running a tool gave (seed 001 ``ToolResult``; the output trimmed here, whole
+    in the iteration's log)."""
+
+    success: StrictBool
+    output: str = Field(default="", max_length=TOOL_OUTPUT_KEPT + 100)
+    error: str | None = None
+    files_affected: list[str] = Field(default_factory=list, max_length=100)
+    execution_time_ms: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _error_iff_failed(self) -> ToolResult:
+        if self.success and self.error:
+            raise ValueError("a successful tool result has no error")
+        if not self.success and not self.error:
+            raise ValueError("a failed tool result needs its error")
+        for path in self.files_affected:
+            if path.startswith("/") or ".." in path.split("/"):
+                raise ValueError(f"filesAffected must hold paths inside the repository: {path!r}")
+        return self
+
+
+class ToolCall(Model):
+    """One tool call the agent made in an iteration, and what became of it (seed 001
+    ``ToolCall``): pending → approved | rejected → executed | failed.
+
+    ``approvalMethod``: ``config_rule`` (an approval rule, ``ruleId``), ``manual`` (a
+    person, in the inbox), ``auto`` (decided without a person: our policy, an ask that
+    ran out of time, or the agent itself, which runs some tools without asking and
+    refuses others on its own). ``message`` is the reason a call was denied, as the model
+    saw it.
+    """
+
+    id: str = Field(min_length=1, max_length=200)
+    tool_name: str = Field(min_length=1, max_length=200)
+    input: str = Field(default="", max_length=TOOL_INPUT_KEPT + 100)
+    status: ToolCallStatus = "pending"
+    approval_method: Literal["manual", "auto", "config_rule"] | None = None
+    rule_id: str | None = Field(default=None, max_length=200)
+    message: str | None = Field(default=None, max_length=2100)
+    requested_at: Timestamp
+    decided_at: Timestamp | None = None
+    executed_at: Timestamp | None = None
+    result: ToolResult | None = None
+
+
 class Iteration(Model):
     """A single agent run within a battle (seed ``Iteration``)."""
 
@@ -203,6 +309,8 @@ class Iteration(Model):
     exit_code: int | None = None
     approval_note: str | None = None
     timings_ms: dict[str, float] = Field(default_factory=dict)  # where the time went
+    tool_calls: list[ToolCall] = Field(default_factory=list, max_length=MAX_TOOL_CALLS)
+    tool_calls_omitted: int = Field(default=0, ge=0)  # made past MAX_TOOL_CALLS
 
     @model_validator(mode="after")
     def _failure_has_error(self) -> Iteration:

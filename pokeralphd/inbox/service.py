@@ -21,7 +21,6 @@ from pokeralphd.domain.inbox import (
     DELIVERY_TRANSITIONS,
     MAX_WAIT_SECONDS,
     Annotation,
-    Content,
     Delivery,
     Feedback,
     FeedbackSchema,
@@ -121,6 +120,7 @@ class RepoInbox:
         source: Source | None = None,
         timeout_seconds: float | None = None,
         on_answer: AnswerCallback | None = None,
+        content_type: str = "markdown",
     ) -> Delivery:
         parsed = parse_schema(schema)
         if mode == "passive" and parsed is not None:
@@ -143,7 +143,7 @@ class RepoInbox:
                     "mode": mode,
                     "status": "delivered" if mode == "passive" else "awaiting_feedback",
                     "title": title,
-                    "content": Content(body=body),
+                    "content": {"type": content_type, "body": body},
                     "feedbackSchema": parsed,
                     "source": source or Source(),
                     "timeoutAt": (

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from pokeralphd.agents.base import AgentPermissionRequest, PermissionAnswer
+from pokeralphd.agents.base import AgentPermissionRequest, ApprovalMethod, PermissionAnswer
 from pokeralphd.clock import wait_or_timeout
 from pokeralphd.domain.approval import ApprovalRule, canonical
 from pokeralphd.domain.inbox import Source
@@ -34,12 +34,20 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pokeralphd.domain.inbox import Delivery, Feedback
-    from pokeralphd.domain.models import PermissionPolicy
+    from pokeralphd.domain.models import Config, PermissionPolicy
     from pokeralphd.ports import Clock, Inbox
     from pokeralphd.store.repo_store import RepoStore
 
 log = logging.getLogger(__name__)
 INPUT_SHOWN = 2000  # characters of a tool's input in events and inbox items
+# How each way of deciding maps to seed 001's approval method (a person, a rule, or
+# automatically: the policy, or the ask's time running out).
+APPROVAL_METHODS: dict[str, ApprovalMethod] = {
+    "config_rule": "config_rule",
+    "manual": "manual",
+    "policy": "auto",
+    "timeout": "auto",
+}
 ALLOW, ALWAYS, DENY = "allow", "allow_always", "deny"
 
 
@@ -125,7 +133,12 @@ class PermissionRouter:
             },
             self.task_id,
         )
-        return PermissionAnswer(allowed, message or "")
+        return PermissionAnswer(
+            allowed,
+            message or "",
+            method=APPROVAL_METHODS[method],
+            rule_id=rule_id,
+        )
 
     async def _ask_a_person(self, ask: AgentPermissionRequest, shown: str) -> PermissionAnswer:
         answered = anyio.Event()
@@ -204,3 +217,21 @@ class PermissionRouter:
             log.warning("allow-always rule not added: %s", exc.message)
             return None
         return added.rule.id
+
+
+ROUTED_BACKENDS = frozenset({"claude", "local"})
+
+
+def policy_warnings(config: Config) -> list[str]:
+    """What a person should know about a battle's permissions before trusting it."""
+    warnings = []
+    if config.agent.backend not in ROUTED_BACKENDS:
+        warnings.append(
+            f"the {config.agent.backend} backend does not ask before a tool runs: approval "
+            "rules and permissions.unmatched do not apply to it"
+        )
+    elif config.permissions.unmatched == "allow":
+        warnings.append(
+            "permissions.unmatched is allow: the agent runs any tool no rule denies, without asking"
+        )
+    return warnings

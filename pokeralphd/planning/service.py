@@ -26,6 +26,7 @@ from pokeralphd.planning.prompts import (
     build_breakdown_prompt,
     build_planning_prompt,
 )
+from pokeralphd.proc import AgentScope
 from pokeralphd.store import documents
 from pokeralphd.store.documents import DocumentKind
 
@@ -250,6 +251,7 @@ class RepoPlanner:
             timeout=config.timeout_minutes * 60,
             idle_timeout=config.idle_timeout_minutes * 60,
             owner=self.service.owner,
+            scope=AgentScope("planning", self.repo.name),
         )
         self._scope = anyio.CancelScope()
         outcome = None

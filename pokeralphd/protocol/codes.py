@@ -40,6 +40,7 @@ class ErrorCode(IntEnum):
     REPLY_TOO_LARGE = -32021
     TOO_MANY_PENDING = -32022
     TOO_MANY_CONNECTIONS = -32023
+    AGENT_SCOPE = -32024
 
 
 ERROR_DESCRIPTIONS: dict[ErrorCode, str] = {
@@ -72,4 +73,7 @@ ERROR_DESCRIPTIONS: dict[ErrorCode, str] = {
     "names the bound. Wait for some to finish, or use another connection.",
     ErrorCode.TOO_MANY_CONNECTIONS: "The daemon serves as many connections as it may; this "
     "one is closed. Retry later.",
+    ErrorCode.AGENT_SCOPE: "The connection is an agent's (a process of a run the daemon "
+    "started): it may only ping, deliver to the inbox and wait on its own deliveries, and "
+    "read its own task. data.scope names the run's kind, data.method the method refused.",
 }

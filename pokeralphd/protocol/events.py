@@ -214,6 +214,15 @@ class Notice(Payload):
     message: str
 
 
+class AgentRefused(Payload):
+    """An agent's connection asked for something agents may not (see the agent scope)."""
+
+    method: str
+    kind: Literal["battle", "planning", "child"]
+    reason: str
+    pid: int | None = None
+
+
 # -- inbox
 class NewDelivery(Payload):
     id: str
@@ -299,6 +308,7 @@ EVENT_TYPES: dict[str, type[Payload]] = {
     "feedback_result": FeedbackResultEvent,
     "permission_requested": PermissionRequested,
     "permission_decided": PermissionDecided,
+    "agent_refused": AgentRefused,
     "await_approval": AwaitApproval,
     "await_approval_delivery": AwaitApprovalDelivery,
     "approval_received": ApprovalReceived,

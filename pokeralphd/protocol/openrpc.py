@@ -38,6 +38,9 @@ class MethodSpec(Protocol):
     @property
     def summary(self) -> str: ...
 
+    @property
+    def agent(self) -> bool: ...
+
 
 def merge_components(documents: dict[str, Any], structs: dict[str, Any]) -> dict[str, Any]:
     """The pydantic documents' schemas and the msgspec structs' in one namespace.
@@ -68,15 +71,17 @@ def openrpc_document(specs: Iterable[MethodSpec]) -> dict[str, Any]:
             {"name": name, "required": name in required, "schema": prop}
             for name, prop in struct_schema.get("properties", {}).items()
         ]
-        out_methods.append(
-            {
-                "name": method.name,
-                "summary": method.summary,
-                "paramStructure": "either",
-                "params": params,
-                "result": {"name": "result", "schema": result},
-            }
-        )
+        entry: dict[str, Any] = {
+            "name": method.name,
+            "summary": method.summary,
+            "paramStructure": "either",
+            "params": params,
+            "result": {"name": "result", "schema": result},
+        }
+        if method.agent:
+            # An agent's own connection may call it (for its own repository and task).
+            entry["x-agent"] = True
+        out_methods.append(entry)
     components = merge_components(model_components(), components)
     return {
         "openrpc": "1.3.2",

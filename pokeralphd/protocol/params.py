@@ -191,6 +191,13 @@ class BattleLogParams(Params):
     repo: RepoRef | None = None
 
 
+class BattleDiffParams(Params):
+    task_id: TaskId
+    iteration: Annotated[int, msgspec.Meta(ge=1, le=ITERATION_MAX)] | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=LOG_LIMIT_MAX)] = 512 * 1024
+    repo: RepoRef | None = None
+
+
 # -- inbox
 class InboxListParams(Params):
     status: Name | None = None
@@ -205,6 +212,7 @@ class DeliveryRef(Params):
 class InboxCreateParams(Params):
     title: Title
     body: Text = ""
+    content_type: Literal["markdown", "text", "html"] = "markdown"
     mode: Literal["passive", "interactive", "blocking"] = "interactive"
     schema: dict[str, Any] | None = None
     timeout_seconds: TimeoutSeconds | None = None
@@ -291,4 +299,15 @@ class RulesTestParams(Params):
 
     tool: RuleToolName
     input: Any
+    repo: RepoRef | None = None
+
+
+# -- costs
+Day = Annotated[str, msgspec.Meta(pattern=r"^\d{4}-\d{2}-\d{2}$")]
+
+
+class CostSummaryParams(Params):
+    by: Literal["day", "repo", "task", "backend", "model"] = "day"
+    since: Day | None = None  # first day counted (UTC), inclusive
+    until: Day | None = None  # last day counted (UTC), inclusive
     repo: RepoRef | None = None

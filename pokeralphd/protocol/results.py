@@ -93,6 +93,14 @@ class RepoRef(Result):
     error: str | None
 
 
+class SpendTotals(Result):
+    """Cost and tokens of a set of iterations, from the ledger."""
+
+    cost_usd: float
+    iterations: int
+    tokens: dict[str, int]
+
+
 class DaemonStatus(Result):
     version: str
     pid: int
@@ -103,6 +111,18 @@ class DaemonStatus(Result):
     clients: int
     seq: int
     epoch: Epoch
+    spend_today: SpendTotals | UnsetType = UNSET  # UTC day, every repository
+
+
+class CostGroup(SpendTotals, kw_only=True):
+    key: str  # the day (YYYY-MM-DD), repository, repo/task, backend or model
+
+
+class CostSummaryResult(Result):
+    by: str
+    groups: list[CostGroup]
+    total: SpendTotals
+    skipped: int  # ledger lines that did not parse (a crash cut one short, a hand edit)
 
 
 class ShutdownResult(Result):
@@ -120,6 +140,8 @@ class BattleSummary(Result):
     max_iterations: int | None
     cost_usd: float
     paused_reason: str | None
+    # How its config loosens safety (e.g. permissions.unmatched allow): shown to people.
+    warnings: list[str] = []
 
 
 class RepoSummary(RepoRef):
@@ -242,7 +264,7 @@ class BattleApproveResult(Result):
     approved: bool
 
 
-class RepoBattle(BattleSummary):
+class RepoBattle(BattleSummary, kw_only=True):
     repo: str
 
 
@@ -273,6 +295,16 @@ class LogResult(Result):
     offset: int
     next_offset: int
     size: int
+
+
+class DiffResult(Result):
+    """``git show`` of the iteration's commit (stat and patch), cut at ``limit`` bytes."""
+
+    task_id: str
+    iteration: int
+    commit: str
+    diff: str
+    truncated: bool
 
 
 class RevertResult(Result):

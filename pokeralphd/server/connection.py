@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
     from anyio.abc import ByteStream, TaskGroup
 
+    from pokeralphd.proc import AgentScope
     from pokeralphd.server.context import Services
     from pokeralphd.server.dispatch import Dispatcher
     from pokeralphd.settings import DaemonSettings
@@ -93,14 +94,26 @@ class ConnectionHost(Protocol):
 
 
 class ClientConnection:
+    """A client on a byte stream (the Unix socket). Everything but :meth:`_read_loop` is
+    the transport-neutral part: another transport (the dashboard's WebSocket,
+    :mod:`pokeralphd.web.transport`) subclasses it and reads messages its own way, with
+    the same dispatch, bounds, errors and event delivery."""
+
     def __init__(
-        self, host: ConnectionHost, stream: ByteStream, peer_pid: int | None = None
+        self,
+        host: ConnectionHost,
+        stream: ByteStream,
+        peer_pid: int | None = None,
+        scope: AgentScope | None = None,
     ) -> None:
         settings = host.settings
         self.id = next(_ids)
         self.host = host
         self.stream = stream
         self.peer_pid = peer_pid
+        # Set when the peer is a process of one of our agent runs: it may then only call
+        # what an agent may (see ``Method.agent``), for its own repository and task.
+        self.scope = scope
         self.decoder = FrameDecoder(settings.max_message)
         self.outbox = Outbox(
             stream,
@@ -438,16 +451,7 @@ class ClientConnection:
             try:
                 frames = self.decoder.feed_block(data)
             except FrameTooLarge as exc:
-                self._add_reply(
-                    jsonrpc.error_response(
-                        None,
-                        ErrorCode.MESSAGE_TOO_LARGE,
-                        str(exc),
-                        {"limit": exc.limit, "hint": "split the request; the connection is closed"},
-                    )
-                )
-                log.warning("connection %d: %s; closing", self.id, exc)
-                await self._flush()
+                await self._refuse_message(exc)
                 return
             except FrameError as exc:
                 self._add_reply(
@@ -467,6 +471,19 @@ class ClientConnection:
             if frames:
                 await self._handle(frames)
             await self._flush()
+
+    async def _refuse_message(self, exc: FrameTooLarge) -> None:
+        """A message past max_message: say so, send what is gathered; the caller closes."""
+        self._add_reply(
+            jsonrpc.error_response(
+                None,
+                ErrorCode.MESSAGE_TOO_LARGE,
+                str(exc),
+                {"limit": exc.limit, "hint": "split the request; the connection is closed"},
+            )
+        )
+        log.warning("connection %d: %s; closing", self.id, exc)
+        await self._flush()
 
     async def _handle(self, frames: bytes | list[bytes]) -> None:
         """The messages of one read: a block of lines or a list of bodies (see

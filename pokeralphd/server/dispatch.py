@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -26,7 +27,7 @@ from pokeralphd.domain.ids import (
     wire_pattern,
 )
 from pokeralphd.domain.statuses import IllegalTransition
-from pokeralphd.errors import InvalidParams, PokeralphError
+from pokeralphd.errors import InvalidParams, OutOfScope, PokeralphError
 from pokeralphd.protocol import jsonrpc
 from pokeralphd.protocol.codes import ErrorCode
 from pokeralphd.protocol.openrpc import openrpc_document
@@ -48,6 +49,7 @@ class Method:
     summary: str
     result: Any  # the msgspec type of the result (a results struct, a list or a literal)
     concurrent: bool = False  # may wait a long time: run beside the connection's reader
+    agent: bool = False  # an agent's connection may call it (for its own repository and task)
 
 
 class MethodTable:
@@ -85,13 +87,17 @@ class MethodTable:
         *,
         result: Any,
         concurrent: bool = False,
+        agent: bool = False,
     ) -> Callable[[Handler], Handler]:
-        """Register a handler for ``name``, taking ``params`` and returning ``result``."""
+        """Register a handler for ``name``, taking ``params`` and returning ``result``.
+
+        ``agent`` lets an agent's connection call it too; such a handler must keep the
+        agent to its own repository and task (``CallContext.own_repo``/``own_task``)."""
 
         def decorate(handler: Handler) -> Handler:
             if name in self.methods:
                 raise ValueError(f"method {name} registered twice")
-            self.methods[name] = Method(name, handler, params, summary, result, concurrent)
+            self.methods[name] = Method(name, handler, params, summary, result, concurrent, agent)
             self._discover = None
             return handler
 
@@ -169,6 +175,7 @@ _ID_PARAMS = {"task": "taskId", "delivery": "id"}
 class Dispatcher:
     def __init__(self, table: MethodTable) -> None:
         self.table = table
+        self.refusals = RefusalLog()
         # Params structs of methods called without params, decoded once (they are never mutated).
         self._no_params: dict[str, Params] = {}
 
@@ -186,6 +193,8 @@ class Dispatcher:
                 {"method": request.method, "hint": "call rpc.discover for the list of methods"},
             )
         try:
+            if ctx.scope is not None and not method.agent:
+                raise OutOfScope(ctx.scope, f"{method.name} is not for agents", method.name)
             if request.params_or_none is None and method.name in self._no_params:
                 params = self._no_params[method.name]
             else:
@@ -194,6 +203,8 @@ class Dispatcher:
                     self._no_params[method.name] = params
             result = await method.handler(ctx, params)
         except PokeralphError as exc:
+            if isinstance(exc, OutOfScope):
+                self.refusals.record(ctx, request.method, exc)
             if request.is_notification:
                 return None
             return jsonrpc.error_response(rid, exc.code, exc.message, exc.data or None)
@@ -226,3 +237,38 @@ class Dispatcher:
         if request.is_notification:
             return None
         return jsonrpc.result_response(rid, result)
+
+
+REFUSALS_PER_MINUTE = 60  # refusals recorded one by one; past it, only counted
+
+
+class RefusalLog:
+    """Records what agents were refused: a log line and an ``agent_refused`` event each,
+    at most :data:`REFUSALS_PER_MINUTE` a minute, so a looping agent cannot flood the log
+    and the event stream (the rest are counted, and the count is logged)."""
+
+    def __init__(self) -> None:
+        self.window = 0.0
+        self.recorded = 0
+        self.skipped = 0
+
+    def record(self, ctx: CallContext, method: str, exc: OutOfScope) -> None:
+        scope = ctx.scope
+        assert scope is not None
+        now = time.monotonic()
+        if now - self.window >= 60:
+            if self.skipped:
+                log.warning("%d more agent requests were refused", self.skipped)
+            self.window, self.recorded, self.skipped = now, 0, 0
+        if self.recorded >= REFUSALS_PER_MINUTE:
+            self.skipped += 1
+            return
+        self.recorded += 1
+        pid = getattr(ctx.conn, "peer_pid", None)
+        log.warning("refused %s from %s (pid %s): %s", method, scope.describe(), pid, exc.message)
+        ctx.services.bus.publish(
+            "agent_refused",
+            scope.repo,
+            {"method": method[:200], "kind": scope.kind, "pid": pid, "reason": exc.message},
+            scope.task_id,
+        )

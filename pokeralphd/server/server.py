@@ -1,6 +1,7 @@
 """The Unix-socket transport: accept clients, check who they are, serve each one.
 
-A client whose uid is not ours is refused before it can send a byte. Each accepted
+A client whose uid is not ours is refused before it can send a byte. A client that is a
+process of one of our agent runs is served in the agent scope (``ProcessOwner.identify``). Each accepted
 client is a :class:`ClientConnection` in the server's task group; the server knows the
 open connections so that shutdown can close them and wait for them to go.
 """
@@ -81,7 +82,10 @@ class Server:
             log.warning("refused a connection from uid %s (pid %s)", uid, pid)
             await stream.aclose()
             return
-        await ClientConnection(self, stream, pid).serve()
+        scope = self.services.identify(pid)
+        if scope is not None:
+            log.info("connection from %s (pid %s): agent scope", scope.describe(), pid)
+        await ClientConnection(self, stream, pid, scope).serve()
 
     async def close_all(self, grace: float) -> None:
         """Stop reading from every client (queued replies still go out), then wait up to

@@ -58,6 +58,10 @@ SENSITIVE_KEYS: tuple[str, ...] = (
     "agent.command",
     "agent.extraArgs",
     "agent.env",
+    # the local agent: where the code and prompts go, its credential, its network tool
+    "agent.local.baseUrl",
+    "agent.local.apiKey",
+    "agent.local.fetchWebpage",
     "feedbackCommands",
     "commitRuntimeFiles",
     "approvalRules",  # which tool calls an agent may make without asking anyone

@@ -23,7 +23,7 @@ from pokeralphd.domain.models import PRD, Battle, Config, Progress, Task
 from pokeralphd.domain.statuses import TaskStatus, check_task_transition
 from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import InvalidParams, PokeralphError, RepoNotFound, TaskNotFound
-from pokeralphd.store import config_layers
+from pokeralphd.store import config_layers, local_defaults
 from pokeralphd.store.commit import DocumentFile
 from pokeralphd.store.filemanager import HISTORY_KIND, PRD_KIND, PROGRESS_KIND, FileManager
 from pokeralphd.store.locks import RepoLock
@@ -57,6 +57,7 @@ class RepoStore:
         self.failure: PokeralphError | None = None  # why it is unusable (locked, missing)
         self._events = events
         self._user_config_file = user_config_file
+        self._user_state_dir = user_state_dir or user_config_file.parent
         # the PRD in memory, written by group commit; the tasks' encodings are kept
         self._prd = DocumentFile(PRD_KIND, self.files.prd_path, fragments_of="tasks")
         self._battle_files: dict[str, BattleFiles] = {}
@@ -176,6 +177,14 @@ class RepoStore:
             removed = await self.io(self.rules_store.remove, rule_id)
         await self._config_changed()
         return removed
+
+    async def install_local_defaults(self) -> list[str]:
+        """The local agent's read-only default rules, into the user's layer once (the
+        ones a person removed are not brought back); the ids added."""
+        added: list[str] = await self.io(
+            local_defaults.install_defaults, self._user_config_file, self._user_state_dir
+        )
+        return added
 
     async def record_rule_use(self, source: RuleSource, rule_id: str) -> RuleUsage:
         """Count one use of a rule that decided a call, durably (not in the config)."""

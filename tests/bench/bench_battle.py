@@ -37,7 +37,7 @@ def run(table: Table, iterations: int = 30) -> None:
         )
         # The claude backend puts its flags first; a tiny wrapper script keeps argv simple.
         wrapper = daemon.home / "agent.sh"
-        wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {AGENT} instant\n")
+        wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} {AGENT} instant "$@"\n')
         wrapper.chmod(0o755)
         daemon.call(
             "config.update", {"repo": str(repo), "patch": {"agent": {"command": str(wrapper)}}}

@@ -19,7 +19,7 @@ def run(table: Table, lines: int = 200) -> None:
         repo = make_git_repo(daemon.home / "repo")
         daemon.call("repo.register", {"path": str(repo)})
         wrapper = daemon.home / "agent.sh"
-        wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {AGENT} stamped:{lines}\n")
+        wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} {AGENT} stamped:{lines} "$@"\n')
         wrapper.chmod(0o755)
         daemon.call(
             "config.update",

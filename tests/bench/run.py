@@ -7,7 +7,7 @@ import sys
 
 from tests.bench.common import Table
 
-ALL = ["cli", "ping", "fanout", "scale", "battle", "latency", "attacks", "writes"]
+ALL = ["cli", "ping", "fanout", "scale", "battle", "latency", "attacks", "writes", "web"]
 
 
 def main(argv: list[str]) -> int:

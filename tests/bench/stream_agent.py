@@ -6,8 +6,13 @@ import json
 import sys
 import time
 
-mode = sys.argv[1] if len(sys.argv) > 1 else "instant"
-sys.stdin.read()
+mode = next((a for a in sys.argv[1:] if not a.startswith("-")), "instant")
+# With permissions routed, the prompt is one stream-json line and stdin stays open for
+# our answers (as Claude Code does): read that line, not to the end.
+if "stream-json" in sys.argv[sys.argv.index("--input-format") + 1 :][:1]:
+    sys.stdin.readline()
+else:
+    sys.stdin.read()
 
 
 def emit(obj: dict[str, object]) -> None:

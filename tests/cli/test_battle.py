@@ -171,3 +171,39 @@ def test_battle_start_against_a_real_daemon(ctl: Ctl, registered: Path) -> None:
         human = ctl("battle", "start", "001-battle-me")
         assert "does not know battle.start" in human.stderr
         assert "pokeralphctl daemon stop" in human.stderr
+
+
+def test_history_shows_tool_calls_and_how_each_was_decided() -> None:
+    from pokeralphctl.commands.battle import call_line, tools_cell
+
+    out = Output(json_mode=False, stdout=io.StringIO(), stderr=io.StringIO())
+    calls: list[dict[str, Any]] = [
+        {
+            "toolName": "Bash",
+            "input": '{"command":"make test"}',
+            "status": "executed",
+            "approvalMethod": "config_rule",
+            "ruleId": "r-1a2b3c4d",
+            "result": {"success": True},
+        },
+        {
+            "toolName": "Bash",
+            "input": '{"command":"rm -rf /"}',
+            "status": "rejected",
+            "approvalMethod": "manual",
+            "message": "no\x1b[2J way",
+        },
+        {
+            "toolName": "Write",
+            "input": '{"file_path":"a.txt"}',
+            "status": "executed",
+            "approvalMethod": "auto",
+            "result": {"success": True, "filesAffected": ["a.txt"]},
+        },
+    ]
+    assert tools_cell({"toolCalls": calls, "toolCallsOmitted": 2}) == "5 (1 denied)"
+    assert tools_cell({}) == "0"
+    lines = [call_line(out, c) for c in calls]
+    assert lines[0] == 'executed by rule r-1a2b3c4d: Bash {"command":"make test"}'
+    assert lines[1].startswith("rejected by a person: Bash") and "\x1b" not in lines[1]
+    assert lines[2].endswith("· a.txt") and "executed automatically:" in lines[2]

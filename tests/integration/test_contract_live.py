@@ -224,6 +224,9 @@ async def test_every_method_answers_as_its_schema_says(home: Path) -> None:
         await call("battle.cancel", r)
         await until(watcher, "battle_cancelled", seen)
         assert "version" in await call("battle.history", {**r, "taskId": task})
+        assert (await call("battle.diff", {**r, "taskId": task}))["commit"]
+        spent = await call("cost.summary", {"by": "task", "repo": r["repo"]})
+        assert spent["total"]["iterations"] >= 1
         await call("battle.revert", {**r, "taskId": task})
 
         # the inbox
@@ -233,6 +236,10 @@ async def test_every_method_answers_as_its_schema_says(home: Path) -> None:
         )
         delivery = asked["delivery"]["id"]
         await call("inbox.list", {"status": "open"})
+        await call(
+            "inbox.create",
+            {**r, "title": "Page", "body": "<p>hi</p>", "contentType": "html", "mode": "passive"},
+        )
         await call("inbox.annotate", {"id": delivery, "content": "looks fine"})
         await call("inbox.answer", {"id": delivery, "values": {"value": True}, "note": "yes"})
         await call("inbox.get", {"id": delivery})

@@ -60,7 +60,7 @@ def test_planning_round_trip(daemon: DaemonProcess, repo: Path, home: Path) -> N
     session = turns[1]["argv"][turns[1]["argv"].index("--resume") + 1]
     assert turns[2]["argv"][turns[2]["argv"].index("--resume") + 1] == session
     assert "A JSON file" in turns[1]["prompt"] and "No due dates" in turns[2]["prompt"]
-    assert all("plan" in t["argv"] for t in turns)
+    assert all("dontAsk" in t["argv"] and "plan" not in t["argv"] for t in turns)
     # The first question's inbox item is answered; the second one was settled by planning.answer.
     items = {i["id"]: i for i in daemon.call("inbox.list", {"repo": str(repo)})["items"]}
     assert items[first["deliveryId"]]["status"] == "completed"

@@ -90,6 +90,15 @@ def test_launchd_plist_has_what_launchd_needs() -> None:
     shutil.which("systemd-socket-activate") is None,
     reason="systemd-socket-activate is not installed",
 )
+def _accepts(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
 def test_socket_activation_with_systemds_own_tool(home: Path) -> None:
     sock = home / "act" / "d.sock"
     sock.parent.mkdir(mode=0o700)
@@ -120,8 +129,10 @@ def test_socket_activation_with_systemds_own_tool(home: Path) -> None:
         start_new_session=True,
     )
     try:
-        wait_until(sock.exists, 20, "systemd-socket-activate to listen")
-        with Connection(str(sock)) as conn:  # the first client starts the daemon
+        # The file appears at bind(), a moment before listen(): wait for a connection to
+        # be taken (the first one starts the daemon, which then takes the rest).
+        wait_until(lambda: _accepts(sock), 20, "systemd-socket-activate to listen")
+        with Connection(str(sock)) as conn:
             assert conn.call("daemon.ping") == "pong"
             status = conn.call("daemon.status")
         assert status["activated"] is True and status["socket"] == str(sock)

@@ -44,7 +44,10 @@ def test_claude_events() -> None:
             ]
         },
     }
-    assert b.parse_line(line(assistant)) == [AgentText("hi"), AgentToolUse("Bash", "ls -la")]
+    assert b.parse_line(line(assistant)) == [
+        AgentText("hi"),
+        AgentToolUse("Bash", "ls -la", "t", {"command": "ls -la"}),
+    ]
     user = {
         "type": "user",
         "message": {
@@ -58,7 +61,7 @@ def test_claude_events() -> None:
             ]
         },
     }
-    assert b.parse_line(line(user)) == [AgentToolResult("<promise>COMPLETE</promise>", True)]
+    assert b.parse_line(line(user)) == [AgentToolResult("<promise>COMPLETE</promise>", True, "t")]
     limit = {
         "type": "rate_limit_event",
         "rate_limit_info": {
@@ -147,13 +150,19 @@ def test_codex_events() -> None:
     parsed = [e for ev in events for e in b.parse_line(line(ev))]
     assert parsed[0] == AgentStarted("th", None, 0)
     assert (
-        AgentToolUse("shell", "bash -lc ls") in parsed and AgentToolResult("a\nb", False) in parsed
+        AgentToolUse("shell", "bash -lc ls", "1", {"command": "bash -lc ls"}) in parsed
+        and AgentToolResult("a\nb", False, "1") in parsed
     )
     result = parsed[-1]
     assert isinstance(result, AgentResult) and result.text == "Done." and result.usage is not None
     assert result.usage.cache_read_input_tokens == 24448 and result.cost_usd is None
     (failed,) = b.parse_line(line({"type": "turn.failed", "error": {"message": "boom"}}))
     assert isinstance(failed, AgentResult) and failed.is_error and failed.text == "boom"
+    assert failed.api_error_status is None and failed.api_error_type is None
+    assert b.parse_line(line({"type": "item.updated", "item": {"type": "todo_list"}})) == []
+    reasoning = {"type": "item.completed", "item": {"id": "3", "type": "reasoning", "text": "hm"}}
+    (thought,) = b.parse_line(line(reasoning))
+    assert isinstance(thought, AgentNotice)  # not a tool call
 
 
 def request(**config: object) -> AgentRequest:
@@ -179,7 +188,8 @@ def test_argv() -> None:
     )
     argv = ClaudeBackend().argv(plan)
     assert (
-        argv[argv.index("--permission-mode") + 1] == "plan"
+        argv[argv.index("--permission-mode") + 1] == "dontAsk"
+        and argv[argv.index("--tools") + 1] == "Read,Grep,Glob"
         and argv[argv.index("--resume") + 1] == "abc"
     )
     assert ClaudeBackend().stdin_bytes(request()) == b"PROMPT"
@@ -273,11 +283,20 @@ def test_backoff_schedule() -> None:
 
 
 def test_codex_sandbox_and_network_flags() -> None:
-    argv = CodexBackend().argv(request(model="gpt-5"))
+    argv = CodexBackend().argv(request(model="gpt-5", extraArgs=["-c", "features.plugins=true"]))
     assert argv[argv.index("--sandbox") + 1] == "workspace-write"
     assert argv[argv.index("-m") + 1] == "gpt-5" and argv[-1] == "-"
     overrides = [argv[i + 1] for i, a in enumerate(argv) if a == "-c"]
-    assert overrides == ["sandbox_workspace_write.network_access=false", 'web_search="disabled"']
+    # Sandboxed commands get no network; the CLI itself talks to the model endpoint only
+    # (no web search, plugin sync, analytics or metrics); the user's extra args come last.
+    assert overrides == [
+        "sandbox_workspace_write.network_access=false",
+        'web_search="disabled"',
+        "features.plugins=false",
+        "analytics.enabled=false",
+        'otel.metrics_exporter="none"',
+        "features.plugins=true",
+    ]
     assert "--skip-git-repo-check" not in argv
     plan = AgentRequest(
         prompt="P", cwd=Path("."), mode="plan", config=AgentConfig(), resume_session="th1"
@@ -286,6 +305,62 @@ def test_codex_sandbox_and_network_flags() -> None:
     # --sandbox belongs to exec, not to its resume subcommand: it comes first.
     assert argv[argv.index("--sandbox") + 1] == "read-only"
     assert argv.index("--sandbox") < argv.index("resume") and argv[-3:] == ["resume", "th1", "-"]
+
+
+# turn.failed messages as codex 0.169 prints them (tests/fakes/CODEX-FACTS.md).
+CODEX_FAILURES = [
+    ("exceeded retry limit, last status: 429 Too Many Requests, request id: r1", "rate_limit", 429),
+    ("rate limit exceeded: Rate limit reached. Please try again in 1.5s.", "rate_limit", None),
+    ("You've hit your usage limit. Try again at 3:04 PM.", "rate_limit", None),
+    (
+        "We\u2019re currently experiencing high demand, which may cause temporary errors.",
+        "server",
+        None,
+    ),
+    ("unexpected status 502 Bad Gateway: Bad gateway, url: http://x/v1/responses", "server", 502),
+    ("exceeded retry limit, last status: 503 Service Unavailable", "server", 503),
+    ("unexpected status 529 <unknown status code>: overloaded, url: http://x", "overloaded", 529),
+    ("Selected model is at capacity. Please try a different model.", "overloaded", None),
+    ("stream disconnected before completion: boom", "server", None),
+    ("unexpected status 401 Unauthorized: Incorrect API key provided: sk-x", None, 401),
+    ("Quota exceeded. Check your plan and billing details.", None, None),
+    ("Missing environment variable: `OPENAI_API_KEY`.", None, None),
+    ('{"error": {"message": "Bad thing", "type": "invalid_request_error"}}', None, None),
+]
+
+
+def test_codex_turn_failed_is_classified_like_the_api_failure_it_reports() -> None:
+    for message, kind, status in CODEX_FAILURES:
+        b = CodexBackend()
+        b.parse_line(line({"type": "thread.started", "thread_id": "th"}))
+        (notice,) = b.parse_line(line({"type": "error", "message": message}))
+        assert isinstance(notice, AgentNotice)  # the retries' news, never the outcome
+        (failed,) = b.parse_line(line({"type": "turn.failed", "error": {"message": message}}))
+        assert isinstance(failed, AgentResult) and failed.is_error and failed.text == message
+        assert failed.session_id == "th"
+        failure = classify_api_failure(failed, [], NOW)
+        assert (failure.kind if failure else None) == kind, message
+        assert failure is None or failure.status == status, message
+
+
+def test_codex_resumed_thread_counts_only_its_own_run() -> None:
+    """turn.completed reports the thread's running total, earlier runs included."""
+    first = CodexBackend()
+    first.argv(request())
+    first.parse_line(line({"type": "thread.started", "thread_id": "resumable"}))
+    usage = {"input_tokens": 100, "cached_input_tokens": 50, "output_tokens": 10}
+    (one,) = first.parse_line(line({"type": "turn.completed", "usage": usage}))
+    second = CodexBackend()
+    resumed = AgentRequest(
+        prompt="P", cwd=Path("."), mode="plan", config=AgentConfig(), resume_session="resumable"
+    )
+    second.argv(resumed)
+    second.parse_line(line({"type": "thread.started", "thread_id": "resumable"}))
+    total = {"input_tokens": 1100, "cached_input_tokens": 550, "output_tokens": 15}
+    (two,) = second.parse_line(line({"type": "turn.completed", "usage": total}))
+    assert isinstance(one, AgentResult) and isinstance(two, AgentResult)
+    assert one.usage == Usage(input_tokens=50, output_tokens=10, cache_read_input_tokens=50)
+    assert two.usage == Usage(input_tokens=500, output_tokens=5, cache_read_input_tokens=500)
 
 
 def test_codex_usage_is_not_counted_twice_and_warnings_are_notices() -> None:

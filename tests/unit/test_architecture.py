@@ -29,9 +29,10 @@ LAYERS: list[tuple[str, ...]] = [
         "pokeralphd.inbox",
         "pokeralphd.planning",
         "pokeralphd.permissions",
+        "pokeralphd.localagent",
     ),
     ("pokeralphd.repository", "pokeralphd.repositories"),
-    ("pokeralphd.server",),
+    ("pokeralphd.server", "pokeralphd.web"),
     ("pokeralphd.daemon",),
     ("pokeralphd.cli", "pokeralphd.__main__", "pokeralphd.contract"),
 ]

@@ -9,6 +9,7 @@ def build_table(debug: bool = False) -> MethodTable:
     from pokeralphd.server.methods import (
         battle_methods,
         config_methods,
+        cost_methods,
         daemon_methods,
         event_methods,
         inbox_methods,
@@ -31,6 +32,7 @@ def build_table(debug: bool = False) -> MethodTable:
         inbox_methods,
         planning_methods,
         rules_methods,
+        cost_methods,
     ):
         module.register(table)
     if debug:

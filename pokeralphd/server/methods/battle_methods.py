@@ -9,6 +9,7 @@ import msgspec
 from pokeralphd.protocol.params import (
     BattleApproveParams,
     BattleControlParams,
+    BattleDiffParams,
     BattleLogParams,
     BattlePauseParams,
     BattleStartParams,
@@ -21,6 +22,7 @@ from pokeralphd.protocol.results import (
     BattlePauseResult,
     BattleResult,
     BattleStartResult,
+    DiffResult,
     EngineSummary,
     HistoryResult,
     LogResult,
@@ -130,6 +132,17 @@ def register(table: MethodTable) -> None:
     async def log_(ctx: CallContext, p: BattleLogParams) -> LogResult:
         read = await _orch(ctx, p.repo).log(p.task_id, p.iteration, p.offset, p.tail, p.limit)
         return msgspec.convert(read, LogResult)
+
+    @table.add(
+        "battle.diff",
+        BattleDiffParams,
+        "The commit an iteration made (default: the latest), as `git show` gives it: stat "
+        "and patch, at most `limit` bytes (`truncated` says when cut).",
+        result=DiffResult,
+    )
+    async def diff(ctx: CallContext, p: BattleDiffParams) -> DiffResult:
+        read = await _orch(ctx, p.repo).diff(p.task_id, p.iteration, p.limit)
+        return msgspec.convert(read, DiffResult)
 
     @table.add(
         "battle.revert",

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 def register(table: MethodTable) -> None:
-    @table.add("daemon.ping", NoParams, 'Liveness check; answers "pong".', result=Pong)
+    @table.add("daemon.ping", NoParams, 'Liveness check; answers "pong".', result=Pong, agent=True)
     async def ping(ctx: CallContext, params: NoParams) -> Pong:
         return "pong"
 
@@ -39,7 +39,11 @@ def register(table: MethodTable) -> None:
         return ShutdownResult(stopping=True)
 
     @table.add(
-        "rpc.discover", NoParams, "The OpenRPC document of every method.", result=OpenRpcDocument
+        "rpc.discover",
+        NoParams,
+        "The OpenRPC document of every method.",
+        result=OpenRpcDocument,
+        agent=True,
     )
     async def discover(ctx: CallContext, params: NoParams) -> msgspec.Raw:
         return await ctx.services.discover()

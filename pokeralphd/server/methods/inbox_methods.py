@@ -9,7 +9,7 @@ import msgspec
 
 from pokeralphd.domain.ids import validate_delivery_id
 from pokeralphd.domain.inbox import Source
-from pokeralphd.errors import InvalidParams
+from pokeralphd.errors import InvalidParams, OutOfScope
 from pokeralphd.inbox.service import DeliveryNotFound
 from pokeralphd.protocol.params import (
     DeliveryRef,
@@ -39,12 +39,26 @@ STATUSES = ("delivered", "awaiting_feedback", "completed", "timeout", "open")
 
 
 def _find(ctx: CallContext, delivery_id: str, repo: str | None) -> RepoInbox:
-    """The inbox holding ``delivery_id``: of the named repository, else of any."""
+    """The inbox holding ``delivery_id``: of the named repository, else of any (for an
+    agent, of its own repository only)."""
     validate_delivery_id(delivery_id)
-    for candidate in ctx.repos.scope(repo):
+    candidates = [ctx.own_repo(repo)] if ctx.scope is not None else ctx.repos.scope(repo)
+    for candidate in candidates:
         if candidate.inbox.holds(delivery_id):
             return candidate.inbox
     raise DeliveryNotFound(f"no delivery {delivery_id}", id=delivery_id)
+
+
+async def _find_own(ctx: CallContext, delivery_id: str, repo: str | None) -> RepoInbox:
+    """:func:`_find`, and for an agent only a delivery an agent of its own task made."""
+    inbox = _find(ctx, delivery_id, repo)
+    scope = ctx.scope
+    if scope is not None:
+        delivery = await inbox.io(inbox.store.load, delivery_id)
+        source = delivery.source
+        if source.kind != "agent" or source.task_id != scope.task_id:
+            raise OutOfScope(scope, f"delivery {delivery_id} is not one it made")
+    return inbox
 
 
 def register(table: MethodTable) -> None:
@@ -74,23 +88,35 @@ def register(table: MethodTable) -> None:
         DeliveryRef,
         "One delivery with its feedback and annotations.",
         result=InboxGetResult,
+        agent=True,
     )
     async def get(ctx: CallContext, p: DeliveryRef) -> InboxGetResult:
-        return msgspec.convert(await _find(ctx, p.id, p.repo).get(p.id), InboxGetResult)
+        inbox = await _find_own(ctx, p.id, p.repo)
+        return msgspec.convert(await inbox.get(p.id), InboxGetResult)
 
     @table.add(
         "inbox.create",
         InboxCreateParams,
-        "Publish a delivery (markdown body; schema confirm/select/form/rating unless passive).",
+        "Publish a delivery (a markdown body, or text, or html the dashboard shows sandboxed; "
+        "schema confirm/select/form/rating unless passive).",
         result=DeliveryCreated,
+        agent=True,
     )
     async def create(ctx: CallContext, p: InboxCreateParams) -> DeliveryCreated:
-        repo = ctx.repos.resolve(p.repo)
+        repo = ctx.own_repo(p.repo)
+        task_id = ctx.own_task(p.task_id)
         if p.timeout_seconds is not None and p.timeout_seconds <= 0:
             raise InvalidParams("timeoutSeconds must be positive", field="timeoutSeconds")
-        source = Source(kind="agent" if p.task_id else "user", task_id=p.task_id)
+        by_agent = task_id is not None or ctx.scope is not None
+        source = Source(kind="agent" if by_agent else "user", task_id=task_id)
         delivery = await repo.inbox.create(
-            p.title, p.body, p.mode, p.schema, source, p.timeout_seconds
+            p.title,
+            p.body,
+            p.mode,
+            p.schema,
+            source,
+            p.timeout_seconds,
+            content_type=p.content_type,
         )
         return DeliveryCreated(repo=repo.name, delivery=delivery.dump())
 
@@ -129,8 +155,10 @@ def register(table: MethodTable) -> None:
         "Wait for an answer or the timeout (seconds); a timed-out blocking delivery stays answerable.",
         result=WaitResult,
         concurrent=True,
+        agent=True,
     )
     async def wait(ctx: CallContext, p: InboxWaitParams) -> WaitResult:
         if p.timeout is not None and p.timeout < 0:
             raise InvalidParams("timeout must not be negative", field="timeout")
-        return msgspec.convert(await _find(ctx, p.id, p.repo).wait(p.id, p.timeout), WaitResult)
+        inbox = await _find_own(ctx, p.id, p.repo)
+        return msgspec.convert(await inbox.wait(p.id, p.timeout), WaitResult)

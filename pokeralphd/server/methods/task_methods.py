@@ -43,9 +43,12 @@ def register(table: MethodTable) -> None:
             tasks = [t for t in tasks if t.status == wanted]
         return TaskListResult(tasks=[t.dump() for t in tasks], version=version)
 
-    @table.add("task.get", TaskRef, "One task.", result=TaskResult)
+    @table.add("task.get", TaskRef, "One task.", result=TaskResult, agent=True)
     async def get(ctx: CallContext, params: TaskRef) -> TaskResult:
-        task, version = await ctx.repos.resolve(params.repo).store.task(params.task_id)
+        repo = ctx.own_repo(params.repo)
+        task_id = ctx.own_task(params.task_id)
+        assert task_id is not None  # a person named one; an agent's is its own
+        task, version = await repo.store.task(task_id)
         return TaskResult(task=task.dump(), version=version)
 
     @table.add(

@@ -1,0 +1,66 @@
+"""``pokeralphctl web``: the dashboard's address, as a one-time login link (``--open``
+opens it in the browser).
+
+The link carries no secret: it is signed with the per-user secret the daemon keeps
+beside its socket (see :mod:`pokeralphctl.weblink`), works once, within two minutes, and
+leaves a session cookie in the browser that opened it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import TYPE_CHECKING
+
+from pokeralphctl.commands import CommandError
+from pokeralphctl.paths import socket_path
+from pokeralphctl.weblink import LINK_TTL, info_path, login_query, read_secret, token_path
+
+if TYPE_CHECKING:
+    import argparse
+
+    from pokeralphctl.commands import Context
+
+
+def add_web(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--open", action="store_true", help="open the link in the default browser as well"
+    )
+    parser.set_defaults(handler=web)
+
+
+def login_url(socket: str) -> str:
+    """A fresh one-time login link to the dashboard of the daemon on ``socket``."""
+    try:
+        with open(info_path(socket), "rb") as file:
+            url = str(json.load(file)["url"])
+        secret = read_secret(token_path(socket))
+    except FileNotFoundError as exc:
+        raise CommandError(
+            "the daemon serves no dashboard (started with --no-web, or its port could not "
+            "be bound: see the daemon's log)"
+        ) from exc
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CommandError(f"cannot read the dashboard's address: {exc}") from exc
+    return f"{url}login?{login_query(secret)}"
+
+
+def web(ctx: Context, args: argparse.Namespace) -> int:
+    """Invoked when calling ``pokeralphctl web``."""
+    ctx.call("daemon.ping")  # the files may be left from a daemon that is gone
+    url = login_url(socket_path())
+    opened = False
+    if args.open:
+        import webbrowser
+
+        opened = webbrowser.open(url)
+    out = ctx.out
+    if out.json:
+        out.ok({"url": url, "expires": int(time.time()) + LINK_TTL, "opened": opened})
+        return 0
+    out.line(url)
+    note = "opened in your browser; " if opened else ""
+    if args.open and not opened:
+        note = "no browser could be started: open it yourself; "
+    out.note(f"({note}the link works once, within {LINK_TTL // 60} minutes)")
+    return 0

@@ -1,0 +1,60 @@
+"""The dashboard's link: where the daemon writes its address and secret, and the
+one-time login link a client hands to a browser. Standard library only (``pokeralphctl
+web`` runs it; the daemon checks links with the same functions).
+
+Beside the socket ``pokeralphd.sock`` the daemon keeps ``pokeralphd.web.json`` (the URL,
+port and pid; 0600) and ``pokeralphd.web-token`` (the per-user secret; 0600). A client
+that can read the secret mints a login link ``/login?n=NONCE&e=EXPIRY&m=MAC``: the MAC is
+an HMAC-SHA256 of the nonce and the expiry under the secret, so the secret itself never
+appears in a URL, a shell history or a browser history; the daemon takes each nonce once
+and only before its expiry (:data:`LINK_TTL` seconds), then sets a session cookie.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+import time
+
+LINK_TTL = 120  # seconds a login link stays usable (once)
+
+
+def info_path(socket: str) -> str:
+    """``…/pokeralphd.web.json``: the dashboard's URL, port and the daemon's pid."""
+    return _beside(socket, ".web.json")
+
+
+def token_path(socket: str) -> str:
+    """``…/pokeralphd.web-token``: the per-user secret the dashboard asks for."""
+    return _beside(socket, ".web-token")
+
+
+def _beside(socket: str, suffix: str) -> str:
+    head, name = os.path.split(socket)
+    stem = name.rsplit(".", 1)[0] if "." in name[1:] else name
+    return os.path.join(head, stem + suffix)
+
+
+def link_mac(secret: bytes, nonce: str, expires: int) -> str:
+    return hmac.new(secret, f"login:{nonce}:{expires}".encode(), hashlib.sha256).hexdigest()
+
+
+def login_query(secret: bytes, now: float | None = None, ttl: int = LINK_TTL) -> str:
+    """The query string of a fresh one-time login link."""
+    nonce = secrets.token_urlsafe(16)
+    expires = int(now if now is not None else time.time()) + ttl
+    return f"n={nonce}&e={expires}&m={link_mac(secret, nonce, expires)}"
+
+
+def read_secret(path: str) -> bytes:
+    """The secret, refused unless it is a regular file of ours that only we may read."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        info = os.fstat(fd)
+        if info.st_uid != os.getuid() or info.st_mode & 0o077:
+            raise PermissionError(f"{path} must be yours and private (mode 0600)")
+        return os.read(fd, 4096).strip()
+    finally:
+        os.close(fd)

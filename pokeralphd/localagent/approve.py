@@ -1,0 +1,130 @@
+"""Approval on its own (no daemon): the same rules and the same decision as in a battle
+(:func:`pokeralphd.domain.approval.decide` over the repository's rules, then the user's,
+read with :func:`pokeralphd.store.config_layers.load`, trust included), then a person at
+the terminal for a call no rule decides: allow once, allow always (a user rule matching
+exactly this input, as the inbox's "allow always" makes one), or deny with a note.
+
+Without a terminal (a script, a pipe), an undecided call is denied, unless ``--yes``
+allows every undecided call (an explicit opt-in, said at start).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import IO, TYPE_CHECKING, Literal
+
+import anyio
+
+from pokeralphd.domain.approval import ApprovalRule, canonical, decide
+from pokeralphd.errors import PokeralphError
+from pokeralphd.localagent.loop import Approval
+from pokeralphd.store import config_layers
+from pokeralphd.store.config_layers import RULES_KEY
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from pokeralphd.localagent.session import ToolCall
+    from pokeralphd.localagent.toolspec import ToolSpec
+
+Unmatched = Literal["ask", "allow", "deny"]
+SHOWN = 1500
+
+
+class TerminalApprover:
+    def __init__(
+        self,
+        rules: list[ApprovalRule],
+        unmatched: Unmatched,
+        user_config: Path | None,
+        tty: IO[str] | None,
+    ) -> None:
+        self.rules = list(rules)
+        self.unmatched = unmatched
+        self.user_config = user_config
+        self.tty = tty
+        self.lock = anyio.Lock()
+
+    async def __call__(self, call: ToolCall, spec: ToolSpec) -> Approval:
+        decision = decide(self.rules, spec.name, call.parameters)
+        if decision.decision is not None and decision.rule is not None:
+            rule = decision.rule
+            if decision.decision == "allow":
+                return Approval(True, "config_rule", rule_id=rule.id)
+            return Approval(
+                False, "config_rule", f"denied by rule {rule.id}: {rule.description}", rule.id
+            )
+        if self.unmatched == "allow":
+            return Approval(True, "policy")
+        if self.unmatched == "deny" or self.tty is None:
+            return Approval(
+                False,
+                "policy",
+                f"no approval rule allows this {spec.name} call and no one can be asked "
+                "(run it in a terminal, add a rule with `pokeralphctl rules add --user`, or "
+                "pass --yes)",
+            )
+        async with self.lock:  # one question at a time
+            return await anyio.to_thread.run_sync(self._ask, call, spec)
+
+    def _ask(self, call: ToolCall, spec: ToolSpec) -> Approval:
+        assert self.tty is not None
+        shown = canonical(call.parameters)
+        if len(shown) > SHOWN:
+            shown = shown[:SHOWN] + f"… ({len(shown):,} characters)"
+        risk = spec.risk.replace("_", " ")
+        sys.stderr.write(f"\n? The agent asks to run {spec.name} ({risk}):\n  {shown}\n")
+        while True:
+            sys.stderr.write("  [y] allow once  [a] allow always  [n] deny: ")
+            sys.stderr.flush()
+            line = self.tty.readline()
+            if not line:
+                return Approval(False, "manual", "no answer (the terminal closed)")
+            answer = line.strip().lower()
+            if answer in ("y", "yes"):
+                return Approval(True, "manual")
+            if answer in ("a", "always"):
+                rule_id = self._allow_always(call, spec)
+                return Approval(True, "manual", rule_id=rule_id)
+            if answer in ("n", "no", "d", "deny"):
+                sys.stderr.write("  a note for the agent (optional): ")
+                sys.stderr.flush()
+                note = self.tty.readline().strip()
+                return Approval(
+                    False, "manual", "denied by the user" + (f": {note}" if note else "")
+                )
+
+    def _allow_always(self, call: ToolCall, spec: ToolSpec) -> str | None:
+        """A user rule allowing exactly this input (kept for this run even if it could
+        not be written)."""
+        try:
+            rule = ApprovalRule.model_validate(
+                {
+                    "toolName": spec.name,
+                    "paramPattern": "^" + re.escape(canonical(call.parameters)) + "$",
+                    "description": "allowed always at the terminal (pokeralph-agent)",
+                    "decision": "allow",
+                }
+            )
+        except ValueError as exc:
+            sys.stderr.write(f"  (no rule made: {exc})\n")
+            return None
+        self.rules.append(rule)
+        if self.user_config is not None:
+            try:
+                layer, version = config_layers.read_layer(self.user_config)
+                existing = list(layer.get(RULES_KEY) or [])
+                if not any(isinstance(i, dict) and i.get("id") == rule.id for i in existing):
+                    patch = {RULES_KEY: [*existing, rule.dump()]}
+                    config_layers.update_user_layer(self.user_config, patch, version)
+                sys.stderr.write(f"  rule {rule.id} added to {self.user_config}\n")
+            except PokeralphError as exc:
+                sys.stderr.write(f"  (the rule is kept for this run only: {exc.message})\n")
+        return rule.id
+
+
+def open_tty() -> IO[str] | None:
+    """Where questions are read: stdin when it is a terminal; else none (a script or a
+    pipe gets no questions: undecided calls are denied, or allowed with --yes)."""
+    return sys.stdin if sys.stdin.isatty() else None

@@ -1,0 +1,255 @@
+"""What both chat clients share: the reply they return, the HTTP client with its
+timeouts, bounded retries, and bounded reading of a streamed body.
+
+A call is retried (at most :attr:`ChatClient.retries` more times, with a doubling
+backoff) when the connection fails or the server answers 5xx or 429 before it streamed
+anything; once text reached the caller it is not retried (the text would repeat).
+Nothing answering at all becomes :class:`ServerUnreachable` with the hint to start the
+server. Everything a reply can make us hold is bounded: a line of the stream
+(:data:`MAX_LINE`), the reply's text (:data:`MAX_TEXT`, the rest dropped with a note),
+tool calls per reply (:data:`MAX_TOOL_CALLS`) and their arguments (:data:`MAX_ARGUMENTS`).
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import ssl
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import httpx
+
+from pokeralphd.localagent.errors import ApiStatusError, ServerUnreachable, WireError
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Sequence
+
+    from pokeralphd.localagent.session import Message
+
+MAX_LINE = 4 << 20
+MAX_TEXT = 256 * 1024
+MAX_TOOL_CALLS = 32
+MAX_ARGUMENTS = 1 << 20
+MAX_ERROR_BODY = 16 * 1024
+
+
+@dataclass
+class ToolCallRequest:
+    """One tool call as the model asked for it. ``arguments`` is the parsed JSON (any
+    type: the loop checks it); ``error`` says why it could not be parsed."""
+
+    id: str
+    name: str
+    arguments: Any
+    error: str | None = None
+
+
+@dataclass
+class Reply:
+    text: str = ""
+    tool_calls: list[ToolCallRequest] = field(default_factory=list)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    finish_reason: str | None = None
+    model: str | None = None
+    notes: list[str] = field(default_factory=list)  # what was cut, and why
+
+    def add_text(self, piece: str) -> str:
+        """Append ``piece`` within :data:`MAX_TEXT`; the part kept."""
+        room = MAX_TEXT - len(self.text)
+        if room <= 0:
+            return ""
+        if len(piece) > room:
+            self.notes.append(
+                f"the reply was longer than {MAX_TEXT // 1024} KB; the rest was dropped"
+            )
+            piece = piece[:room]
+        self.text += piece
+        return piece
+
+
+def call_id() -> str:
+    return "call_" + uuid.uuid4().hex[:24]
+
+
+def parse_arguments(raw: Any) -> tuple[Any, str | None]:
+    """Arguments as the model sent them: an object already (Ollama), or a JSON string
+    (OpenAI). Broken JSON is an error for the model, never an exception."""
+    if isinstance(raw, str):
+        if len(raw) > MAX_ARGUMENTS:
+            return None, f"the arguments are longer than {MAX_ARGUMENTS // 1024} KB"
+        if not raw.strip():
+            return {}, None
+        try:
+            return json.loads(raw), None
+        except (json.JSONDecodeError, RecursionError) as exc:
+            return None, f"the arguments are not valid JSON ({exc}): {raw[:200]!r}"
+    if raw is None:
+        return {}, None
+    return raw, None
+
+
+def int_count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+class ChatClient(abc.ABC):
+    """One model on one server; :meth:`chat` sends the conversation and streams a reply."""
+
+    api = "chat"
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        timeout: float = 120.0,
+        api_key: str | None = None,
+        retries: int = 2,
+        backoff: float = 0.5,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.timeout = timeout
+        self.api_key = api_key
+        self.retries = retries
+        self.backoff = backoff
+        self.transport = transport
+        self._ssl: ssl.SSLContext | None = None
+
+    def client(self) -> httpx.AsyncClient:
+        headers = {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        if self._ssl is None:  # made once: building one costs ~30 ms
+            self._ssl = ssl.create_default_context()
+        return httpx.AsyncClient(
+            timeout=httpx.Timeout(self.timeout),
+            headers=headers,
+            verify=self._ssl,
+            transport=self.transport,
+            trust_env=False,  # a local server: no proxy from the environment
+        )
+
+    @abc.abstractmethod
+    def url(self) -> str:
+        """The chat endpoint."""
+
+    @abc.abstractmethod
+    def body(self, messages: Sequence[Message], tools: list[dict[str, Any]]) -> dict[str, Any]:
+        """The request body."""
+
+    @abc.abstractmethod
+    async def read(
+        self, lines: AsyncIterator[bytes], reply: Reply, on_text: Callable[[str], None]
+    ) -> None:
+        """Fill ``reply`` from the streamed body's lines."""
+
+    async def chat(
+        self,
+        messages: Sequence[Message],
+        tools: list[dict[str, Any]],
+        on_text: Callable[[str], None] | None = None,
+    ) -> Reply:
+        body = self.body(messages, tools)
+        delivered = [False]
+
+        def text(piece: str) -> None:
+            delivered[0] = True
+            if on_text is not None:
+                on_text(piece)
+
+        attempt = 0
+        while True:
+            try:
+                return await self._once(body, text)
+            except (ServerUnreachable, ApiStatusError) as exc:
+                retry = isinstance(exc, ServerUnreachable) or exc.retryable
+                if not retry or delivered[0] or attempt >= self.retries:
+                    raise
+            await anyio.sleep(self.backoff * (2**attempt))
+            attempt += 1
+
+    async def _once(self, body: dict[str, Any], on_text: Callable[[str], None]) -> Reply:
+        reply = Reply()
+        try:
+            async with (
+                self.client() as client,
+                client.stream("POST", self.url(), json=body) as response,
+            ):
+                if response.status_code >= 400:
+                    raise ApiStatusError(response.status_code, await error_text(response))
+                await self.read(bounded_lines(response.aiter_bytes()), reply, on_text)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise ServerUnreachable(self.base_url, self.api, _reason(exc)) from None
+        except httpx.ReadTimeout:
+            raise ApiStatusError(
+                None, f"no data for {self.timeout:g} s (agent.local.timeoutSeconds)"
+            ) from None
+        except httpx.RemoteProtocolError as exc:
+            raise ApiStatusError(None, f"the connection broke: {exc}") from None
+        except httpx.HTTPError as exc:
+            raise ApiStatusError(None, str(exc) or type(exc).__name__) from None
+        return reply
+
+
+def _reason(exc: BaseException) -> str:
+    """What went wrong underneath httpx's "All connection attempts failed"."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            break
+        if isinstance(seen, ConnectionRefusedError) or "refused" in str(seen).lower():
+            return "connection refused"
+        if isinstance(seen, OSError) and seen.strerror:
+            return seen.strerror.lower()
+        seen = seen.__cause__ or seen.__context__
+    if isinstance(exc, httpx.ConnectTimeout):
+        return "the connection timed out"
+    return str(exc) or type(exc).__name__
+
+
+async def error_text(response: httpx.Response) -> str:
+    """The message of an error response: ``{"error": "…"}`` (Ollama), ``{"error":
+    {"message": …}}`` (OpenAI), or the body's start."""
+    data = bytearray()
+    async for chunk in response.aiter_bytes():
+        data.extend(chunk)
+        if len(data) > MAX_ERROR_BODY:
+            break
+    text = data[:MAX_ERROR_BODY].decode("utf-8", "replace")
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return text.strip()[:500] or response.reason_phrase
+    return error_message(parsed) or text[:500]
+
+
+def error_message(parsed: Any) -> str | None:
+    if not isinstance(parsed, dict):
+        return None
+    err = parsed.get("error")
+    if isinstance(err, str):
+        return err
+    if isinstance(err, dict) and isinstance(err.get("message"), str):
+        return str(err["message"])
+    return None
+
+
+async def bounded_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The body's lines (without ``\\n``/``\\r\\n``); a line past :data:`MAX_LINE` is a
+    :class:`WireError`, never held whole."""
+    buf = bytearray()
+    async for chunk in chunks:
+        buf += chunk
+        start = 0
+        while (newline := buf.find(b"\n", start)) >= 0:
+            yield bytes(buf[start:newline]).rstrip(b"\r")
+            start = newline + 1
+        del buf[:start]
+        if len(buf) > MAX_LINE:
+            raise WireError(f"a line of the reply is longer than {MAX_LINE >> 20} MB")
+    if buf.strip():
+        yield bytes(buf).rstrip(b"\r")

@@ -1,0 +1,73 @@
+"""The local agent's exceptions, in one tree::
+
+LocalAgentError
+├── ChatError                  a model call failed
+│   ├── ServerUnreachable      nothing answers at the base URL (after the retries)
+│   ├── ApiStatusError         the server answered with an HTTP error (or an error line)
+│   └── WireError              the reply is not the API's wire format
+├── ToolError                  a tool call cannot be done (the model is told why)
+│   └── PathEscape             a path leaves the working directory
+└── SessionError               no session to continue, or a session file unusable
+"""
+
+from __future__ import annotations
+
+
+class LocalAgentError(Exception):
+    """Base of every error the local agent raises on purpose."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ChatError(LocalAgentError):
+    """Raised when a call of the model's chat API fails."""
+
+
+class ServerUnreachable(ChatError):
+    """Raised when nothing answers at the base URL (refused, no route, connect timeout)
+    once the retries are spent."""
+
+    def __init__(self, base_url: str, api: str, reason: str) -> None:
+        hint = (
+            "is Ollama running? Start it with `ollama serve`"
+            if api == "ollama"
+            else "is the model server (LM Studio, llama.cpp's llama-server, vLLM, "
+            "`ollama serve`) running there?"
+        )
+        super().__init__(f"nothing answers at {base_url} ({reason}): {hint}")
+        self.base_url = base_url
+
+
+class ApiStatusError(ChatError):
+    """Raised when the server answers with an HTTP error status, or streams an error."""
+
+    def __init__(self, status: int | None, message: str) -> None:
+        if status is not None:
+            super().__init__(f"the model server answered HTTP {status}: {message}")
+        else:
+            super().__init__(f"the model server failed: {message}")
+        self.status = status
+        self.detail = message
+
+    @property
+    def retryable(self) -> bool:
+        return self.status is not None and (self.status >= 500 or self.status == 429)
+
+
+class WireError(ChatError):
+    """Raised when a reply does not follow the API's wire format (or is past our bounds)."""
+
+
+class ToolError(LocalAgentError):
+    """Raised by a tool that cannot do what it was asked; the message goes to the model."""
+
+
+class PathEscape(ToolError):
+    """Raised when a path resolves outside the working directory (``..``, an absolute
+    path elsewhere, a symbolic link pointing out)."""
+
+
+class SessionError(LocalAgentError):
+    """Raised when there is no session to continue, or a session cannot be used."""

@@ -1,0 +1,125 @@
+"""Ollama's native chat API: ``POST {baseUrl}/api/chat`` with ``stream: true``.
+
+The body streams NDJSON, one object a line: ``message.content`` pieces with
+``done: false``; a tool call arrives whole in ``message.tool_calls``
+(``{"function": {"name": …, "arguments": {…}}}``, arguments an object, an ``id`` in
+newer servers); the last line has ``done: true``, ``done_reason`` and the token counts
+``prompt_eval_count`` and ``eval_count``. An error is ``{"error": "…"}``: the whole body
+with an HTTP error status, or a line of the stream. Tool results go back as
+``{"role": "tool", "content": …, "tool_name": …}``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from pokeralphd.localagent.chat import (
+    MAX_TOOL_CALLS,
+    ChatClient,
+    Reply,
+    ToolCallRequest,
+    call_id,
+    error_message,
+    int_count,
+    parse_arguments,
+)
+from pokeralphd.localagent.errors import ApiStatusError, WireError
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Sequence
+
+    from pokeralphd.localagent.session import Message
+
+
+class OllamaClient(ChatClient):
+    api = "ollama"
+
+    def url(self) -> str:
+        return f"{self.base_url}/api/chat"
+
+    def body(self, messages: Sequence[Message], tools: list[dict[str, Any]]) -> dict[str, Any]:
+        names: dict[str, str] = {}
+        wire: list[dict[str, Any]] = []
+        for message in messages:
+            item: dict[str, Any] = {"role": message.role, "content": message.content}
+            if message.tool_calls:
+                item["tool_calls"] = [
+                    {
+                        "id": call.id,
+                        "function": {
+                            "name": call.tool_name,
+                            "arguments": call.parameters
+                            if isinstance(call.parameters, dict)
+                            else {},
+                        },
+                    }
+                    for call in message.tool_calls
+                ]
+                names.update({call.id: call.tool_name for call in message.tool_calls})
+            if message.role == "tool":
+                item["tool_name"] = names.get(message.tool_call_id or "", "")
+            wire.append(item)
+        return {"model": self.model, "messages": wire, "tools": tools, "stream": True}
+
+    async def read(
+        self, lines: AsyncIterator[bytes], reply: Reply, on_text: Callable[[str], None]
+    ) -> None:
+        done = False
+        async for line in lines:
+            if not line.strip():
+                continue
+            try:
+                chunk = json.loads(line)
+            except ValueError:
+                raise WireError(f"Ollama sent a line that is not JSON: {line[:200]!r}") from None
+            if not isinstance(chunk, dict):
+                raise WireError(f"Ollama sent a line that is not an object: {line[:200]!r}")
+            message = error_message(chunk)
+            if message is not None:
+                raise ApiStatusError(None, message)
+            reply.model = chunk.get("model") or reply.model
+            body = chunk.get("message")
+            if isinstance(body, dict):
+                text = body.get("content")
+                if isinstance(text, str) and text:
+                    kept = reply.add_text(text)
+                    if kept:
+                        on_text(kept)
+                for call in body.get("tool_calls") or []:
+                    self._call(call, reply)
+            if chunk.get("done") is True:
+                done = True
+                reply.finish_reason = str(chunk.get("done_reason") or "stop")
+                reply.input_tokens = int_count(chunk.get("prompt_eval_count"))
+                reply.output_tokens = int_count(chunk.get("eval_count"))
+                break
+        if not done:
+            raise WireError("Ollama's stream ended without its final done line")
+
+    @staticmethod
+    def _call(call: Any, reply: Reply) -> None:
+        if len(reply.tool_calls) >= MAX_TOOL_CALLS:
+            if not any("tool calls" in n for n in reply.notes):
+                reply.notes.append(
+                    f"more than {MAX_TOOL_CALLS} tool calls in one reply; the rest were dropped"
+                )
+            return
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict):
+            reply.tool_calls.append(
+                ToolCallRequest(
+                    call_id(), "", None, f"a tool call without a function: {str(call)[:200]}"
+                )
+            )
+            return
+        given = call.get("id") if isinstance(call, dict) else None
+        arguments, error = parse_arguments(function.get("arguments"))
+        reply.tool_calls.append(
+            ToolCallRequest(
+                given if isinstance(given, str) and given else call_id(),
+                str(function.get("name") or ""),
+                arguments,
+                error,
+            )
+        )

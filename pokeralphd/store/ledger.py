@@ -1,0 +1,273 @@
+"""The daemon-wide cost ledger: every iteration's cost and token usage, appended durably.
+
+One JSON line per iteration in ``{state}/ledger/ledger-YYYY-MM.jsonl`` (a file a month,
+so no file grows without bound and old months can be archived by hand). The first line
+of each file is its header, ``{"schemaVersion": 1, "kind": "pokeralph-ledger"}``; each
+entry says when, which repository, task, battle attempt and iteration, the backend and
+model, the cost in USD and the tokens. The daemon is the only writer: an entry is
+appended and fsynced before the iteration's end is published, so the ledger always holds
+what ``battle history`` shows.
+
+A line cut short by a crash (the last one of a file) is skipped with a warning when the
+ledger is read, and the next append starts on a fresh line. Totals (by day, repository,
+task, backend or model) are kept in memory from the files read at start plus what is
+appended since: a query never rereads the files.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from pokeralphd.errors import CorruptFile, StorageError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+LEDGER_VERSION = 1
+HEADER = {"schemaVersion": LEDGER_VERSION, "kind": "pokeralph-ledger"}
+GroupBy = Literal["day", "repo", "task", "backend", "model"]
+GROUPS: tuple[GroupBy, ...] = ("day", "repo", "task", "backend", "model")
+TOKEN_KEYS = (
+    "inputTokens",
+    "outputTokens",
+    "cacheCreationInputTokens",
+    "cacheReadInputTokens",
+    "reasoningOutputTokens",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerEntry:
+    at: datetime  # when the iteration ended (UTC)
+    repo: str
+    task_id: str
+    attempt: int
+    iteration: int
+    backend: str
+    model: str | None
+    cost_usd: float
+    tokens: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "at": self.at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+            "repo": self.repo,
+            "taskId": self.task_id,
+            "attempt": self.attempt,
+            "iteration": self.iteration,
+            "backend": self.backend,
+            "model": self.model,
+            "costUsd": self.cost_usd,
+            "tokens": {k: v for k, v in self.tokens.items() if v},
+        }
+
+    @classmethod
+    def from_json(cls, raw: Any) -> LedgerEntry:
+        if not isinstance(raw, dict):
+            raise ValueError("an entry must be a JSON object")
+        cost = raw.get("costUsd")
+        tokens = raw.get("tokens") or {}
+        if not isinstance(cost, int | float) or isinstance(cost, bool) or cost < 0:
+            raise ValueError("costUsd must be a number >= 0")
+        if not isinstance(tokens, dict) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in tokens.values()
+        ):
+            raise ValueError("tokens must map names to counts")
+        at = datetime.fromisoformat(str(raw["at"]).replace("Z", "+00:00"))
+        if at.tzinfo is None:
+            raise ValueError("at must carry a timezone")
+        return cls(
+            at=at,
+            repo=str(raw["repo"]),
+            task_id=str(raw["taskId"]),
+            attempt=int(raw["attempt"]),
+            iteration=int(raw["iteration"]),
+            backend=str(raw["backend"]),
+            model=raw.get("model") if isinstance(raw.get("model"), str) else None,
+            cost_usd=float(cost),
+            tokens={str(k): int(v) for k, v in tokens.items()},
+        )
+
+    def key(self, group: GroupBy) -> str:
+        if group == "day":
+            return self.at.astimezone(UTC).date().isoformat()
+        if group == "repo":
+            return self.repo
+        if group == "task":
+            return f"{self.repo}/{self.task_id}"
+        if group == "backend":
+            return self.backend
+        return self.model or "(default)"
+
+
+@dataclass
+class Totals:
+    cost_usd: float = 0.0
+    iterations: int = 0
+    tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TOKEN_KEYS, 0))
+
+    def add(self, entry: LedgerEntry) -> None:
+        self.cost_usd += entry.cost_usd
+        self.iterations += 1
+        for name, count in entry.tokens.items():
+            self.tokens[name] = self.tokens.get(name, 0) + count
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "costUsd": round(self.cost_usd, 6),
+            "iterations": self.iterations,
+            "tokens": dict(self.tokens),
+        }
+
+
+def _month_file(folder: Path, at: datetime) -> Path:
+    return folder / f"ledger-{at.astimezone(UTC):%Y-%m}.jsonl"
+
+
+class Ledger:
+    """The ledger of one daemon (blocking I/O: call from a worker thread)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._lock = threading.Lock()
+        self._totals: dict[tuple[GroupBy, str], Totals] = defaultdict(Totals)
+        # (day, repo, task, backend, model) -> totals, for filtered queries
+        self._cells: dict[tuple[str, str, str, str, str], Totals] = defaultdict(Totals)
+        self.skipped = 0  # lines that did not parse (a crash cut one short, a hand edit)
+
+    # -- reading
+    def load(self) -> None:
+        """Read every month's file into the totals."""
+        with self._lock:
+            self._totals.clear()
+            self._cells.clear()
+            self.skipped = 0
+            if not self.folder.is_dir():
+                return
+            for path in sorted(self.folder.glob("ledger-*.jsonl")):
+                for entry in self._read(path):
+                    self._count(entry)
+
+    def _read(self, path: Path) -> list[LedgerEntry]:
+        entries = []
+        with path.open("rb") as handle:
+            lines = handle.read().split(b"\n")
+        if not lines or not lines[0].strip():
+            return []
+        try:
+            header = json.loads(lines[0])
+        except ValueError as exc:
+            raise CorruptFile(
+                path, f"the ledger header is not JSON: {exc}", "schemaVersion"
+            ) from exc
+        version = header.get("schemaVersion") if isinstance(header, dict) else None
+        if version != LEDGER_VERSION:
+            raise CorruptFile(
+                path,
+                f"ledger version {version!r} is not one this daemon reads ({LEDGER_VERSION})",
+                "schemaVersion",
+            )
+        for number, line in enumerate(lines[1:], start=2):
+            if not line.strip():
+                continue
+            try:
+                entries.append(LedgerEntry.from_json(json.loads(line)))
+            except (ValueError, KeyError, TypeError) as exc:
+                self.skipped += 1
+                log.warning("ledger %s line %d skipped: %s", path, number, exc)
+        return entries
+
+    # -- writing
+    def append(self, entry: LedgerEntry) -> None:
+        """Append ``entry`` durably (fsync), then count it."""
+        line = json.dumps(entry.to_json(), separators=(",", ":"), ensure_ascii=False) + "\n"
+        path = _month_file(self.folder, entry.at)
+        with self._lock:
+            try:
+                self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+                fd = os.open(
+                    path,
+                    os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                    0o600,
+                )
+                try:
+                    size = os.fstat(fd).st_size
+                    data = line.encode()
+                    if size == 0:
+                        data = (json.dumps(HEADER) + "\n").encode() + data
+                    elif _last_byte(fd, size) != b"\n":
+                        data = b"\n" + data  # a crash cut the last line short
+                    os.write(fd, data)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                raise StorageError(
+                    f"could not append to the cost ledger {path}: {exc.strerror or exc}",
+                    file=str(path),
+                    errno=exc.errno,
+                ) from exc
+            self._count(entry)
+
+    def _count(self, entry: LedgerEntry) -> None:
+        for group in GROUPS:
+            self._totals[(group, entry.key(group))].add(entry)
+        cell = (
+            entry.key("day"),
+            entry.repo,
+            entry.task_id,
+            entry.backend,
+            entry.key("model"),
+        )
+        self._cells[cell].add(entry)
+
+    # -- queries
+    def summary(
+        self,
+        by: GroupBy,
+        *,
+        since: str | None = None,
+        until: str | None = None,
+        repo: str | None = None,
+    ) -> tuple[dict[str, Totals], Totals]:
+        """Totals by ``by`` (days as ``YYYY-MM-DD``, inclusive bounds), and the grand
+        total, optionally for one repository."""
+        out: dict[str, Totals] = defaultdict(Totals)
+        total = Totals()
+        with self._lock:
+            cells = list(self._cells.items())
+        index = {"day": 0, "repo": 1, "task": 2, "backend": 3, "model": 4}
+        for (day, cell_repo, task, backend, model), totals in cells:
+            if (since and day < since) or (until and day > until):
+                continue
+            if repo is not None and cell_repo != repo:
+                continue
+            key = (day, cell_repo, task, backend, model)[index[by]]
+            if by == "task":
+                key = f"{cell_repo}/{task}"
+            _merge(out[key], totals)
+            _merge(total, totals)
+        return dict(sorted(out.items())), total
+
+    def day_total(self, day: str, repo: str | None = None) -> Totals:
+        return self.summary("day", since=day, until=day, repo=repo)[1]
+
+
+def _merge(into: Totals, other: Totals) -> None:
+    into.cost_usd += other.cost_usd
+    into.iterations += other.iterations
+    for name, count in other.tokens.items():
+        into.tokens[name] = into.tokens.get(name, 0) + count
+
+
+def _last_byte(fd: int, size: int) -> bytes:
+    return os.pread(fd, 1, size - 1)

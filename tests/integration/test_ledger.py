@@ -1,0 +1,114 @@
+"""The cost ledger through a real daemon: its sums match the iterations recorded, they
+survive a restart, and status and `pokeralphctl cost` show them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.helpers import FAKES, make_git_repo, short_tmpdir
+from tests.inproc import InProcDaemon, RpcError, running_daemon
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def home() -> Iterator[Path]:
+    path = short_tmpdir()
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+async def _battle(d: InProcDaemon, repo: Path, title: str, mode: str) -> str:
+    created = await d.call(
+        "task.create",
+        {"repo": str(repo), "title": title, "description": "d", "acceptanceCriteria": ["c"]},
+    )
+    task = str(created["task"]["id"])
+    await d.call(
+        "config.update",
+        {"repo": str(repo), "patch": {"agent": {"env": {"FAKE_CLAUDE_MODE": mode}}}},
+    )
+    async with d.client() as watcher:
+        await watcher.call("events.subscribe", {"repo": str(repo)})
+        await d.call("battle.start", {"repo": str(repo), "taskId": task})
+        await watcher.events_until({"battle_complete", "battle_failed"})
+    return task
+
+
+async def _ctl(d: InProcDaemon, *args: str) -> dict[str, Any]:
+    env = {**os.environ, "POKERALPH_SOCKET": str(d.paths.socket), "POKERALPH_NO_AUTOSTART": "1"}
+    done = await anyio.run_process(
+        [sys.executable, "-m", "pokeralphctl", "--json", *args], env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)["result"]
+    return result
+
+
+async def test_the_ledger_matches_the_iterations_and_survives_a_restart(home: Path) -> None:
+    repo = make_git_repo(home / "repo")
+    async with running_daemon(home) as d:
+        await d.call("repo.register", {"path": str(repo)})
+        await d.call(
+            "config.update",
+            {
+                "repo": str(repo),
+                "patch": {
+                    "agent": {"backend": "claude", "command": str(FAKES / "fake_claude")},
+                    "mode": "yolo",
+                    "maxIterationsPerTask": 2,
+                    "feedbackLoops": ["test"],
+                    "feedbackCommands": {"test": "true"},
+                },
+            },
+        )
+        tasks = [
+            await _battle(d, repo, "Done at once", "complete"),
+            await _battle(d, repo, "Never done", "progress"),
+        ]
+        recorded: dict[str, float] = {}
+        iterations = 0
+        for task in tasks:
+            history = await d.call("battle.history", {"repo": str(repo), "taskId": task})
+            costs = [i["costUsd"] for i in history["battle"]["iterations"]]
+            iterations += len(costs)
+            recorded[f"{repo.name}/{task}"] = sum(costs)
+        assert iterations == 3
+        before = await d.call("cost.summary", {"by": "task"})
+        status = await d.call("daemon.status")
+        by_day = await _ctl(d, "cost")
+    by_task = {g["key"]: g["costUsd"] for g in before["groups"]}
+    assert by_task == pytest.approx(recorded)
+    assert before["total"]["iterations"] == 3 and before["total"]["tokens"]["inputTokens"] == 300
+    assert status["spendToday"]["costUsd"] == pytest.approx(sum(recorded.values()))
+    [today] = by_day["groups"]
+    assert today["iterations"] == 3
+
+    async with running_daemon(home) as d:
+        after = await d.call("cost.summary", {"by": "task"})
+        backend = await d.call("cost.summary", {"by": "backend", "repo": str(repo)})
+    assert after == before
+    assert [g["key"] for g in backend["groups"]] == ["claude"]
+    files = list((home / "state" / "pokeralph" / "ledger").iterdir())
+    assert len(files) == 1 and files[0].stat().st_mode & 0o777 == 0o600
+
+
+async def test_bad_cost_params_are_refused(home: Path) -> None:
+    async with running_daemon(home) as d:
+        for params, field in (
+            ({"by": "week"}, "by"),
+            ({"since": "2026-13"}, "since"),
+            ({"since": "2026-11-23", "until": "2026-11-01"}, "since"),
+        ):
+            with pytest.raises(RpcError) as refused:
+                await d.call("cost.summary", params)
+            assert refused.value.code == -32602 and refused.value.data["field"] == field

@@ -1,0 +1,144 @@
+"""The daemon's ``local`` backend: how it starts the agent, and that what the agent
+prints is Claude Code's stream-json as the claude parser reads it."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from pokeralphd.agents import get_backend
+from pokeralphd.agents.base import (
+    AgentRequest,
+    AgentResult,
+    AgentStarted,
+    AgentText,
+    AgentToolResult,
+    AgentToolUse,
+    PermissionAnswer,
+)
+from pokeralphd.agents.local import LocalBackend
+from pokeralphd.domain.models import AgentConfig
+from pokeralphd.errors import AgentError
+from pokeralphd.localagent.chat import Reply, ToolCallRequest
+from pokeralphd.localagent.loop import Outcome
+from pokeralphd.localagent.session import Message, Session, ToolCall, ToolResult
+from pokeralphd.localagent.streamjson import StreamJsonOut
+
+
+async def _ask(_: object) -> PermissionAnswer:
+    return PermissionAnswer(True)
+
+
+def _request(mode: str = "execute", **local: object) -> AgentRequest:
+    config = AgentConfig.model_validate(
+        {"backend": "local", "model": "qwen2.5-coder:7b", "local": local}
+    )
+    return AgentRequest(
+        prompt="do it",
+        cwd=Path("/repo"),
+        mode=mode,  # type: ignore[arg-type]
+        config=config,
+        env={"POKERALPH_REPO_PATH": "/repo", "POKERALPH_TASK_ID": "001-hello"},
+        permissions=_ask,
+    )
+
+
+def test_it_runs_the_agent_module_with_the_settings() -> None:
+    request = _request(baseUrl="http://localhost:1234/v1", api="openai", maxTurns=7)
+    backend = get_backend(request.config)
+    assert isinstance(backend, LocalBackend)
+    argv = backend.argv(request)
+    assert argv[:4] == [sys.executable, "-m", "pokeralphd.localagent", "--stream-json"]
+    flags = dict(zip(argv[4::2], argv[5::2], strict=False))
+    assert flags["--api"] == "openai" and flags["--base-url"] == "http://localhost:1234/v1"
+    assert flags["--max-turns"] == "7" and flags["--model"] == "qwen2.5-coder:7b"
+    assert "--permission-prompt-tool" in argv and "stdio" in argv
+    assert argv[argv.index("--session-dir") + 1] == "/repo/.pokeralph/battles/001-hello/sessions"
+    assert backend.routes_permissions(request)
+    plan = _request("plan")
+    assert not backend.routes_permissions(plan)
+    assert "--permission-prompt-tool" not in backend.argv(plan)
+    assert backend.argv(plan)[backend.argv(plan).index("--permission-mode") + 1] == "plan"
+
+
+def test_a_model_is_required() -> None:
+    request = _request()
+    request.config = AgentConfig.model_validate({"backend": "local"})
+    with pytest.raises(AgentError, match="needs a model"):
+        LocalBackend().argv(request)
+
+
+def test_the_key_goes_on_stdin_never_on_the_command_line() -> None:
+    backend = LocalBackend()
+    request = _request(apiKey="sk-secret")
+    assert not any("sk-secret" in a for a in backend.argv(request))
+    assert "sk-secret" not in json.dumps(request.env)
+    init, prompt = backend.stdin_bytes(request).splitlines()  # type: ignore[union-attr]
+    assert json.loads(init)["request"] == {
+        "subtype": "initialize",
+        "hooks": None,
+        "apiKey": "sk-secret",
+    }
+    assert json.loads(prompt)["message"] == {"role": "user", "content": "do it"}
+    assert len(backend.stdin_bytes(_request()).splitlines()) == 1  # type: ignore[union-attr]
+
+
+def test_what_the_agent_prints_is_read_by_the_claude_parser() -> None:
+    out = io.BytesIO()
+    session = Session(working_dir="/repo", model="qwen2.5-coder:7b")
+    stream = StreamJsonOut(out, session)
+    stream.init(["read_file"], "default")
+    reply = Reply(text="Reading.", input_tokens=10, output_tokens=3)
+    reply.tool_calls.append(ToolCallRequest("call_1", "read_file", {"path": "a.py"}))
+    call = ToolCall(id="call_1", tool_name="read_file", parameters={"path": "a.py"})
+    stream.assistant(Message(role="assistant", content="Reading.", tool_calls=[call]), reply)
+    stream.tool_result(
+        call, ToolResult(tool_call_id="call_1", success=False, error="gone"), "Error: gone"
+    )
+    stream.result(Outcome("end_turn", text="done", turns=2, input_tokens=30, output_tokens=9), 1500)
+    events = [e for line in out.getvalue().splitlines() for e in LocalBackend().parse_line(line)]
+    started, text, use, result, final = events
+    assert isinstance(started, AgentStarted) and started.session_id == session.id
+    assert isinstance(text, AgentText) and text.text == "Reading."
+    assert isinstance(use, AgentToolUse) and (use.name, use.summary) == ("read_file", "a.py")
+    assert isinstance(result, AgentToolResult) and result.is_error and result.text == "Error: gone"
+    assert isinstance(final, AgentResult) and final.cost_usd == 0 and final.num_turns == 2
+    assert final.usage is not None and (final.usage.input_tokens, final.usage.output_tokens) == (
+        30,
+        9,
+    )
+    assert not final.is_error and final.text == "done"
+
+
+def test_a_failed_model_call_is_reported_as_claude_code_reports_one() -> None:
+    out = io.BytesIO()
+    stream = StreamJsonOut(out, Session(working_dir="/repo", model="m"))
+    stream.result(
+        Outcome("error", error="the model server answered HTTP 503: busy", error_status=503), 5
+    )
+    stream.result(Outcome("max_turns", turns=50), 5)
+    (failed,) = LocalBackend().parse_line(out.getvalue().splitlines()[0])
+    assert isinstance(failed, AgentResult) and failed.is_error and failed.api_error_status == 503
+    (stopped,) = LocalBackend().parse_line(out.getvalue().splitlines()[1])
+    assert isinstance(stopped, AgentResult) and stopped.subtype == "error_max_turns"
+
+
+def test_a_server_that_is_down_is_transient_for_the_battle() -> None:
+    from pokeralphd.agents.runner import classify_api_failure
+
+    out = io.BytesIO()
+    stream = StreamJsonOut(out, Session(working_dir="/repo", model="m"))
+    down = "nothing answers at http://localhost:11434 (connection refused): is Ollama running?"
+    stream.result(Outcome("error", error=down, transient=True), 5)
+    stream.result(Outcome("error", error="HTTP 404: model not found", error_status=404), 5)
+    lines = out.getvalue().splitlines()
+    (first,) = LocalBackend().parse_line(lines[0])
+    (second,) = LocalBackend().parse_line(lines[1])
+    assert isinstance(first, AgentResult) and isinstance(second, AgentResult)
+    failure = classify_api_failure(first, [], 0.0)
+    assert failure is not None and failure.kind == "server" and "ollama" in failure.message.lower()
+    assert classify_api_failure(second, [], 0.0) is None  # a missing model: counted, not retried

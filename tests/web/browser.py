@@ -1,0 +1,88 @@
+"""A real browser for the dashboard's tests and benchmark: headless Chromium from the
+system's packages (``chromium`` and ``chromium-driver``), driven by Selenium with the
+system's chromedriver, so nothing is downloaded. ``tests/web/install-browser.sh``
+installs both; without them the browser tests skip and say why.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from selenium.webdriver.remote.webdriver import WebDriver
+
+CHROMIUM_PATHS = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
+DRIVER_PATHS = ("/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver")
+#: Where screenshots go (gitignored); $POKERALPH_SCREENSHOTS wins.
+SCREENSHOTS = Path(os.environ.get("POKERALPH_SCREENSHOTS") or Path(__file__).parent / "screenshots")
+
+
+def _first(paths: tuple[str, ...]) -> str | None:
+    return next((p for p in paths if os.access(p, os.X_OK)), None)
+
+
+def missing() -> str | None:
+    """Why no browser can run here, or None."""
+    if _first(CHROMIUM_PATHS) is None:
+        return "no chromium (run tests/web/install-browser.sh: apt-get install chromium)"
+    if _first(DRIVER_PATHS) is None:
+        return "no chromedriver (run tests/web/install-browser.sh: apt-get install chromium-driver)"
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed (pip install -e '.[test]')"
+    return None
+
+
+class Browser:
+    """One headless Chromium with a fresh profile; ``close`` ends it and removes it."""
+
+    def __init__(self, width: int = 1400, height: int = 900) -> None:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+
+        self.profile = tempfile.mkdtemp(prefix="pokeralph-chromium-")
+        options = webdriver.ChromeOptions()
+        options.binary_location = _first(CHROMIUM_PATHS) or ""
+        for flag in (
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-dev-shm-usage",
+            "--disable-features=Translate,MediaRouter,OptimizationHints",
+            f"--user-data-dir={self.profile}",
+            f"--window-size={width},{height}",
+        ):
+            options.add_argument(flag)
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        service = Service(executable_path=_first(DRIVER_PATHS))
+        self.driver: WebDriver = webdriver.Chrome(options=options, service=service)
+        self.driver.set_page_load_timeout(30)
+
+    def close(self) -> None:
+        try:
+            self.driver.quit()
+        finally:
+            shutil.rmtree(self.profile, ignore_errors=True)
+
+    def shot(self, name: str) -> Path:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        path = SCREENSHOTS / f"{name}.png"
+        self.driver.save_screenshot(str(path))
+        return path
+
+    def js(self, script: str, *args: Any) -> Any:
+        return self.driver.execute_script(script, *args)
+
+    def console_errors(self) -> list[str]:
+        logs = self.driver.get_log("browser")  # type: ignore[attr-defined]
+        return [str(entry["message"]) for entry in logs if entry["level"] == "SEVERE"]

@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pokeralphctl.commands.demo import make_sample
+from pokeralphctl.weblink import info_path, login_query, token_path
+from tests.helpers import short_tmpdir
+from tests.inproc import ThreadedDaemon
+
+
+@dataclass
+class WebDaemon:
+    """A daemon in this process with its dashboard, and a demo repository."""
+
+    daemon: ThreadedDaemon
+    home: Path
+    repo: Path
+
+    @property
+    def info(self) -> dict[str, Any]:
+        info: dict[str, Any] = json.loads(Path(info_path(str(self.daemon.socket))).read_text())
+        return info
+
+    @property
+    def url(self) -> str:
+        return str(self.info["url"])
+
+    @property
+    def port(self) -> int:
+        return int(self.info["port"])
+
+    @property
+    def secret(self) -> bytes:
+        return Path(token_path(str(self.daemon.socket))).read_bytes().strip()
+
+    def login_url(self) -> str:
+        return f"{self.url}login?{login_query(self.secret)}"
+
+    def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        return self.daemon.call(method, params)
+
+
+def demo_repo(daemon: ThreadedDaemon, target: Path, mode: str = "hitl") -> Path:
+    """The demo sample registered with the demo agent (no account, no network)."""
+    prd = make_sample(target)
+    daemon.call("repo.register", {"path": str(target)})
+    daemon.call("prd.update", {"repo": str(target), "prd": prd})
+    daemon.call(
+        "config.update",
+        {
+            "repo": str(target),
+            "patch": {
+                "agent": {"backend": "demo"},
+                "mode": mode,
+                "maxIterationsPerTask": 5,
+                "feedbackLoops": ["test"],
+                "feedbackCommands": {"test": f"{sys.executable} -m unittest -q"},
+            },
+        },
+    )
+    return target
+
+
+@pytest.fixture(scope="module")
+def web() -> Iterator[WebDaemon]:
+    home = short_tmpdir()
+    daemon = ThreadedDaemon(home).start()
+    try:
+        yield WebDaemon(daemon, home, demo_repo(daemon, home / "demo"))
+    finally:
+        daemon.stop()
+        import shutil
+
+        shutil.rmtree(home, ignore_errors=True)

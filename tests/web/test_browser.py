@@ -1,0 +1,267 @@
+"""The dashboard in a real browser (headless Chromium) against a real daemon: load it,
+start a demo battle from the page, watch its output arrive, approve in HITL, answer a
+form delivery, edit the config, and check that nothing gets in without the session,
+from another origin, or from a delivery's sandboxed HTML. Each view's screenshot is saved
+under tests/web/screenshots/ (or $POKERALPH_SCREENSHOTS) for people to look at.
+
+One browser and one daemon serve the whole module (in this order), to keep it fast.
+"""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from pokeralphctl.commands.demo import TASK_ID
+from pokeralphd.web.auth import COOKIE
+from tests.web.browser import Browser, missing
+from tests.web.conftest import WebDaemon
+
+pytestmark = pytest.mark.skipif(missing() is not None, reason=str(missing()))
+
+TIMEOUT = 60
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    b = Browser()
+    yield b
+    b.close()
+
+
+def wait(
+    browser: Browser, condition: Callable[[], Any], what: str, timeout: float = TIMEOUT
+) -> Any:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(browser.driver, timeout, poll_frequency=0.05).until(
+        lambda _driver: condition(), message=f"waiting for {what}"
+    )
+
+
+def css(browser: Browser, selector: str) -> Any:
+    from selenium.webdriver.common.by import By
+
+    return browser.driver.find_element(By.CSS_SELECTOR, selector)
+
+
+def exists(browser: Browser, selector: str) -> bool:
+    return bool(browser.js("return document.querySelector(arguments[0]) !== null", selector))
+
+
+def text(browser: Browser, selector: str) -> str:
+    return str(
+        browser.js(
+            "const e = document.querySelector(arguments[0]); return e ? e.textContent : ''",
+            selector,
+        )
+    )
+
+
+def signed_in(browser: Browser, web: WebDaemon) -> None:
+    """A session in this browser (each test may run alone, on any xdist worker)."""
+    if browser.driver.get_cookie(COOKIE) is None:
+        browser.driver.get(web.login_url())
+        wait(browser, lambda: browser.driver.get_cookie(COOKIE) is not None, "a session")
+
+
+def show(browser: Browser, web: WebDaemon, route: str) -> None:
+    """Go to a view and wait until it has drawn."""
+    signed_in(browser, web)
+    browser.driver.get(f"{web.url}#/{route}")
+    browser.js("document.getElementById('view').dataset.ready = ''")
+    browser.driver.refresh()
+    wait(
+        browser,
+        lambda: browser.js("return document.getElementById('view').dataset.ready") == "1",
+        route,
+    )
+
+
+def test_load_the_dashboard_and_run_a_battle_from_it(browser: Browser, web: WebDaemon) -> None:
+    browser.driver.get(web.login_url())
+    wait(
+        browser,
+        lambda: browser.js("return document.getElementById('view').dataset.ready") == "1",
+        "dashboard",
+    )
+    assert text(browser, "#conn") == "live"
+    assert TASK_ID in text(browser, f".repo[data-repo='{web.repo.name}']")
+    browser.shot("dashboard")
+
+    css(browser, f"tr[data-task='{TASK_ID}'] button[data-action=start]").click()
+    wait(browser, lambda: "#/battle/" in browser.driver.current_url, "the battle view")
+    # The agent's lines arrive as iteration_output events, one span per chunk.
+    wait(browser, lambda: "Implemented word_count" in text(browser, "#output"), "live output")
+    assert browser.js("return document.querySelectorAll('#output span').length") > 3
+    wait(browser, lambda: exists(browser, "#approve"), "the approval prompt")
+    browser.shot("battle")
+
+    css(browser, "#approval-note").send_keys("top_words next, please")
+    css(browser, "#approve").click()
+    wait(browser, lambda: text(browser, "#iteration").startswith("2"), "iteration 2")
+    history = web.call("battle.history", {"repo": str(web.repo), "taskId": TASK_ID})
+    notes = [it.get("approvalNote") for it in history["battle"]["iterations"]]
+    assert "top_words next, please" in notes, notes
+
+    def done() -> bool:
+        return "completed" in text(browser, "#battle-head")
+
+    wait(browser, lambda: exists(browser, "#approve") or done(), "the second approval")
+    if not done():
+        css(browser, "#approve").click()
+    wait(browser, done, "the battle's end")
+
+    show(browser, web, f"history/{web.repo.name}/{TASK_ID}")
+    assert browser.js("return document.querySelectorAll('tr[data-iteration]').length") == 2
+    css(browser, "tr[data-iteration='1'] button.commit").click()
+    wait(browser, lambda: "def word_count" in text(browser, "#diff pre"), "the diff")
+    browser.shot("history")
+    assert browser.console_errors() == []
+
+
+def test_answer_a_form_delivery(browser: Browser, web: WebDaemon) -> None:
+    schema = {
+        "type": "form",
+        "prompt": "File the bug",
+        "fields": [
+            {
+                "name": "priority",
+                "type": "select",
+                "label": "Priority",
+                "options": ["P0", "P1"],
+                "required": True,
+            },
+            {"name": "hours", "type": "number", "label": "Estimate (hours)"},
+            {"name": "details", "type": "textarea", "label": "Details"},
+            {"name": "blocker", "type": "checkbox", "label": "Blocks a release"},
+        ],
+    }
+    body = "## A bug\n\nThe **parser** drops `\\t` — see [the log](https://example.invalid/log).\n\n- one\n- two"
+    created = web.call(
+        "inbox.create", {"repo": str(web.repo), "title": "Triage", "body": body, "schema": schema}
+    )
+    delivery = created["delivery"]["id"]
+    show(browser, web, f"inbox/{web.repo.name}/{delivery}")
+    assert text(browser, "#delivery .content h2") == "A bug"
+    assert text(browser, "#delivery .content strong") == "parser"
+
+    css(browser, "form.feedback button[type=submit]").click()  # priority is required
+    assert "required" in text(browser, "[data-error-for='values.priority']")
+    assert web.call("inbox.get", {"id": delivery})["feedback"] == []
+
+    from selenium.webdriver.support.ui import Select
+
+    Select(css(browser, "select[name=priority]")).select_by_visible_text("P1")
+    css(browser, "input[name=hours]").send_keys("2.5")
+    css(browser, "textarea[name=details]").send_keys("crashes on tabs")
+    css(browser, "input[name=blocker]").click()
+    browser.shot("inbox-form")
+    css(browser, "form.feedback button[type=submit]").click()
+    wait(browser, lambda: exists(browser, "#answers"), "the stored answer")
+    stored = web.call("inbox.get", {"id": delivery})["feedback"][0]["values"]
+    assert stored == {
+        "values": {"priority": "P1", "hours": 2.5, "details": "crashes on tabs", "blocker": True}
+    }
+    browser.shot("inbox")
+
+
+def test_config_edits_show_the_daemons_errors_in_place(browser: Browser, web: WebDaemon) -> None:
+    show(browser, web, f"config/{web.repo.name}")
+    field = css(browser, "textarea[data-key=maxIterationsPerTask]")
+    field.clear()
+    field.send_keys("1000")
+    css(browser, "tr[data-row=maxIterationsPerTask] button").click()
+    wait(
+        browser,
+        lambda: text(browser, "[data-error-for=maxIterationsPerTask]"),
+        "the daemon's error",
+    )
+    assert "100" in text(browser, "[data-error-for=maxIterationsPerTask]")
+    browser.shot("config")
+    assert web.call("config.get", {"repo": str(web.repo)})["config"]["maxIterationsPerTask"] == 5
+    show(browser, web, f"planning/{web.repo.name}")
+    assert exists(browser, "#idea")
+    browser.shot("planning")
+
+
+def test_delivered_html_cannot_script_the_dashboard(browser: Browser, web: WebDaemon) -> None:
+    hostile = (
+        "<h1 id=hello>hello</h1>"
+        "<script>document.body.dataset.ran = '1'; parent.document.title = 'pwned';"
+        "new WebSocket('ws://' + location.host + '/ws');</script>"
+        "<img src=x onerror=\"parent.document.title='pwned'\">"
+        "<form action='/'><button id=go>go</button></form>"
+    )
+    created = web.call(
+        "inbox.create",
+        {
+            "repo": str(web.repo),
+            "title": "Report",
+            "body": hostile,
+            "contentType": "html",
+            "mode": "passive",
+        },
+    )
+    before = web.call("daemon.status")["clients"]
+    show(browser, web, f"inbox/{web.repo.name}/{created['delivery']['id']}")
+    frame = css(browser, "iframe.delivery")
+    assert frame.get_attribute("sandbox") == ""
+    browser.driver.switch_to.frame(frame)
+    try:
+        wait(browser, lambda: exists(browser, "#hello"), "the delivered HTML")
+        assert browser.js("return document.body.dataset.ran || null") is None  # no script ran
+        assert (
+            browser.js("try { return parent.document.title } catch (e) { return 'blocked' }")
+            == "blocked"
+        )
+    finally:
+        browser.driver.switch_to.default_content()
+    assert browser.driver.title == "pokeralph"
+    assert web.call("daemon.status")["clients"] <= before  # the frame opened no connection
+    browser.shot("inbox-html")
+
+
+def test_no_session_and_foreign_pages_are_refused(browser: Browser, web: WebDaemon) -> None:
+    # A page of another local site (another port: same site for cookies) tries the socket.
+    port = web.port
+
+    class Evil(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            page = (
+                "<title>evil</title><script>"
+                f"const ws = new WebSocket('ws://127.0.0.1:{port}/ws');"
+                "ws.onopen = () => { document.title = 'open'; };"
+                "ws.onclose = (e) => { document.title = 'closed:' + e.code; };"
+                "</script>"
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    evil = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Evil)
+    thread = threading.Thread(target=evil.serve_forever, daemon=True)
+    thread.start()
+    try:
+        browser.driver.get(web.login_url())  # the browser holds a session cookie
+        wait(browser, lambda: text(browser, "#conn") == "live", "a live dashboard")
+        browser.driver.get(f"http://127.0.0.1:{evil.server_address[1]}/")
+        wait(browser, lambda: browser.driver.title != "evil", "the foreign page's attempt")
+        assert browser.driver.title.startswith("closed:")
+    finally:
+        evil.shutdown()
+        evil.server_close()
+
+    browser.driver.delete_all_cookies()
+    browser.driver.get(web.url)
+    assert "Not signed in" in browser.driver.page_source
+    browser.shot("refused")
