@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from tests.helpers import DaemonProcess, events_of, make_git_repo
-from tests.integration.battle_helpers import setup_repo, types
-from tests.integration.test_agent_failures import SLOW, advance_to, fake_clock, set_mode
+from tests.integration.battle_helpers import advance_to, fake_clock, setup_repo, types
+from tests.integration.test_agent_failures import SLOW, set_mode
 
 END = {"battle_complete", "battle_failed", "battle_cancelled"}
 COST = 0.0125  # what one fake_claude run costs
