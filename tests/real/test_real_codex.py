@@ -325,6 +325,7 @@ async def _setup(d: InProcDaemon, repo: Path, env: dict[str, str], codex: Path) 
         "feedbackLoops": ["test"],
         "feedbackCommands": {"test": "true"},
         "autoCommit": False,
+        "phases": ["implementation"],  # what these prove ends with the implementer
     }
     await d.call("config.update", {"repo": str(repo), "patch": patch})
     task = await d.call(
@@ -373,22 +374,23 @@ async def test_a_yolo_battle_writes_a_file_and_completes_talking_to_the_fake_onl
     [(RATE_LIMITED, "rate limited (429)"), (SERVER_ERROR, "the model API failed (server error")],
     ids=["429", "500"],
 )
-async def test_an_api_failure_pauses_without_counting_the_iteration(
+async def test_an_api_failure_blocks_without_counting_the_iteration(
     codex_bin: Path, home: Path, repo: Path, error: ApiError, reason: str
 ) -> None:
     """The CLI's own retries are off (the provider's request_max_retries and
-    stream_max_retries); its turn.failed is a transient API failure: the battle pauses,
-    the iteration is not counted, and once resumed it completes within one iteration."""
+    stream_max_retries); its turn.failed is a transient API failure: the battle is
+    blocked (seed 003) with a backoff, the iteration is not counted, and retried at once
+    (`battle resume`) it completes within one iteration."""
     with ResponsesAPI([error, WRITE, DONE]) as api:
         async with running_daemon(home) as d:
             task = await _setup(d, repo, codex_env(api, home), codex_bin)
             async with d.client() as watcher:
                 await watcher.call("events.subscribe", {"repo": str(repo)})
                 await d.call("battle.start", {"repo": str(repo), "taskId": task})
-                events = await watcher.events_until(END, timeout=120)
-                assert events[-1]["type"] == "battle_paused", events[-1]
+                events = await watcher.events_until({"battle_blocked", *END}, timeout=120)
+                assert events[-1]["type"] == "battle_blocked", events[-1]
                 assert reason in events[-1]["payload"]["reason"]
-                assert events[-1]["payload"]["rateLimitedUntil"]
+                assert events[-1]["payload"]["retryAt"]
                 history = await d.call("battle.history", {"repo": str(repo), "taskId": task})
                 [failed] = history["battle"]["iterations"]
                 assert failed["result"] == "cancelled"

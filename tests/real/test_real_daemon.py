@@ -55,6 +55,7 @@ async def _setup(
         "feedbackLoops": ["test"],
         "feedbackCommands": {"test": "true"},
         "autoCommit": False,
+        "phases": ["implementation"],  # what these prove ends with the implementer
         **config,
     }
     (home / "h").mkdir(exist_ok=True)

@@ -69,13 +69,16 @@ export async function render(app, root, { repo, item }) {
         h("tr", {}, h("td", {}, "mode"), h("td", {}, b.mode)),
         h("tr", {}, h("td", {}, "iteration"), h("td", { id: "iteration" }, `${b.iterations.length}${b.maxIterations ? ` / ${b.maxIterations}` : ""}`)),
         h("tr", {}, h("td", {}, "cost"), h("td", {}, fmtCost(b.costUsd))),
+        b.phase ? h("tr", {}, h("td", {}, "phase"), h("td", { id: "phase" }, `${b.phase}` + (b.verification && b.verification.count ? ` (verification cycle ${b.verification.count})` : "") + (b.review && b.review.count ? ` (review cycle ${b.review.count})` : ""))) : null,
         b.pausedReason ? h("tr", {}, h("td", {}, "paused"), h("td", {}, b.pausedReason)) : null,
+        b.blocked ? h("tr", {}, h("td", {}, "blocked"), h("td", { id: "blocked" }, b.blocked.reason)) : null,
+        b.status === "escalated" ? h("tr", {}, h("td", {}, "escalated"), h("td", { class: "form-error" }, "waits for your answer in the inbox")) : null,
         b.error ? h("tr", {}, h("td", {}, "error"), h("td", { class: "form-error" }, b.error)) : null)) : null);
   };
 
   const drawControls = () => {
     const status = battle ? battle.status : null;
-    const live = ["running", "queued", "awaiting_approval", "paused", "pending"].includes(status);
+    const live = ["running", "queued", "awaiting_approval", "paused", "pending", "blocked", "escalated"].includes(status);
     const call = (what, method, params = {}) => app.act(what, () => app.call(method, { repo, taskId, ...params }));
     clear(controls).append(h("h3", {}, "Control"));
     if (!live) {
@@ -98,8 +101,8 @@ export async function render(app, root, { repo, item }) {
           h("button", { class: "danger", id: "reject", onclick: () => call("reject", "battle.approve", { approve: false, note: note.value || null }) }, "Reject"))));
     }
     controls.append(h("div", { class: "row" },
-      status === "paused"
-        ? h("button", { id: "resume", onclick: () => call("resume", "battle.resume") }, "Resume")
+      status === "paused" || status === "blocked"
+        ? h("button", { id: "resume", onclick: () => call("resume", "battle.resume") }, status === "blocked" ? "Retry now" : "Resume")
         : h("button", { id: "pause", onclick: () => call("pause", "battle.pause") }, "Pause after this iteration"),
       status === "running" ? h("button", { id: "pause-now", onclick: () => call("pause", "battle.pause", { now: true }) }, "Pause now") : null,
       h("button", { class: "danger", id: "cancel", onclick: () => { if (confirm("Cancel this battle? The agent is stopped.")) call("cancel", "battle.cancel"); } }, "Cancel")));

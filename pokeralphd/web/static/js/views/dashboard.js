@@ -31,11 +31,13 @@ export async function render(app, root) {
 
 function summary(app, current, openItems) {
   const by = (s) => current.battles.filter((b) => b.status === s);
-  const running = by("running"), queued = by("queued"), waiting = by("awaiting_approval"), paused = by("paused");
+  const running = by("running"), queued = by("queued"), paused = by("paused");
+  const waiting = [...by("awaiting_approval"), ...by("escalated")];
   const rows = current.battles.map((b) => h("tr", {},
     h("td", {}, b.repo), h("td", {}, h("a", { href: `#/battle/${encodeURIComponent(b.repo)}/${encodeURIComponent(b.taskId)}` }, b.taskId)),
     h("td", {}, pill(b.status)), h("td", {}, b.mode), h("td", {}, `${b.iteration}${b.maxIterations ? ` / ${b.maxIterations}` : ""}`),
-    h("td", {}, fmtCost(b.costUsd)), h("td", { class: "muted" }, b.pausedReason || "")));
+    h("td", {}, fmtCost(b.costUsd)),
+    h("td", { class: "muted" }, [b.pausedReason || b.blockedReason || "", ...(b.warnings || []).map((w) => h("div", { class: "form-error" }, `! ${w}`))])));
   return h("div", { class: "panel", id: "battles-summary" },
     h("div", { class: "stats" },
       stat("running", running.length), stat("queued", queued.length + current.engine.waiting),
