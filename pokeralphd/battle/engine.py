@@ -19,7 +19,8 @@ from pokeralphd.battle.runner import run_battle
 from pokeralphd.clock import SYSTEM_CLOCK
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Callable, Coroutine
+    from pathlib import Path
 
     from anyio.abc import TaskGroup, TaskStatus
 
@@ -46,6 +47,7 @@ class BattleEngine:
         owner: ProcessOwner | None = None,
         socket_path: str = "",
         clock: Clock = SYSTEM_CLOCK,
+        worktree_root: Path | None = None,
     ) -> None:
         self.clock = clock
         self._slots = anyio.Semaphore(max_concurrent)
@@ -59,6 +61,8 @@ class BattleEngine:
         self.owner = owner  # the daemon's mark on agents and feedback loops
         self.socket_path = socket_path  # what agents call back on (pokeralphctl deliver)
         self.orchestrators: dict[str, BattleOrchestrator] = {}
+        self.worktree_root = worktree_root  # parallel battles' worktrees (issue 14)
+        self._spawned: list[tuple[Callable[[], Coroutine[Any, Any, None]], str]] = []
 
     # -- slots
     def slot_free(self) -> bool:
@@ -89,6 +93,12 @@ class BattleEngine:
                 name=f"battle {orch.repo.name}/{active.task_id}",
             )
 
+    def spawn(self, func: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
+        if self._tg is None:
+            self._spawned.append((func, name))
+        else:
+            self._tg.start_soon(func, name=name)
+
     # -- repositories
     def attach(self, repo: RepoStore, inbox: Inbox) -> BattleOrchestrator:
         orch = BattleOrchestrator(repo, self, inbox)
@@ -113,6 +123,9 @@ class BattleEngine:
             for control, active, paused in self._pending:
                 self.launch(control, active, paused)
             self._pending.clear()
+            for func, name in self._spawned:
+                tg.start_soon(func, name=name)
+            self._spawned.clear()
             task_status.started()
             await anyio.sleep_forever()
 
@@ -120,8 +133,7 @@ class BattleEngine:
         """Stop every runner: agents are ended, running battles are left paused."""
         actives: list[ActiveBattle] = []
         for orch in self.orchestrators.values():
-            if orch.active is not None:
-                active = orch.active
+            for active in orch.actives():
                 active.request_stop("shutdown")
                 active.runner_scope.cancel()
                 actives.append(active)

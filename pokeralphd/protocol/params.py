@@ -117,12 +117,16 @@ class TaskRef(Params):
     repo: RepoRef | None = None
 
 
+DependsOn = Annotated[list[TaskId], msgspec.Meta(max_length=100)]
+
+
 class TaskCreateParams(Params):
     title: Title
     description: NonEmptyText
     acceptance_criteria: Criteria
     priority: Priority | None = None
     id: TaskId | None = None
+    depends_on: DependsOn | None = None
     expected_version: Version | None = None
     repo: RepoRef | None = None
 
@@ -134,6 +138,7 @@ class TaskUpdateParams(Params):
     acceptance_criteria: Criteria | None = None
     priority: Priority | None = None
     status: Name | None = None
+    depends_on: DependsOn | None = None  # the whole list ([] clears it)
     expected_version: Version | None = None
     repo: RepoRef | None = None
 
@@ -158,7 +163,10 @@ class UnsubscribeParams(Params):
 
 # -- battles
 class BattleStartParams(Params):
-    task_id: TaskId
+    """One task's battle; or, with ``all``, every ready pending task (no taskId)."""
+
+    task_id: TaskId | None = None
+    all: bool = False
     mode: Literal["hitl", "yolo"] | None = None
     max_iterations: Annotated[int, msgspec.Meta(ge=1, le=MAX_ITERATIONS_MAX)] | None = None
     repo: RepoRef | None = None
