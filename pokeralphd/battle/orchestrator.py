@@ -251,6 +251,8 @@ class BattleOrchestrator:
         status = active.battle.status
         with anyio.CancelScope(shield=True):
             try:
+                if status == B.FAILED:  # its unfinished work stays on its branch
+                    await self._commit_leftovers(active)
                 keep = status != B.CANCELLED and (
                     not worktree.merged and await worktrees.unmerged(self.repo.path, worktree)
                 )
@@ -269,6 +271,16 @@ class BattleOrchestrator:
                     exc_info=True,
                 )
 
+    async def _commit_leftovers(self, active: ActiveBattle) -> None:
+        worktree = active.battle.worktree
+        assert worktree is not None
+        message = GitService.format_commit_message(active.task_id, active.title)
+        commit = await worktrees.commit_leftovers(
+            worktree, f"{message}\n\nChanges the battle left uncommitted in its worktree."
+        )
+        if commit is not None:
+            log.info("%s: committed what %s left in its worktree", self.repo.name, active.task_id)
+
     async def merge_back(self, active: ActiveBattle) -> str | None:
         worktree = active.battle.worktree
         if worktree is None or worktree.merged:
@@ -276,6 +288,7 @@ class BattleOrchestrator:
         config = await self.repo.config()
         async with self._merge_lock:
             try:
+                await self._commit_leftovers(active)
                 outcome = await worktrees.merge_back(
                     self.repo.path, worktree, config.merge_strategy
                 )

@@ -143,6 +143,22 @@ async def create(repo_path: Path, root: Path, task_id: str) -> BattleWorktree:
     return BattleWorktree(path=str(path), branch=branch, base_branch=base)
 
 
+async def commit_leftovers(worktree: BattleWorktree, message: str) -> str | None:
+    """Commit what the battle's agents left uncommitted in its worktree (an iteration cut
+    short by a restart, say): in a tree only the battle writes, that is all the battle's,
+    and removing the worktree must not lose it. The new commit, or None."""
+    cwd = Path(worktree.path)
+    if not await anyio.to_thread.run_sync(lambda: (cwd / ".git").exists()):
+        return None
+    scope = ("--", ".", ":(exclude).pokeralph")
+    if not await git(cwd, "status", "--porcelain", "--untracked-files=all", *scope):
+        return None
+    await git(cwd, "add", "-A", *scope)
+    ident = await _identity(cwd)
+    await git(cwd, *ident, "commit", "-q", "--no-verify", "-m", message)
+    return await rev(cwd, "HEAD")
+
+
 async def unmerged(repo_path: Path, worktree: BattleWorktree) -> bool:
     """The battle's branch holds commits its base branch does not have."""
     tip = await rev(repo_path, f"refs/heads/{worktree.branch}")
