@@ -394,3 +394,27 @@ def test_kill9_with_two_worktree_battles_then_restart_resumes_both(home: Path) -
         wait_until(lambda: leftovers(home, repo) == ([], []), 10, "worktrees and branches gone")
     finally:
         second.stop()
+
+
+def test_the_cli_adds_dependencies_and_starts_all(daemon: DaemonProcess, home: Path) -> None:
+    repo = make_git_repo(home / "repo")
+    gate = home / "gate"  # never opened: the battles wait, the test cancels them
+    (first,) = setup(daemon, repo, ["First"], gate=gate, parallel=1)
+    added = daemon.ctl(
+        "--repo", str(repo), "task", "add", "Second", "-d", "after first",
+        "-c", "done", "--depends-on", first,
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    second = daemon.call("task.list", {"repo": str(repo)})["tasks"][1]["id"]
+    shown = daemon.ctl("--repo", str(repo), "task", "show", second)
+    assert f"depends on:  {first}" in shown.stdout
+    bad = daemon.ctl("--repo", str(repo), "task", "edit", first, "--depends-on", second)
+    assert bad.returncode != 0 and "cycle" in bad.stderr
+    refused = daemon.ctl("--repo", str(repo), "battle", "start", second)
+    assert refused.returncode != 0 and first in refused.stderr
+    started = daemon.ctl("--repo", str(repo), "battle", "start", "--all")
+    assert started.returncode == 0, started.stderr
+    assert f"started: {first}" in started.stdout and f"waiting: {second}" in started.stdout
+    both = daemon.ctl("--repo", str(repo), "battle", "start", "--all", first)
+    assert both.returncode != 0 and "not both" in both.stderr
+    daemon.call("battle.cancel", {"repo": str(repo), "taskId": first})
