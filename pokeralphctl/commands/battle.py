@@ -284,6 +284,13 @@ def show(ctx: Context, args: argparse.Namespace) -> int:
     ]
     out.table(["repo", "task", "status", "phase", "iteration", "mode", "cost", "note"], rows)
     for b in battles:
+        if b.get("worktree"):
+            out.line(
+                out.style(
+                    clean(f"  {b.get('taskId')}: branch {b.get('branch')} in {b['worktree']}"),
+                    "dim",
+                )
+            )
         for warning in b.get("warnings") or []:
             out.line(out.style(clean(f"! {b.get('taskId')}: {warning}"), "yellow"))
     return 0

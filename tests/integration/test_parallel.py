@@ -331,6 +331,8 @@ def test_cancel_leaves_no_worktree_or_branch_and_ambiguous_controls_are_refused(
                 started.add(e["taskId"])
                 if len(started) == 2:
                     break
+    shown = daemon.ctl("--repo", str(repo), "battle", "show")
+    assert f"branch pokeralph/{ids[0]} in {worktree_root(home)}" in shown.stdout
     # a third is refused: parallelBattles is 2
     with pytest.raises(RequestFailed) as info:
         daemon.call("battle.start", {"repo": str(repo), "taskId": ids[2]})
