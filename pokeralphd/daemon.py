@@ -87,6 +87,7 @@ class Daemon:
         self.battles.escalation_hooks.append(InboxEscalations())
         self.ledger = Ledger(paths.state_dir / "ledger")
         self.battles.cost_hooks.append(LedgerRecorder(self.ledger))
+        self.battles.spend = self._spent_today
         self.planning = PlanService(owner=self.owner)
         # Started in this order, stopped in the reverse one.
         self.services: list[Lifecycle] = [self.inbox, self.battles, self.planning]
@@ -137,6 +138,9 @@ class Daemon:
             self.ledger.load()
         except PokeralphError as exc:  # a hand-broken month: the daemon still starts
             log.error("the cost ledger could not be read: %s", exc.message)
+
+    def _spent_today(self, repo: str | None) -> float:
+        return self.ledger.day_total(utcnow().date().isoformat(), repo).cost_usd
 
     # -- status
     def status(self) -> dict[str, Any]:

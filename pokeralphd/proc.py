@@ -372,36 +372,17 @@ def end_tree(pid: int, token: str | None, grace: float) -> None:
                 victims[proc.pid] = proc
     with contextlib.suppress(OSError):
         os.killpg(pid, signal.SIGTERM)
-    for proc in [*victims.values(), *([mine] if mine else [])]:
+    everyone = [*victims.values(), *([mine] if mine else [])]
+    for proc in everyone:
         with contextlib.suppress(psutil.Error):
             proc.terminate()
-    deadline = time.monotonic() + grace
-    _, alive = psutil.wait_procs(list(victims.values()), timeout=grace)
-    mine_alive = mine is not None and not _ended(mine, deadline)
+    alive = _wait_ended(everyone, grace)
     with contextlib.suppress(OSError):
         os.killpg(pid, signal.SIGKILL)
-    for proc in [*alive, *([mine] if mine is not None and mine_alive else [])]:
+    for proc in alive:
         with contextlib.suppress(psutil.Error):
             proc.kill()
-    psutil.wait_procs(alive, timeout=2)
-    if mine is not None and mine_alive:
-        _ended(mine, time.monotonic() + 2)
-
-
-def _ended(proc: psutil.Process, deadline: float) -> bool:
-    """Whether our child ``proc`` exited (gone or a zombie) by ``deadline``, without
-    reaping it (blocking; polls)."""
-    while True:
-        try:
-            if proc.status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        except psutil.Error:
-            return False
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.01)
+    _wait_ended(alive, 2)
 
 
 def sweep(token: str) -> int:
@@ -418,8 +399,34 @@ def _kill_all(procs: list[psutil.Process], wait: float) -> int:
         with contextlib.suppress(psutil.Error):
             proc.kill()
     if procs:
-        psutil.wait_procs(procs, timeout=wait)
+        _wait_ended(procs, wait)
     return len(procs)
+
+
+def _ended(proc: psutil.Process) -> bool:
+    """Whether ``proc`` has exited. A zombie has: only its reaping is left, which for an
+    orphan is init's, and an init that reaps late (or a container's that never does)
+    must not hold up a cancel for the whole grace period."""
+    try:
+        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.Error:
+        return not psutil.pid_exists(proc.pid)
+
+
+def _wait_ended(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Wait at most ``timeout`` seconds until every one of ``procs`` has exited (without
+    reaping: our own children are reaped by their owner); the ones still running."""
+    deadline = time.monotonic() + timeout
+    delay = 0.001
+    while True:
+        alive = [proc for proc in procs if not _ended(proc)]
+        left = deadline - time.monotonic()
+        if not alive or left <= 0:
+            return alive
+        time.sleep(min(delay, left))
+        delay = min(delay * 2, 0.05)
 
 
 def kill_group(pid: int) -> None:
@@ -442,7 +449,7 @@ def end_recorded(pid: int, started: float | None) -> None:
     for p in procs:
         with contextlib.suppress(psutil.Error):
             p.kill()
-    psutil.wait_procs(procs, timeout=5)
+    _wait_ended(procs, 5)
 
 
 async def reap(process: Process, timeout: float = 5) -> None:

@@ -1,17 +1,38 @@
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
+import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
-from tests.helpers import DaemonProcess, make_git_repo, short_tmpdir
+from tests.helpers import DEEP_FUZZ, DaemonProcess, make_git_repo, short_tmpdir
 
 # No test may leave a daemon behind by accident: autostart is opted out unless a test
 # turns it back on for itself.
 os.environ["POKERALPH_NO_AUTOSTART"] = "1"
+
+# A shell starts a background job (`pytest ... &`) with SIGINT ignored, and every child
+# inherits that: a `watch` the tests interrupt would never end. Ctrl-C acts as usual here.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# The fake agents start with ``#!/usr/bin/env python3``: let that find this interpreter
+# first (a version manager's shim found on PATH instead costs ~0.1 s of CPU per start).
+_PYTHON_DIR = short_tmpdir("prpy")
+(_PYTHON_DIR / "python3").symlink_to(sys.executable)
+os.environ["PATH"] = f"{_PYTHON_DIR}{os.pathsep}{os.environ.get('PATH', '')}"
+atexit.register(shutil.rmtree, _PYTHON_DIR, ignore_errors=True)
+
+# Property tests run Hypothesis's default 100 examples; the nightly deep run 20 times that.
+settings.register_profile("deep", max_examples=2000)
+if DEEP_FUZZ:
+    settings.load_profile("deep")
 
 
 @pytest.fixture

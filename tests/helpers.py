@@ -7,8 +7,10 @@ through the standard-library client, exactly as any other client would.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -24,6 +26,17 @@ from pokeralphctl.client import Connection, DaemonNotRunning
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FAKES = Path(__file__).resolve().parent / "fakes"
+
+
+# ``POKERALPH_FUZZ=deep``: the fuzz tests and Hypothesis try many times more cases (a
+# nightly run; see the README's testing notes). The default run keeps every fuzzed
+# method, framing and outcome, with fewer random cases each.
+DEEP_FUZZ = os.environ.get("POKERALPH_FUZZ", "") == "deep"
+
+
+def fuzz_cases(default: int, deep: int) -> int:
+    """How many random cases a fuzz test tries: ``deep`` under ``POKERALPH_FUZZ=deep``."""
+    return deep if DEEP_FUZZ else default
 
 
 def short_tmpdir(prefix: str = "prx") -> Path:
@@ -46,11 +59,30 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = 
 
 
 def make_git_repo(path: Path, files: dict[str, str] | None = None) -> Path:
+    """A git repository at ``path`` with one commit of ``files`` (a README by default).
+
+    Each set of files is committed once per test process, in a template, and copied:
+    a fresh ``git init`` and commit cost five git processes per repository."""
+    files = files or {"README.md": "# sample\n"}
+    key = tuple(sorted(files.items()))
+    template = _GIT_TEMPLATES.get(key)
+    if template is None:
+        template = _commit_template(short_tmpdir("prgit") / "repo", files)
+        atexit.register(shutil.rmtree, template.parent, ignore_errors=True)
+        _GIT_TEMPLATES[key] = template
+    shutil.copytree(template, path, symlinks=True, dirs_exist_ok=True)
+    return path
+
+
+_GIT_TEMPLATES: dict[tuple[tuple[str, str], ...], Path] = {}
+
+
+def _commit_template(path: Path, files: dict[str, str]) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True)
     subprocess.run(["git", "-C", str(path), "config", "user.email", "t@example.com"], check=True)
     subprocess.run(["git", "-C", str(path), "config", "user.name", "Test"], check=True)
-    for name, content in (files or {"README.md": "# sample\n"}).items():
+    for name, content in files.items():
         target = path / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(content)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from pokeralphd.battle.governor import RateGovernor
 from pokeralphd.battle.orchestrator import BattleOrchestrator
 from pokeralphd.battle.runner import run_battle
 from pokeralphd.clock import SYSTEM_CLOCK
@@ -49,7 +50,9 @@ class BattleEngine:
         clock: Clock = SYSTEM_CLOCK,
         worktree_root: Path | None = None,
     ) -> None:
-        self.clock = clock
+        # rate limits seen by any battle hold every battle on the same endpoint
+        self.governor = RateGovernor(clock)
+        self._clock = clock
         self._slots = anyio.Semaphore(max_concurrent)
         self.waiting = 0
         self._tg: TaskGroup | None = None
@@ -58,11 +61,25 @@ class BattleEngine:
         self.failure_hooks: list[FailureHook] = []
         self.escalation_hooks: list[EscalationHook] = []
         self.cost_hooks: list[CostHook] = []
+        # what was spent today (UTC), by repository or in all: the daemon's ledger
+        self.spend: Callable[[str | None], float] = lambda _repo: 0.0
         self.owner = owner  # the daemon's mark on agents and feedback loops
         self.socket_path = socket_path  # what agents call back on (pokeralphctl deliver)
         self.orchestrators: dict[str, BattleOrchestrator] = {}
         self.worktree_root = worktree_root  # parallel battles' worktrees (issue 14)
         self._spawned: list[tuple[Callable[[], Coroutine[Any, Any, None]], str]] = []
+
+    @property
+    def clock(self) -> Clock:
+        """What battle timeouts, backoffs and the governor run on (tests put a FakeClock)."""
+        return self._clock
+
+    @clock.setter
+    def clock(self, clock: Clock) -> None:
+        self._clock = self.governor.clock = clock
+
+    def spent_today(self, repo: str | None) -> float:
+        return self.spend(repo)
 
     # -- slots
     def slot_free(self) -> bool:

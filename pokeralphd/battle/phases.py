@@ -27,6 +27,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from pokeralphd.battle.governor import endpoint_of
 from pokeralphd.battle.transient import describe
 from pokeralphd.clock import wait_or_timeout
 from pokeralphd.domain.models import (
@@ -38,11 +39,12 @@ from pokeralphd.domain.models import (
 from pokeralphd.domain.reports import VerificationReport
 from pokeralphd.domain.statuses import BattleStatus
 from pokeralphd.domain.timeutil import utcnow
+from pokeralphd.errors import PokeralphError
 
 if TYPE_CHECKING:
     from pokeralphd.agents.base import ApiFailure
     from pokeralphd.battle.state import ActiveBattle, BattleControl
-    from pokeralphd.domain.models import BattlePhase, Config, EscalationReason, Phase
+    from pokeralphd.domain.models import AgentConfig, BattlePhase, Config, EscalationReason, Phase
     from pokeralphd.domain.reports import ReviewReport
 
 B = BattleStatus
@@ -153,9 +155,11 @@ async def block(
     step runs again), False when the retries ran out and the battle is escalated."""
     battle = active.battle
     clock = orch.host.clock
+    endpoint = endpoint_of(agent_of(config, battle.phase))
     if failure.kind == "rate_limit":
         active.rate_limits += 1
         until = failure.resets_at or clock.time() + backoff_delay(active.rate_limits)
+        orch.host.governor.limited(endpoint, until, f"{orch.repo.name}/{active.task_id}")
         detail = f" ({failure.status})" if failure.status is not None else ""
         blocked = Blocked(
             reason=f"rate limited{detail} until {when(until)}",
@@ -180,6 +184,8 @@ async def block(
         )
         return False
     until = clock.time() + backoff_delay(count)
+    if failure.kind == "overloaded":  # the endpoint is overloaded for everyone
+        orch.host.governor.limited(endpoint, until, f"{orch.repo.name}/{active.task_id}")
     blocked = Blocked(
         reason=f"the model API failed ({describe(failure)}); retrying at {when(until)} "
         f"(retry {count} of {config.transient_retries})",
@@ -193,6 +199,56 @@ async def block(
         orch, active, blocked, f"retrying after a transient failure ({describe(failure)})"
     )
     return True
+
+
+def agent_of(config: Config, phase: str) -> AgentConfig:
+    """The agent that runs ``phase``."""
+    if phase == "verification":
+        return config.role_agent("verifier")
+    if phase == "review":
+        return config.role_agent("reviewer")
+    return config.agent
+
+
+async def governed(orch: BattleControl, active: ActiveBattle, config: Config) -> None:
+    """Before an agent run: wait, ``blocked``, while another battle's rate limit holds
+    this run's endpoint (see :mod:`pokeralphd.battle.governor`)."""
+    governor = orch.host.governor
+    endpoint = endpoint_of(agent_of(config, active.battle.phase))
+    wait = governor.waits(endpoint)
+    if wait is None:
+        return
+    me = f"{orch.repo.name}/{active.task_id}"
+    seen = "this battle" if wait.seen_by == me else f"the battle of {wait.seen_by}"
+    blocked = Blocked(
+        reason=f"rate limited on {endpoint.split(' ')[0]} (seen by {seen}) until "
+        f"{when(wait.until)}; then battles go one by one in priority order",
+        kind="rate_limit",
+        since=utcnow(),
+        retry_at=wait.until,
+    )
+    await orch.set_status(active, B.BLOCKED, blocked=blocked)
+    orch.publish(
+        "battle_blocked",
+        {
+            "reason": blocked.reason,
+            "kind": blocked.kind,
+            "retryAt": blocked.retry_at,
+            "retry": 0,
+            "maxRetries": None,
+            "phase": active.battle.phase,
+        },
+        active.task_id,
+    )
+    try:
+        task, _ = await orch.repo.task(active.task_id)
+        priority = task.priority
+    except PokeralphError:
+        priority = 1_000_000
+    await governor.turn(endpoint, priority, me, active.resume_event)
+    await orch.set_status(active, B.RUNNING, blocked=None)
+    if not active.pause_requested:
+        orch.publish("battle_resumed", {"reason": "rate limit reset"}, active.task_id)
 
 
 async def _wait_blocked(

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from pokeralphd.agents.base import ApiFailure
-from pokeralphd.battle import phases
+from pokeralphd.battle import budget, phases
 from pokeralphd.battle.iteration import IterationRun
 from pokeralphd.battle.roles import RoleRun, cycles_of
 from pokeralphd.domain.statuses import BattleStatus, ExecutionMode, IterationResult, battle_path
@@ -121,12 +121,27 @@ async def _loop(orch: BattleControl, active: ActiveBattle) -> bool:
             return True
         if battle.phase == "done":  # every phase passed before a restart (or a retried merge)
             return await _complete(orch, active)
+        if await _over_budget(orch, active, config):
+            return False
+        await phases.governed(orch, active, config)
+        if active.pause_requested:
+            continue
         if battle.phase == "implementation":
             step = await _implementation(orch, active, config)
         else:
             step = await _role(orch, active, config, battle.phase)
         if step is not None:
             return step
+
+
+async def _over_budget(orch: BattleControl, active: ActiveBattle, config: Config) -> bool:
+    """Before an agent run: if it would pass a spending cap, pause (and ask) instead."""
+    over = budget.overrun(orch, active, config)
+    if over is None:
+        return False
+    await budget.offer_more(orch, active, over)
+    await _pause(orch, active, over.reason)
+    return True
 
 
 async def _implementation(orch: BattleControl, active: ActiveBattle, config: Config) -> bool | None:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from datetime import datetime
     from pathlib import Path
 
+    from pokeralphd.battle.governor import RateGovernor
     from pokeralphd.domain.models import (
         Battle,
         Escalation,
@@ -69,6 +70,7 @@ class ActiveBattle:
     # where the agent, the feedback loops and git work: the repository, or the battle's
     # own worktree (issue 14; None: the repository)
     workdir: Path | None = None
+    budget_delivery: str | None = None  # the open inbox item about a budget cap
 
     @property
     def task_id(self) -> str:
@@ -132,6 +134,10 @@ class BattleControl(Protocol):
     async def approve(
         self, task_id: str | None, approve: bool, note: str | None
     ) -> dict[str, Any]: ...
+
+    async def resume(self, task_id: str | None) -> dict[str, Any]: ...
+
+    async def cancel(self, task_id: str | None) -> dict[str, Any]: ...
 
     async def resolve_escalation(
         self,
@@ -208,6 +214,13 @@ class BattleHost(Protocol):
     failure_hooks: list[FailureHook]
     escalation_hooks: list[EscalationHook]
     cost_hooks: list[CostHook]
+    governor: RateGovernor  # one rate limit holds every battle on its endpoint
+
+    def spent_today(self, repo: str | None) -> float:
+        """What one repository (or, with None, every one) spent today (UTC), per the
+        ledger."""
+        ...
+
     waiting: int
 
     def slot_free(self) -> bool: ...

@@ -195,6 +195,7 @@ class Source(Model):
         "battle_approval",
         "battle_failed",
         "battle_escalation",
+        "battle_budget",
         "permission",
         "planning",
         "agent",

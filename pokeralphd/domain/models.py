@@ -144,6 +144,17 @@ class AgentConfig(Model):
     local: LocalAgentConfig = Field(default_factory=LocalAgentConfig)
 
 
+class BudgetConfig(Model):
+    """Spending caps in USD (ours): a battle that would pass one pauses before its next
+    agent run, with the reason, an event and an inbox item to raise the cap or stop."""
+
+    per_battle_usd: float | None = Field(default=None, gt=0, le=1_000_000)
+    per_repo_per_day_usd: float | None = Field(default=None, gt=0, le=1_000_000)
+    per_day_usd: float | None = Field(
+        default=None, gt=0, le=1_000_000, description="every repository together, per UTC day"
+    )
+
+
 class Roles(Model):
     """Which agent plays each role beside the implementer (seed 003's QA and reviewer);
     unset, a role runs on the battle's own ``agent`` (ours)."""
@@ -216,6 +227,7 @@ class Config(Model):
         description="how a worktree battle's branch is merged back: ff (fast-forward "
         "only), rebase (onto the branch first when it moved, then fast-forward)",
     )
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
 
     @field_validator("phases")
     @classmethod

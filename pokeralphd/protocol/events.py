@@ -349,6 +349,17 @@ class Notice(Payload):
     message: str
 
 
+class BudgetExceeded(Payload):
+    """A battle paused before an agent run that would pass a spending cap."""
+
+    task_id: str
+    cap: Literal["perBattleUsd", "perRepoPerDayUsd", "perDayUsd"]
+    limit_usd: float
+    spent_usd: float
+    next_usd: float
+    reason: str
+
+
 class AgentRefused(Payload):
     """An agent's connection asked for something agents may not (see the agent scope)."""
 
@@ -449,6 +460,7 @@ EVENT_TYPES: dict[str, type[Payload]] = {
     "permission_requested": PermissionRequested,
     "permission_decided": PermissionDecided,
     "agent_refused": AgentRefused,
+    "budget_exceeded": BudgetExceeded,
     "await_approval": AwaitApproval,
     "await_approval_delivery": AwaitApprovalDelivery,
     "approval_received": ApprovalReceived,

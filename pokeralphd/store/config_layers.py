@@ -66,6 +66,7 @@ SENSITIVE_KEYS: tuple[str, ...] = (
     "commitRuntimeFiles",
     "approvalRules",  # which tool calls an agent may make without asking anyone
     "permissions",  # unmatched: allow would let an agent run anything
+    "budget",  # a cloned repository must not raise what it may spend
     # the verifier's and reviewer's agents: the same as ``agent``'s
     "roles.verifier.command",
     "roles.verifier.extraArgs",

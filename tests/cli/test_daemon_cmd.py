@@ -8,6 +8,7 @@ import signal
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.cli.conftest import envelope, run_ctl
@@ -15,11 +16,11 @@ from tests.helpers import short_tmpdir, wait_until
 
 
 def alive(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie has exited: init reaps the detached daemon)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
         return False
-    return True
 
 
 def end(pid: int) -> None:

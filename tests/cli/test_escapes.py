@@ -317,9 +317,14 @@ def test_watch_escapes_live_events(daemon: DaemonProcess, registered: Path) -> N
         assert unsafe(line) == []
     finally:
         watch.send_signal(signal.SIGINT)
-        watch.wait(30)
-        watch.stdout.close()  # type: ignore[union-attr]
-        watch.stderr.close()  # type: ignore[union-attr]
+        try:
+            watch.wait(30)
+        finally:
+            if watch.poll() is None:  # never left behind, even when Ctrl-C did not end it
+                watch.kill()
+                watch.wait()
+            watch.stdout.close()  # type: ignore[union-attr]
+            watch.stderr.close()  # type: ignore[union-attr]
     assert watch.returncode == 0
 
 

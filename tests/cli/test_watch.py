@@ -16,8 +16,10 @@ from typing import IO, Any
 
 import pytest
 
+from pokeralphd.settings import DaemonSettings
 from tests.cli.conftest import run_ctl
 from tests.helpers import DaemonProcess
+from tests.inproc import ThreadedDaemon
 
 
 class Lines:
@@ -143,7 +145,7 @@ def test_watch_reconnects_after_a_restart_and_reports_lost_events(
     watch.proc.send_signal(signal.SIGSTOP)
     try:
         daemon.stop()
-        second = DaemonProcess(home, ["--event-history", "100"]).start()
+        second = ThreadedDaemon(home, DaemonSettings(event_history=100)).start()
         try:
             with second.connect() as conn:
                 for i in range(120):
@@ -161,8 +163,7 @@ def test_watch_reconnects_after_a_restart_and_reports_lost_events(
         watch.event(created("Live"))
         assert watch.interrupt() == 0
     finally:
-        if second.proc is not None:
-            second.stop()
+        second.stop()
 
 
 def test_watch_since_reports_events_the_daemon_dropped(

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
+from tests.fakeclock import FakeClock
 from tests.helpers import FAKES, DaemonProcess, events_of, wait_until
+from tests.inproc import ThreadedDaemon
 
 
 def setup_repo(
@@ -78,3 +81,25 @@ def agent_pids(pidfile: Path) -> list[int]:
         lambda: pidfile.exists() and len(pidfile.read_text().split()) >= 2, 20, "the agent's pids"
     )
     return [int(x) for x in pidfile.read_text().split()]
+
+
+def fake_clock(daemon: DaemonProcess, start: float | None = None) -> FakeClock:
+    """Put a FakeClock under the daemon's battle engine (made on the daemon's loop): run
+    timeouts, idle watchdogs and rate-limit pauses then wait for :func:`advance_to`.
+    ``start`` (e.g. ``time.time()``) for a fake agent that stamps real times."""
+    assert isinstance(daemon, ThreadedDaemon) and daemon.daemon is not None
+    make = FakeClock if start is None else functools.partial(FakeClock, start)
+    clock: FakeClock = daemon.portal.call(make)
+    daemon.daemon.battles.clock = clock
+    return clock
+
+
+def advance_to(daemon: DaemonProcess, clock: FakeClock, when: float) -> None:
+    """Once the battle sleeps until ``when`` on ``clock``, move the clock there."""
+    assert isinstance(daemon, ThreadedDaemon)
+
+    def sleeping() -> bool:
+        return any(abs(deadline - when) < 1e-3 for deadline, _ in clock._sleepers)
+
+    wait_until(lambda: daemon.portal.call(sleeping), 20, f"a sleeper until {when}")
+    daemon.portal.call(clock.advance, when - clock.time())

@@ -16,35 +16,14 @@ from typing import Any
 import pytest
 
 from pokeralphctl.client import RequestFailed
-from tests.fakeclock import FakeClock
-from tests.helpers import DaemonProcess, events_of, wait_until
-from tests.inproc import ThreadedDaemon
-from tests.integration.battle_helpers import run_until, setup_repo, types
+from tests.helpers import DaemonProcess, events_of
+from tests.integration.battle_helpers import advance_to, fake_clock, run_until, setup_repo, types
 
 END = {"battle_complete", "battle_failed", "battle_cancelled"}
 SLOW: dict[str, Any] = {
     "timeoutMinutes": 30,
     "idleTimeoutMinutes": 30,
 }  # never reached on the fake clock
-
-
-def fake_clock(daemon: DaemonProcess) -> FakeClock:
-    """Put a FakeClock under the daemon's battle engine (made on the daemon's loop)."""
-    assert isinstance(daemon, ThreadedDaemon) and daemon.daemon is not None
-    clock: FakeClock = daemon.portal.call(FakeClock)
-    daemon.daemon.battles.clock = clock
-    return clock
-
-
-def advance_to(daemon: DaemonProcess, clock: FakeClock, when: float) -> None:
-    """Once the battle sleeps until ``when`` on ``clock``, move the clock there."""
-    assert isinstance(daemon, ThreadedDaemon)
-
-    def sleeping() -> bool:
-        return any(abs(deadline - when) < 1e-3 for deadline, _ in clock._sleepers)
-
-    wait_until(lambda: daemon.portal.call(sleeping), 20, f"a sleeper until {when}")
-    daemon.portal.call(clock.advance, when - clock.time())
 
 
 def set_mode(daemon: DaemonProcess, repo: Path, mode: str, var: str = "FAKE_CLAUDE_MODE") -> None:

@@ -5,14 +5,24 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import psutil
 import pytest
 
 from pokeralphctl.client import RequestFailed
+from pokeralphd.settings import DaemonSettings
 from tests.helpers import DaemonProcess, events_of, make_git_repo, wait_until
-from tests.integration.battle_helpers import agent_pids, run_until, setup_repo, types
+from tests.inproc import ThreadedDaemon
+from tests.integration.battle_helpers import (
+    advance_to,
+    agent_pids,
+    fake_clock,
+    run_until,
+    setup_repo,
+    types,
+)
 
 END = {"battle_complete", "battle_failed", "battle_cancelled"}
 
@@ -184,16 +194,22 @@ def _alive(pids: list[int]) -> list[int]:
 
 
 def test_timeout_ends_the_whole_process_tree(daemon: DaemonProcess, repo: Path, home: Path) -> None:
+    clock = fake_clock(daemon)
     pidfile = home / "pids"
     task = setup_repo(
         daemon,
         repo,
         env={"FAKE_CLAUDE_MODE": "grandchild", "FAKE_CLAUDE_PIDFILE": str(pidfile)},
-        timeoutMinutes=0.03,
+        timeoutMinutes=2,
+        idleTimeoutMinutes=30,
     )
-    events = run_until(
-        daemon, ("battle.start", {"repo": str(repo), "taskId": task, "maxIterations": 1}), END
-    )
+    with daemon.connect(timeout=60) as conn:
+        conn.call("events.subscribe", {"repo": str(repo)})
+        started = clock.monotonic()
+        daemon.call("battle.start", {"repo": str(repo), "taskId": task, "maxIterations": 1})
+        agent_pids(pidfile)
+        advance_to(daemon, clock, started + 120)  # the run timeout, and nothing sooner
+        events = list(events_of(conn, lambda e: e["type"] in END))
     ends = [e for e in events if e["type"] == "iteration_end"]
     assert ends[0]["payload"]["result"] == "timeout"
     pids = [int(x) for x in pidfile.read_text().split()]
@@ -201,12 +217,20 @@ def test_timeout_ends_the_whole_process_tree(daemon: DaemonProcess, repo: Path, 
 
 
 def test_idle_watchdog_stops_a_silent_agent(daemon: DaemonProcess, repo: Path) -> None:
+    clock = fake_clock(daemon)
     task = setup_repo(
-        daemon, repo, env={"FAKE_CLAUDE_MODE": "silent_hang"}, idleTimeoutMinutes=0.02
+        daemon,
+        repo,
+        env={"FAKE_CLAUDE_MODE": "silent_hang"},
+        idleTimeoutMinutes=1,
+        timeoutMinutes=30,
     )
-    events = run_until(
-        daemon, ("battle.start", {"repo": str(repo), "taskId": task, "maxIterations": 1}), END
-    )
+    with daemon.connect(timeout=60) as conn:
+        conn.call("events.subscribe", {"repo": str(repo)})
+        started = clock.monotonic()
+        daemon.call("battle.start", {"repo": str(repo), "taskId": task, "maxIterations": 1})
+        advance_to(daemon, clock, started + 60)
+        events = list(events_of(conn, lambda e: e["type"] in END))
     end = next(e for e in events if e["type"] == "iteration_end")
     assert end["payload"]["result"] == "timeout"
 
@@ -266,7 +290,7 @@ def test_one_battle_per_repository(daemon: DaemonProcess, repo: Path) -> None:
 
 
 def test_two_repositories_battle_at_once_and_the_limit_queues(home: Path) -> None:
-    daemon = DaemonProcess(home, ["--max-concurrent-battles", "2"]).start()
+    daemon = ThreadedDaemon(home, DaemonSettings(max_concurrent_battles=2)).start()
     try:
         repos = [make_git_repo(home / f"r{i}") for i in range(3)]
         tasks = [setup_repo(daemon, r, env={"FAKE_CLAUDE_MODE": "hang"}) for r in repos]
@@ -368,14 +392,15 @@ def test_kill_9_mid_battle_then_restart_and_resume(home: Path, repo: Path) -> No
 
 
 def test_graceful_stop_leaves_the_battle_paused(home: Path, repo: Path) -> None:
-    first = DaemonProcess(home).start()
+    """The shutdown a SIGTERM starts (test_daemon_lifecycle sends the signals themselves)."""
+    first = ThreadedDaemon(home).start()
     task = setup_repo(first, repo, env={"FAKE_CLAUDE_MODE": "hang"})
     with first.connect(timeout=60) as conn:
         conn.call("events.subscribe", {"repo": str(repo)})
         first.call("battle.start", {"repo": str(repo), "taskId": task})
         list(events_of(conn, lambda e: e["type"] == "iteration_output"))
     assert first.stop() == 0
-    second = DaemonProcess(home).start()
+    second = ThreadedDaemon(home).start()
     try:
         battle = second.call("battle.history", {"repo": str(repo), "taskId": task})["battle"]
         assert battle["status"] == "paused" and battle["iterations"][0]["result"] == "cancelled"
@@ -403,18 +428,21 @@ def test_log_tail_and_huge_output(daemon: DaemonProcess, repo: Path) -> None:
 
 
 def test_rejected_rate_limit_blocks_until_the_reset(daemon: DaemonProcess, repo: Path) -> None:
+    clock = fake_clock(daemon, start=time.time())  # the fake stamps its reset in real time
     task = setup_repo(
-        daemon, repo, env={"FAKE_CLAUDE_MODE": "rate_limited", "FAKE_CLAUDE_RESET": "1"}
+        daemon, repo, env={"FAKE_CLAUDE_MODE": "rate_limited", "FAKE_CLAUDE_RESET": "3600"}
     )
     with daemon.connect(timeout=60) as conn:
         conn.call("events.subscribe", {"repo": str(repo)})
         daemon.call("battle.start", {"repo": str(repo), "taskId": task, "maxIterations": 1})
         blocked = list(events_of(conn, lambda e: e["type"] == "battle_blocked"))[-1]["payload"]
-        assert "rate limited until" in blocked["reason"] and blocked["retryAt"]
+        assert "rate limited until" in blocked["reason"]
+        assert blocked["retryAt"] == pytest.approx(clock.time() + 3600, abs=5)
         daemon.call(
             "config.update",
             {"repo": str(repo), "patch": {"agent": {"env": {"FAKE_CLAUDE_MODE": "complete"}}}},
         )
+        advance_to(daemon, clock, blocked["retryAt"])
         rest = list(events_of(conn, lambda e: e["type"] in END))
     assert "battle_resumed" in types(rest) and types(rest)[-1] == "battle_complete"
     history = daemon.call("battle.history", {"repo": str(repo), "taskId": task})["battle"]

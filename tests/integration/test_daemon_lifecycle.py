@@ -16,6 +16,7 @@ import pytest
 
 from pokeralphctl.client import RequestFailed
 from tests.helpers import DaemonProcess, make_git_repo, wait_until
+from tests.inproc import ThreadedDaemon
 
 
 def test_socket_is_private(daemon: DaemonProcess) -> None:
@@ -45,7 +46,7 @@ def test_stale_socket_is_cleaned_up(home: Path) -> None:
     first = DaemonProcess(home).start()
     first.kill9()
     assert first.socket.exists()  # a dead daemon's socket stays behind
-    second = DaemonProcess(home).start()
+    second = ThreadedDaemon(home).start()  # the start-up under test needs no process
     try:
         assert second.call("daemon.ping") == "pong"
     finally:
@@ -85,7 +86,7 @@ def test_daemon_shutdown_method(home: Path) -> None:
 
 
 def test_restart_keeps_registry_and_data(home: Path, repo: Path) -> None:
-    first = DaemonProcess(home).start()
+    first = ThreadedDaemon(home).start()  # the second, a real process, finds its files
     first.call("repo.register", {"path": str(repo), "name": "demo"})
     first.call(
         "task.create",
@@ -105,7 +106,7 @@ def test_restart_keeps_registry_and_data(home: Path, repo: Path) -> None:
 
 
 def test_a_repository_belongs_to_one_daemon(home: Path, repo: Path) -> None:
-    first = DaemonProcess(home).start()
+    first = ThreadedDaemon(home).start()  # and the second a process: a lock across processes
     other_home = home / "other"
     other_home.mkdir()
     second = DaemonProcess(other_home).start()
@@ -113,7 +114,7 @@ def test_a_repository_belongs_to_one_daemon(home: Path, repo: Path) -> None:
         first.call("repo.register", {"path": str(repo)})
         with pytest.raises(RequestFailed) as info:
             second.call("repo.register", {"path": str(repo)})
-        assert info.value.code == -32007 and info.value.data["pid"] == first.proc.pid  # type: ignore[union-attr]
+        assert info.value.code == -32007 and info.value.data["pid"] == first.pid
         first.call("repo.unregister", {"repo": str(repo)})
         assert second.call("repo.register", {"path": str(repo)})["name"] == "repo"
     finally:

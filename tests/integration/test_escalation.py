@@ -16,8 +16,8 @@ import pytest
 
 from pokeralphctl.client import RequestFailed
 from tests.helpers import DaemonProcess, events_of, wait_until
-from tests.integration.battle_helpers import setup_repo, types
-from tests.integration.test_agent_failures import SLOW, advance_to, fake_clock
+from tests.integration.battle_helpers import advance_to, fake_clock, setup_repo, types
+from tests.integration.test_agent_failures import SLOW
 from tests.integration.test_verification import (
     END,
     history,

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from pokeralphctl.client import RequestFailed
+from pokeralphd.settings import DaemonSettings
 from tests.helpers import DaemonProcess, events_of, make_git_repo, read_messages, wait_until
+from tests.inproc import ThreadedDaemon
 
 
 def subscribe(daemon: DaemonProcess, **params: Any) -> tuple[socket.socket, dict[str, Any]]:
@@ -101,11 +103,12 @@ def test_resume_with_since_and_unsubscribe(daemon: DaemonProcess, repo: Path) ->
 
 
 def test_since_reports_lost_events(home: Path, repo: Path) -> None:
-    daemon = DaemonProcess(home, ["--event-history", "100"]).start()
+    daemon = ThreadedDaemon(home, DaemonSettings(event_history=100)).start()
     try:
         daemon.call("repo.register", {"path": str(repo)})
-        for i in range(120):
-            daemon.call("prd.update", {"description": f"d{i}", "repo": str(repo)})
+        with daemon.connect() as conn:
+            for i in range(120):
+                conn.call("prd.update", {"description": f"d{i}", "repo": str(repo)})
         sock, reply = subscribe(daemon, since=0)
         with sock:
             result = reply["result"]
@@ -115,7 +118,7 @@ def test_since_reports_lost_events(home: Path, repo: Path) -> None:
 
 
 def test_stalled_subscriber_is_dropped_and_slows_nobody(home: Path, repo: Path) -> None:
-    daemon = DaemonProcess(home, ["--max-subscriber-backlog", "65536"]).start()
+    daemon = ThreadedDaemon(home, DaemonSettings(max_subscriber_backlog=65536)).start()
     try:
         daemon.call("repo.register", {"path": str(repo)})
         stalled = daemon.raw()

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pokeralphd.protocol.framing import FrameDecoder, FrameTooLarge, encode_frame
-from tests.helpers import DaemonProcess, read_messages
+from tests.helpers import DaemonProcess, fuzz_cases, read_messages
 
 
 def lsp(body: dict[str, Any] | bytes) -> bytes:
@@ -125,7 +125,7 @@ def test_pipelined_requests_on_one_connection(daemon: DaemonProcess) -> None:
     assert [r["id"] for r in replies] == list(range(2000))
 
 
-@settings(max_examples=200)
+@settings(max_examples=fuzz_cases(100, 2000))
 @given(
     st.lists(
         st.binary(min_size=1, max_size=300).filter(lambda b: b"\n" not in b and b.strip()),

@@ -19,6 +19,7 @@ from pokeralphctl import client
 from pokeralphctl.client import Connection, DaemonNotRunning, RequestFailed, UntrustedSocket
 from pokeralphd.server.listener import BoundSocket, ListenerError, bind_socket
 from tests.helpers import DaemonProcess, make_git_repo, short_tmpdir
+from tests.inproc import ThreadedDaemon
 from tests.integration.battle_helpers import run_until, setup_repo
 
 SECRET = b"precious: must never change\n"
@@ -59,7 +60,7 @@ def test_register_refuses_a_repository_whose_pokeralph_is_a_link(
 def test_a_planted_lock_link_makes_the_repository_unavailable_at_start(
     home: Path, repo: Path, outside: Path
 ) -> None:
-    first = DaemonProcess(home).start()
+    first = ThreadedDaemon(home).start()
     try:
         first.call("repo.register", {"path": str(repo)})
     finally:
@@ -67,7 +68,7 @@ def test_a_planted_lock_link_makes_the_repository_unavailable_at_start(
     lock = repo / ".pokeralph" / "daemon.lock"
     lock.unlink()
     lock.symlink_to(outside / "target")
-    second = DaemonProcess(home).start()
+    second = ThreadedDaemon(home).start()
     try:
         repos = second.call("daemon.status")["repositories"]
         assert len(repos) == 1 and str(lock) in repos[0]["error"]

@@ -10,6 +10,7 @@ import pytest
 
 from pokeralphctl.client import RequestFailed
 from tests.helpers import DaemonProcess, events_of
+from tests.inproc import ThreadedDaemon
 
 
 def create(daemon: DaemonProcess, repo: Path, **params: Any) -> dict[str, Any]:
@@ -137,7 +138,7 @@ def test_one_connection_waits_while_it_asks_other_things(daemon: DaemonProcess, 
 
 
 def test_inbox_files_survive_a_restart(home: Path, repo: Path) -> None:
-    first = DaemonProcess(home).start()
+    first = ThreadedDaemon(home).start()
     first.call("repo.register", {"path": str(repo)})
     d = create(
         first,
@@ -147,7 +148,7 @@ def test_inbox_files_survive_a_restart(home: Path, repo: Path) -> None:
     )
     first.call("inbox.annotate", {"id": d["id"], "content": "note"})
     first.stop()
-    second = DaemonProcess(home).start()
+    second = ThreadedDaemon(home).start()
     try:
         got = second.call("inbox.get", {"id": d["id"]})
         assert (

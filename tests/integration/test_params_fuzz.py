@@ -1,9 +1,10 @@
 """Fuzz every method's params through a real daemon: a bad param is never an internal error.
 
-For each method of ``build_table()`` a seeded generator sends a few hundred params: valid
-ones with one or two fields spoiled (wrong types, NUL bytes, huge, negative or fractional
-numbers, ``1e308``, deep nesting, non-ASCII digits in ids, ``../x``, very long strings,
-paths no filesystem call takes), missing and extra fields, params by position, odd shapes.
+For each method of ``build_table()`` a seeded generator sends 50 params (1,000 under
+``POKERALPH_FUZZ=deep``, any count with ``FUZZ_EXAMPLES``): valid ones with one or two
+fields spoiled (wrong types, NUL bytes, huge, negative or fractional numbers, ``1e308``,
+deep nesting, non-ASCII digits in ids, ``../x``, very long strings, paths no filesystem
+call takes), missing and extra fields, params by position, odd shapes.
 The valid values point at a real repository, task and deliveries, so a spoiled call gets
 past decoding and repository resolution into the handlers and services.
 
@@ -39,11 +40,18 @@ from pokeralphctl.client import RequestFailed
 from pokeralphd.errors import PokeralphError
 from pokeralphd.server.dispatch import decode_params
 from pokeralphd.server.methods import build_table
-from tests.helpers import FAKES, DaemonProcess, make_git_repo, read_messages, short_tmpdir
+from tests.helpers import (
+    FAKES,
+    DaemonProcess,
+    fuzz_cases,
+    make_git_repo,
+    read_messages,
+    short_tmpdir,
+)
 
 TABLE = build_table()
 METHODS = sorted(TABLE.methods)
-EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "200"))  # per method
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES") or fuzz_cases(50, 1000))  # per method
 SEED = int(os.environ.get("FUZZ_SEED", "20261123"))
 MAX_BODY = 900_000  # under the 1 MiB frame limit (a bigger frame closes the connection)
 TASK = "001-fuzz"

@@ -10,6 +10,7 @@ import pytest
 
 from pokeralphctl.client import RequestFailed
 from tests.helpers import FAKES, DaemonProcess, events_of
+from tests.inproc import ThreadedDaemon
 
 
 def setup(daemon: DaemonProcess, repo: Path, home: Path, **env: str) -> Path:
@@ -138,7 +139,7 @@ def test_merge_keeps_existing_tasks_and_reset(
 
 
 def test_a_planning_session_survives_a_restart(home: Path, repo: Path) -> None:
-    first = DaemonProcess(home).start()
+    first = ThreadedDaemon(home).start()
     state = setup(first, repo, home)
     with first.connect(timeout=60) as conn:
         conn.call("events.subscribe", {"repo": str(repo), "types": ["planning_question"]})
@@ -146,7 +147,7 @@ def test_a_planning_session_survives_a_restart(home: Path, repo: Path) -> None:
         question = list(events_of(conn, lambda e: e["type"] == "planning_question"))[-1]["payload"]
     before = first.call("planning.status", {"repo": str(repo)})
     first.stop()
-    second = DaemonProcess(home).start()
+    second = ThreadedDaemon(home).start()
     try:
         after = second.call("planning.status", {"repo": str(repo)})
         assert after["state"] == "waiting_input" and after["sessionId"] == before["sessionId"]

@@ -32,7 +32,7 @@ from pokeralphd.server.accept import Acceptor, connection_cap
 from pokeralphd.server.eventbus import EventBus
 from pokeralphd.server.outbox import Outbox
 from pokeralphd.settings import DaemonSettings
-from tests.helpers import short_tmpdir
+from tests.helpers import fuzz_cases, short_tmpdir
 
 # ------------------------------------------------------------------------- framing
 
@@ -190,7 +190,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=fuzz_cases(100, 2000))
 @given(json_values)
 def test_nesting_depth_is_exact_whatever_the_strings_hold(value: Any) -> None:
     body = json.dumps(value, ensure_ascii=False).encode()
