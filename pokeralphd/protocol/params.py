@@ -126,9 +126,9 @@ class TaskCreateParams(Params):
     acceptance_criteria: Criteria
     priority: Priority | None = None
     id: TaskId | None = None
-    depends_on: DependsOn | None = None
     expected_version: Version | None = None
     repo: RepoRef | None = None
+    depends_on: DependsOn | None = None  # last: positional params keep their places
 
 
 class TaskUpdateParams(Params):
@@ -138,9 +138,9 @@ class TaskUpdateParams(Params):
     acceptance_criteria: Criteria | None = None
     priority: Priority | None = None
     status: Name | None = None
-    depends_on: DependsOn | None = None  # the whole list ([] clears it)
     expected_version: Version | None = None
     repo: RepoRef | None = None
+    depends_on: DependsOn | None = None  # the whole list ([] clears it); last, as above
 
 
 class TaskDeleteParams(Params):
@@ -166,10 +166,10 @@ class BattleStartParams(Params):
     """One task's battle; or, with ``all``, every ready pending task (no taskId)."""
 
     task_id: TaskId | None = None
-    all: bool = False
     mode: Literal["hitl", "yolo"] | None = None
     max_iterations: Annotated[int, msgspec.Meta(ge=1, le=MAX_ITERATIONS_MAX)] | None = None
     repo: RepoRef | None = None
+    all: bool = False  # last: positional params keep their places
 
 
 class BattleControlParams(Params):

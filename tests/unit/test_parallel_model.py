@@ -146,3 +146,13 @@ async def test_a_failed_attempts_branch_is_continued_not_dropped(tmp_path: Path)
     again = await worktrees.create(repo, root, "001-a")
     assert (Path(again.path) / "half.txt").read_text() == "half done\n"
     assert await worktrees.unmerged(repo, again)
+
+
+async def test_sweep_removes_worktrees_no_battle_owns(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo")
+    root = tmp_path / "trees"
+    kept = await worktrees.create(repo, root, "001-a")
+    stray = await worktrees.create(repo, root, "002-b")
+    assert await worktrees.sweep(repo, root, {"001-a"}) == ["002-b"]
+    assert Path(kept.path).exists() and not Path(stray.path).exists()
+    assert str(stray.path) not in git(repo, "worktree", "list")
