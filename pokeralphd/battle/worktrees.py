@@ -201,16 +201,26 @@ async def remove(repo_path: Path, worktree: BattleWorktree, *, delete_branch: bo
 
 async def sweep(repo_path: Path, root: Path, keep: set[str]) -> list[str]:
     """Remove worktrees in this repository's folder that no battle owns (one the previous
-    daemon was making or removing when it stopped); the task ids removed."""
+    daemon was making or removing when it stopped), and their branches when merged; the
+    task ids removed. A branch with commits of its own is kept: nothing is dropped."""
     folder = folder_for(root, repo_path)
     if not await anyio.to_thread.run_sync(folder.is_dir):
         return []
     names = await anyio.to_thread.run_sync(lambda: sorted(p.name for p in folder.iterdir()))
     removed = []
+    head = await rev(repo_path, "HEAD")
     for name in names:
         if name not in keep:
             await _drop_worktree(repo_path, folder / name)
             removed.append(name)
+            # its branch too, when it holds nothing the checked-out branch lacks
+            tip = await rev(repo_path, f"refs/heads/{branch_for(name)}")
+            if (
+                tip is not None
+                and head is not None
+                and await _ok(repo_path, "merge-base", "--is-ancestor", tip, head)
+            ):
+                await git(repo_path, "branch", "-D", branch_for(name))
     return removed
 
 

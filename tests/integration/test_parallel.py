@@ -420,3 +420,41 @@ def test_the_cli_adds_dependencies_and_starts_all(daemon: DaemonProcess, home: P
     both = daemon.ctl("--repo", str(repo), "battle", "start", "--all", first)
     assert both.returncode != 0 and "not both" in both.stderr
     daemon.call("battle.cancel", {"repo": str(repo), "taskId": first})
+
+
+def test_after_a_restart_a_cancelled_worktree_battle_leaves_nothing(home: Path) -> None:
+    from tests.inproc import ThreadedDaemon
+
+    repo = make_git_repo(home / "repo")
+    gate = home / "gate"
+    first = ThreadedDaemon(home).start()
+    try:
+        ids = setup(first, repo, ["Kept", "Dropped"], gate=gate)
+        with first.connect(timeout=60) as conn:
+            conn.call("events.subscribe", {"repo": str(repo)})
+            for task in ids:
+                first.call("battle.start", {"repo": str(repo), "taskId": task})
+            started: set[str] = set()
+            for e in events_of(conn, lambda e: False, 30):
+                if e["type"] == "iteration_start":
+                    started.add(e["taskId"])
+                    if started == set(ids):
+                        break
+    finally:
+        first.stop()  # a clean stop: both left paused, their worktrees kept
+    assert len(leftovers(home, repo)[0]) == 2
+    second = ThreadedDaemon(home).start()
+    try:
+        kept, dropped = ids
+        second.call("battle.cancel", {"repo": str(repo), "taskId": dropped})
+        folders, branches = leftovers(home, repo)
+        assert branches == [f"pokeralph/{kept}"] and len(folders) == 1 and kept in folders[0]
+        gate.write_text("open")
+        with second.connect(timeout=60) as conn:
+            conn.call("events.subscribe", {"repo": str(repo)})
+            second.call("battle.resume", {"repo": str(repo)})  # the one active: no id needed
+            list(events_of(conn, lambda e: e["type"] == "battle_complete", 30))
+        assert (repo / f"{kept}.txt").exists() and not (repo / f"{dropped}.txt").exists()
+        wait_until(lambda: leftovers(home, repo) == ([], []), 10, "worktrees and branches gone")
+    finally:
+        second.stop()

@@ -156,3 +156,6 @@ async def test_sweep_removes_worktrees_no_battle_owns(tmp_path: Path) -> None:
     assert await worktrees.sweep(repo, root, {"001-a"}) == ["002-b"]
     assert Path(kept.path).exists() and not Path(stray.path).exists()
     assert str(stray.path) not in git(repo, "worktree", "list")
+    assert git(repo, "branch", "--list", "pokeralph/*", "--format=%(refname:short)") == (
+        "pokeralph/001-a"
+    )
