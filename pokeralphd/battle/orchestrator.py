@@ -286,14 +286,17 @@ class BattleOrchestrator:
         if worktree is None or worktree.merged:
             return None
         config = await self.repo.config()
-        async with self._merge_lock:
-            try:
-                await self._commit_leftovers(active)
-                outcome = await worktrees.merge_back(
-                    self.repo.path, worktree, config.merge_strategy
-                )
-            except (worktrees.GitFailed, OSError, TimeoutError) as exc:
-                return f"merging {worktree.branch} into {worktree.base_branch} failed: {exc}"
+        # shielded: a rebase stopped halfway would leave the worktree mid-rebase (each git
+        # command is bounded by its own timeout)
+        with anyio.CancelScope(shield=True):
+            async with self._merge_lock:
+                try:
+                    await self._commit_leftovers(active)
+                    outcome = await worktrees.merge_back(
+                        self.repo.path, worktree, config.merge_strategy
+                    )
+                except (worktrees.GitFailed, OSError, TimeoutError) as exc:
+                    return f"merging {worktree.branch} into {worktree.base_branch} failed: {exc}"
         if not outcome.merged:
             self.publish(
                 "merge_failed",

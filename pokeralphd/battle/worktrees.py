@@ -150,6 +150,7 @@ async def commit_leftovers(worktree: BattleWorktree, message: str) -> str | None
     cwd = Path(worktree.path)
     if not await anyio.to_thread.run_sync(lambda: (cwd / ".git").exists()):
         return None
+    await git(cwd, "rebase", "--abort", check=False)  # a merge a crash left halfway
     scope = ("--", ".", ":(exclude).pokeralph")
     if not await git(cwd, "status", "--porcelain", "--untracked-files=all", *scope):
         return None
