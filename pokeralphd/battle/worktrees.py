@@ -143,6 +143,19 @@ async def create(repo_path: Path, root: Path, task_id: str) -> BattleWorktree:
     return BattleWorktree(path=str(path), branch=branch, base_branch=base)
 
 
+def _rebasing(cwd: Path) -> bool:
+    """A rebase is under way in the worktree ``cwd`` (its ``.git`` file names its git
+    folder, where git keeps a rebase's state)."""
+    try:
+        text = (cwd / ".git").read_text()
+    except OSError:
+        return False
+    if not text.startswith("gitdir: "):
+        return False
+    gitdir = Path(text[len("gitdir: ") :].strip())
+    return (gitdir / "rebase-merge").exists() or (gitdir / "rebase-apply").exists()
+
+
 async def commit_leftovers(worktree: BattleWorktree, message: str) -> str | None:
     """Commit what the battle's agents left uncommitted in its worktree (an iteration cut
     short by a restart, say): in a tree only the battle writes, that is all the battle's,
@@ -150,7 +163,8 @@ async def commit_leftovers(worktree: BattleWorktree, message: str) -> str | None
     cwd = Path(worktree.path)
     if not await anyio.to_thread.run_sync(lambda: (cwd / ".git").exists()):
         return None
-    await git(cwd, "rebase", "--abort", check=False)  # a merge a crash left halfway
+    if await anyio.to_thread.run_sync(_rebasing, cwd):  # a merge a crash left halfway
+        await git(cwd, "rebase", "--abort", check=False)
     scope = ("--", ".", ":(exclude).pokeralph")
     if not await git(cwd, "status", "--porcelain", "--untracked-files=all", *scope):
         return None

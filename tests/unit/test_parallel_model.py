@@ -159,3 +159,19 @@ async def test_sweep_removes_worktrees_no_battle_owns(tmp_path: Path) -> None:
     assert git(repo, "branch", "--list", "pokeralph/*", "--format=%(refname:short)") == (
         "pokeralph/001-a"
     )
+
+
+async def test_a_rebase_left_halfway_is_aborted_before_leftovers_are_committed(
+    tmp_path: Path,
+) -> None:
+    repo = make_git_repo(tmp_path / "repo")
+    tree = await worktrees.create(repo, tmp_path / "trees", "001-a")
+    where = Path(tree.path)
+    commit(where, "same.txt", "ours\n")
+    commit(repo, "same.txt", "theirs\n")
+    before = git(where, "rev-parse", "HEAD")
+    failed = subprocess.run(["git", "-C", str(where), "rebase", "main"], capture_output=True)
+    assert failed.returncode != 0 and worktrees._rebasing(where)  # as a crash would leave it
+    assert await worktrees.commit_leftovers(tree, "leftovers") is None
+    assert not worktrees._rebasing(where) and git(where, "rev-parse", "HEAD") == before
+    assert (where / "same.txt").read_text() == "ours\n"
