@@ -77,7 +77,10 @@ class Daemon:
         self.bus = EventBus(settings.event_history, settings.event_history_bytes)
         self.inbox = InboxService()
         self.battles = BattleEngine(
-            settings.max_concurrent_battles, owner=self.owner, socket_path=str(paths.socket)
+            settings.max_concurrent_battles,
+            owner=self.owner,
+            socket_path=str(paths.socket),
+            worktree_root=paths.state_dir / "worktrees",
         )
         self.battles.approval_hooks.append(InboxApprovals())
         self.battles.failure_hooks.append(offer_retry)
@@ -158,7 +161,7 @@ class Daemon:
         return len(self.server.connections) + (len(self.web.connections) if self.web else 0)
 
     def summary_line(self) -> str:
-        battles = sum(1 for r in self.repos if r.battles.active is not None)
+        battles = sum(len(r.battles.actives()) for r in self.repos)
         return (
             f"serving {len(self.repos)} repositories, {self._clients()} clients, "
             f"{battles} active battles"

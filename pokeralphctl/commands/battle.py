@@ -6,6 +6,7 @@ Following (``battle start --follow``, ``battle log --follow``) lives in
 
 from __future__ import annotations
 
+from pokeralphctl.commands import CommandError
 from pokeralphctl.output import clean, duration, money
 from pokeralphctl.parsing import sub
 
@@ -21,8 +22,14 @@ if TYPE_CHECKING:
 def add_battle(parser: argparse.ArgumentParser) -> None:
     subs = parser.add_subparsers(dest="action", metavar="ACTION")
 
-    p = sub(subs, "start", "start a battle for a task")
-    p.add_argument("task_id", metavar="TASK")
+    p = sub(subs, "start", "start a battle for a task (or --all ready tasks)")
+    p.add_argument("task_id", nargs="?", metavar="TASK")
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="every pending task whose dependencies are completed, in priority order, up "
+        "to parallelBattles at once; the rest start as battles end",
+    )
     mode = p.add_mutually_exclusive_group()
     mode.add_argument(
         "--yolo", dest="mode", action="store_const", const="yolo", help="run without approvals"
@@ -99,7 +106,10 @@ def add_approve(parser: argparse.ArgumentParser) -> None:
 
 
 def start_params(ctx: Context, args: argparse.Namespace) -> dict[str, Any]:
-    return ctx.params(taskId=args.task_id, mode=args.mode, maxIterations=args.max_iterations)
+    params = ctx.params(taskId=args.task_id, mode=args.mode, maxIterations=args.max_iterations)
+    if getattr(args, "all", False):
+        params["all"] = True
+    return params
 
 
 def control_params(ctx: Context, args: argparse.Namespace) -> dict[str, Any]:
@@ -163,6 +173,14 @@ def start(ctx: Context, args: argparse.Namespace) -> int:
     from pokeralphctl.commands.trust import check
 
     check(ctx)  # warn first when the repository's config is not trusted
+    if args.all and args.task_id:
+        raise CommandError("give a TASK or --all, not both", code="usage")
+    if not args.all and not args.task_id:
+        raise CommandError("name a TASK to start (or --all)", code="usage")
+    if args.all and args.follow:
+        raise CommandError(
+            "--follow follows one battle: use `pokeralphctl watch` with --all", code="usage"
+        )
     if args.follow:
         from pokeralphctl.commands.follow import start_and_follow
 
@@ -172,6 +190,8 @@ def start(ctx: Context, args: argparse.Namespace) -> int:
     if out.json:
         out.ok(result)
         return 0
+    if args.all:
+        return _started_all(out, result)
     battle = result["battle"]
     queued = " (queued: waiting for a free slot)" if result.get("queued") else ""
     out.line(f"started: {battle_line(out, battle)}{queued}")
@@ -180,6 +200,18 @@ def start(ctx: Context, args: argparse.Namespace) -> int:
         "or `pokeralphctl watch`",
         "dim",
     )
+    return 0
+
+
+def _started_all(out: Output, result: dict[str, Any]) -> int:
+    started = [clean(t) for t in result.get("started") or []]
+    waiting = [clean(t) for t in result.get("waiting") or []]
+    out.line(f"started: {', '.join(started) if started else 'nothing (no task is ready)'}")
+    if waiting:
+        out.line(f"waiting: {', '.join(waiting)} (for a free place or their dependencies)")
+    for task, why in (result.get("refused") or {}).items():
+        out.line(f"not started: {clean(task)}: {clean(why)}")
+    out.note("follow them with `pokeralphctl watch`", "dim")
     return 0
 
 
@@ -252,6 +284,13 @@ def show(ctx: Context, args: argparse.Namespace) -> int:
     ]
     out.table(["repo", "task", "status", "phase", "iteration", "mode", "cost", "note"], rows)
     for b in battles:
+        if b.get("worktree"):
+            out.line(
+                out.style(
+                    clean(f"  {b.get('taskId')}: branch {b.get('branch')} in {b['worktree']}"),
+                    "dim",
+                )
+            )
         for warning in b.get("warnings") or []:
             out.line(out.style(clean(f"! {b.get('taskId')}: {warning}"), "yellow"))
     return 0

@@ -39,6 +39,12 @@ def add_task(parser: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--priority", type=int, help="1 runs first (default: after the others)")
     p.add_argument("--id", help="the task id, like 004-login-form")
+    p.add_argument(
+        "--depends-on",
+        action="append",
+        metavar="ID",
+        help="a task that must be completed first (repeat for several)",
+    )
     p.set_defaults(handler=add)
 
     p = sub(subs, "show", "show one task")
@@ -57,6 +63,14 @@ def add_task(parser: argparse.ArgumentParser) -> None:
         help="replaces all criteria (repeat for several)",
     )
     p.add_argument("--priority", type=int)
+    deps = p.add_mutually_exclusive_group()
+    deps.add_argument(
+        "--depends-on",
+        action="append",
+        metavar="ID",
+        help="replaces the tasks this one waits for (repeat for several)",
+    )
+    deps.add_argument("--no-depends", action="store_true", help="this task waits for no other task")
     p.add_argument(
         "--status", metavar="STATUS", help=f"{STATUS_HELP}; must follow the task state machine"
     )
@@ -95,6 +109,7 @@ def add(ctx: Context, args: argparse.Namespace) -> int:
         acceptanceCriteria=args.criteria,
         priority=args.priority,
         id=args.id,
+        dependsOn=args.depends_on,
     )
     result = ctx.call("task.create", params)
     if ctx.out.json:
@@ -121,6 +136,8 @@ def print_task(out: Output, task: dict[str, Any]) -> None:
     out.line(f"{out.style(clean(task['id']), 'bold')}  {clean(task['title'])}")
     out.line(f"status:      {out.status(task.get('status'))}")
     out.line(f"priority:    {clean(task.get('priority'))}")
+    if task.get("dependsOn"):
+        out.line(f"depends on:  {', '.join(clean(d) for d in task['dependsOn'])}")
     out.line(f"created:     {clean(task.get('createdAt', '-'))}")
     out.line(f"updated:     {clean(task.get('updatedAt', '-'))}")
     iterations = task.get("iterations") or []
@@ -143,11 +160,13 @@ def edit(ctx: Context, args: argparse.Namespace) -> int:
         "acceptanceCriteria": args.criteria,
         "priority": args.priority,
         "status": args.status,
+        "dependsOn": [] if args.no_depends else args.depends_on,
     }
     if all(v is None for v in fields.values()):
         raise CommandError(
             "nothing to change",
-            "pass at least one of --title, --description, --criteria, --priority, --status",
+            "pass at least one of --title, --description, --criteria, --priority, --status, "
+            "--depends-on, --no-depends",
             code="usage",
         )
     result = ctx.call("task.update", ctx.params(taskId=args.task_id, **fields))

@@ -20,7 +20,8 @@ from pokeralphd.battle.runner import run_battle
 from pokeralphd.clock import SYSTEM_CLOCK
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import AsyncIterator, Callable, Coroutine
+    from pathlib import Path
 
     from anyio.abc import TaskGroup, TaskStatus
 
@@ -47,6 +48,7 @@ class BattleEngine:
         owner: ProcessOwner | None = None,
         socket_path: str = "",
         clock: Clock = SYSTEM_CLOCK,
+        worktree_root: Path | None = None,
     ) -> None:
         # rate limits seen by any battle hold every battle on the same endpoint
         self.governor = RateGovernor(clock)
@@ -64,6 +66,8 @@ class BattleEngine:
         self.owner = owner  # the daemon's mark on agents and feedback loops
         self.socket_path = socket_path  # what agents call back on (pokeralphctl deliver)
         self.orchestrators: dict[str, BattleOrchestrator] = {}
+        self.worktree_root = worktree_root  # parallel battles' worktrees (issue 14)
+        self._spawned: list[tuple[Callable[[], Coroutine[Any, Any, None]], str]] = []
 
     @property
     def clock(self) -> Clock:
@@ -106,6 +110,12 @@ class BattleEngine:
                 name=f"battle {orch.repo.name}/{active.task_id}",
             )
 
+    def spawn(self, func: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
+        if self._tg is None:
+            self._spawned.append((func, name))
+        else:
+            self._tg.start_soon(func, name=name)
+
     # -- repositories
     def attach(self, repo: RepoStore, inbox: Inbox) -> BattleOrchestrator:
         orch = BattleOrchestrator(repo, self, inbox)
@@ -130,6 +140,9 @@ class BattleEngine:
             for control, active, paused in self._pending:
                 self.launch(control, active, paused)
             self._pending.clear()
+            for func, name in self._spawned:
+                tg.start_soon(func, name=name)
+            self._spawned.clear()
             task_status.started()
             await anyio.sleep_forever()
 
@@ -137,8 +150,7 @@ class BattleEngine:
         """Stop every runner: agents are ended, running battles are left paused."""
         actives: list[ActiveBattle] = []
         for orch in self.orchestrators.values():
-            if orch.active is not None:
-                active = orch.active
+            for active in orch.actives():
                 active.request_stop("shutdown")
                 active.runner_scope.cancel()
                 actives.append(active)

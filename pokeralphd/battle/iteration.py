@@ -87,7 +87,9 @@ class IterationRun:
         self.config = config
         self.repo = orch.repo
         self.task_id = active.task_id
-        self.git = GitService(self.repo.path)
+        # where the agent, the loops and git work: the battle's worktree, if it has one
+        self.workdir = active.workdir or self.repo.path
+        self.git = GitService(self.workdir)
         self.result: AgentResult | None = None
         self._progress_dirty = anyio.Event()
         self.timings: dict[str, float] = {}
@@ -297,7 +299,7 @@ class IterationRun:
             await self.repo.install_local_defaults()
         request = AgentRequest(
             prompt=prompt,
-            cwd=self.repo.path,
+            cwd=self.workdir,
             mode="execute",
             config=self.config.agent,
             env={
@@ -335,7 +337,7 @@ class IterationRun:
         feedback: dict[str, FeedbackResult] = {}
         if outcome.reason != "exited":
             return completion, feedback
-        detected = await anyio.to_thread.run_sync(detect_loops, self.repo.path)
+        detected = await anyio.to_thread.run_sync(detect_loops, self.workdir)
         loops = resolve_loops(
             list(self.config.feedback_loops), detected, dict(self.config.feedback_commands)
         )
@@ -345,7 +347,7 @@ class IterationRun:
                 result = skipped_loop(name)
             else:
                 result = await run_loop(
-                    name, command, self.repo.path, timeout, owner=self.orch.host.owner
+                    name, command, self.workdir, timeout, owner=self.orch.host.owner
                 )
             feedback[name] = result
             self.active.progress.feedback_results = dict(feedback)

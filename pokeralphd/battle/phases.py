@@ -290,7 +290,7 @@ async def escalate(
 ) -> None:
     """Escalate to a person (seed 003): the battle waits, escalated, for their answer."""
     battle = active.battle
-    phase: Phase = battle.phase if battle.phase != "done" else "review"
+    phase: Phase = battle.phase if battle.phase != "done" else battle.phases[-1]
     escalation = Escalation(
         number=len(battle.escalations) + 1,
         at=utcnow(),

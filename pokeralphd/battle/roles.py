@@ -92,7 +92,9 @@ class RoleRun:
         self.config = config
         self.repo = orch.repo
         self.task_id = active.task_id
-        self.git = GitService(self.repo.path)
+        # where the agent, the loops and git work: the battle's worktree, if it has one
+        self.workdir = active.workdir or self.repo.path
+        self.git = GitService(self.workdir)
         self.cycles = cycles_of(active, role)
         self.cycle = self.cycles.count + 1
         self.agent = config.role_agent("verifier" if role == "verification" else "reviewer")
@@ -223,7 +225,7 @@ class RoleRun:
             await self.repo.install_local_defaults()  # as for the implementer
         request = AgentRequest(
             prompt=prompt,
-            cwd=self.repo.path,
+            cwd=self.workdir,
             mode="execute",
             config=self.agent,
             env={

@@ -108,17 +108,19 @@ async def _loop(orch: BattleControl, active: ActiveBattle) -> bool:
         config = await orch.repo.config()
         decided = await phases.apply_resolution(orch, active, config)
         if decided == "accept":
-            await phases.change_phase(orch, active, "done", "a person accepted the work")
-            await _complete(orch, active)
-            return True
+            # accepting a merge conflict: complete, the branch left for the person to merge
+            last = battle.escalations[-1] if battle.escalations else None
+            merge = last is None or last.reason != "merge_conflict"
+            if battle.phase != "done":
+                await phases.change_phase(orch, active, "done", "a person accepted the work")
+            return await _complete(orch, active, merge=merge)
         if decided == "cancel":
             active.request_stop("cancel")
             await orch.set_status(active, B.CANCELLED)
             orch.publish("battle_cancelled", {"iterations": len(battle.iterations)}, active.task_id)
             return True
-        if battle.phase == "done":  # every phase passed before a restart: finish
-            await _complete(orch, active)
-            return True
+        if battle.phase == "done":  # every phase passed before a restart (or a retried merge)
+            return await _complete(orch, active)
         if await _over_budget(orch, active, config):
             return False
         await phases.governed(orch, active, config)
@@ -235,13 +237,26 @@ async def _advance(orch: BattleControl, active: ActiveBattle, after: Phase) -> b
     following = phases.next_phase(active.battle.phases, after)
     await phases.change_phase(orch, active, following, f"the {after} passed")
     if following == "done":
-        await _complete(orch, active)
-        return True
+        return await _complete(orch, active)
     return None
 
 
-async def _complete(orch: BattleControl, active: ActiveBattle) -> None:
+async def _complete(orch: BattleControl, active: ActiveBattle, *, merge: bool = True) -> bool:
+    """Complete the battle: True; or, for a worktree battle whose branch cannot be merged
+    back, escalate to a person naming why and the files (False: it waits)."""
     battle = active.battle
+    if merge:
+        problem = await orch.merge_back(active)
+        if problem is not None:
+            await phases.escalate(
+                orch,
+                active,
+                "merge_conflict",
+                f"{problem}. Nothing is lost: the work stays on its branch. Answer retry to "
+                "merge again once resolved, accept to complete without merging (the branch "
+                "stays for you), or cancel (the branch is deleted)",
+            )
+            return False
     if battle.status != B.RUNNING:
         await orch.set_status(active, B.RUNNING)
     await orch.set_status(active, B.COMPLETED)
@@ -255,6 +270,7 @@ async def _complete(orch: BattleControl, active: ActiveBattle) -> None:
         },
         active.task_id,
     )
+    return True
 
 
 async def _await_approval(orch: BattleControl, active: ActiveBattle, number: int) -> bool:

@@ -20,8 +20,10 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import anyio
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Coroutine
     from contextlib import AbstractAsyncContextManager
     from datetime import datetime
+    from pathlib import Path
 
     from pokeralphd.battle.governor import RateGovernor
     from pokeralphd.domain.models import (
@@ -65,6 +67,9 @@ class ActiveBattle:
     approval_delivery: str | None = None  # the inbox item asking for this approval
     rate_limits: int = 0  # rate limits in a row, for the backoff
     warnings: list[str] = field(default_factory=list)  # how its config loosens safety
+    # where the agent, the feedback loops and git work: the repository, or the battle's
+    # own worktree (issue 14; None: the repository)
+    workdir: Path | None = None
     budget_delivery: str | None = None  # the open inbox item about a budget cap
 
     @property
@@ -101,8 +106,14 @@ class BattleControl(Protocol):
     inbox: Inbox
     host: BattleHost
 
-    @property
-    def active(self) -> ActiveBattle | None: ...
+    def battle_of(self, task_id: str) -> ActiveBattle | None:
+        """The active battle of ``task_id``, if any."""
+        ...
+
+    async def merge_back(self, active: ActiveBattle) -> str | None:
+        """A worktree battle's branch goes back into the branch it started from: None
+        when merged (or nothing to merge), else why not (for a person)."""
+        ...
 
     def publish(self, type_: str, payload: dict[str, Any], task_id: str) -> None: ...
 
@@ -198,6 +209,7 @@ class BattleHost(Protocol):
     owner: ProcessOwner | None  # the daemon's mark on agents and feedback loops
     clock: Clock  # battle timeouts and pauses run on it
     socket_path: str  # what agents call back on (pokeralphctl deliver)
+    worktree_root: Path | None  # where parallel battles' worktrees live (None: nowhere)
     approval_hooks: list[ApprovalHook]
     failure_hooks: list[FailureHook]
     escalation_hooks: list[EscalationHook]
@@ -216,3 +228,7 @@ class BattleHost(Protocol):
     def slot(self) -> AbstractAsyncContextManager[None]: ...
 
     def launch(self, orch: BattleControl, active: ActiveBattle, paused: bool = False) -> None: ...
+
+    def spawn(self, func: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
+        """Run ``func`` in the engine's task group (a scheduler's step, off the caller)."""
+        ...

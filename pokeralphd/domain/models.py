@@ -214,6 +214,19 @@ class Config(Model):
     transient_retries: StrictInt = Field(
         default=4, ge=0, le=20, description="retries of a transient failure before escalating"
     )
+    # issue 14: battles of one repository at once, each in its own git worktree when > 1
+    parallel_battles: StrictInt = Field(
+        default=1,
+        ge=1,
+        le=16,
+        description="battles of this repository at once; above 1 each runs in its own "
+        "git worktree on a branch pokeralph/{taskId}, merged back when it completes",
+    )
+    merge_strategy: Literal["ff", "rebase"] = Field(
+        default="rebase",
+        description="how a worktree battle's branch is merged back: ff (fast-forward "
+        "only), rebase (onto the branch first when it moved, then fast-forward)",
+    )
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
 
     @field_validator("phases")
@@ -389,6 +402,8 @@ class Task(Model):
     iterations: list[Iteration] = Field(default_factory=list)
     created_at: Timestamp = Field(default_factory=utcnow)
     updated_at: Timestamp = Field(default_factory=utcnow)
+    # issue 14: tasks that must be completed before this one starts
+    depends_on: list[TaskId] = Field(default_factory=list, max_length=100)
 
 
 class PRDMetadata(Model):
@@ -422,10 +437,45 @@ class PRD(Model):
             if task.id in seen:
                 raise ValueError(f"duplicate task id {task.id!r}")
             seen.add(task.id)
+        check_dependencies(tasks)
         return tasks
 
     def task(self, task_id: str) -> Task | None:
         return next((t for t in self.tasks if t.id == task_id), None)
+
+
+def check_dependencies(tasks: list[Task]) -> None:
+    """``dependsOn`` names known tasks, never the task itself, and makes no cycle
+    (ValueError naming the task, the unknown ids or the cycle)."""
+    known = {t.id: t for t in tasks}
+    for task in tasks:
+        if task.id in task.depends_on:
+            raise ValueError(f"task {task.id} depends on itself")
+        unknown = [d for d in task.depends_on if d not in known]
+        if unknown:
+            raise ValueError(f"task {task.id} depends on unknown task(s) {', '.join(unknown)}")
+    done: set[str] = set()
+    for root in tasks:  # depth-first, iterative (a long chain must not hit the recursion limit)
+        if root.id in done:
+            continue
+        path: list[str] = [root.id]
+        on_path = {root.id}
+        stack = [iter(root.depends_on)]
+        while stack:
+            dep = next(stack[-1], None)
+            if dep is None:
+                stack.pop()
+                finished = path.pop()
+                on_path.discard(finished)
+                done.add(finished)
+                continue
+            if dep in on_path:
+                cycle = [*path[path.index(dep) :], dep]
+                raise ValueError("dependsOn makes a cycle: " + " -> ".join(cycle))
+            if dep not in done:
+                path.append(dep)
+                on_path.add(dep)
+                stack.append(iter(known[dep].depends_on))
 
 
 # --------------------------------------------------------------------------- battles
@@ -480,7 +530,9 @@ class Findings(Model):
     items: list[Finding] = Field(default_factory=list)
 
 
-EscalationReason = Literal["verification_cycles", "review_cycles", "transient_failures"]
+EscalationReason = Literal[
+    "verification_cycles", "review_cycles", "transient_failures", "merge_conflict"
+]
 EscalationAction = Literal["retry", "accept", "cancel"]
 
 
@@ -515,6 +567,18 @@ class Blocked(Model):
     max_retries: int | None = None  # None: retried until the reset (a rate limit)
 
 
+class BattleWorktree(Model):
+    """Where a parallel battle runs (issue 14): its own git worktree on its own branch,
+    merged back into ``base_branch`` when it completes."""
+
+    path: str  # under the daemon's state folder, outside the user's working tree
+    branch: str  # pokeralph/{taskId}
+    base_branch: str  # the branch checked out when the battle started
+    merged: bool = False
+    merge_commit: str | None = None  # the branch's tip once merged (after a rebase)
+    removed: bool = False  # the worktree is gone (the battle ended)
+
+
 class Battle(Model):
     """``battles/{taskId}/history.json``: one task's battle record (seed ``Battle``)."""
 
@@ -543,6 +607,7 @@ class Battle(Model):
     escalations: list[Escalation] = Field(default_factory=list)
     blocked: Blocked | None = None
     transient_failures: int = Field(default=0, ge=0)  # in a row
+    worktree: BattleWorktree | None = None  # issue 14: a parallel battle's own worktree
 
     @model_validator(mode="after")
     def _failed_has_error(self) -> Battle:

@@ -66,7 +66,7 @@ class InboxApprovals:
             return
 
         async def on_answer(delivery: Delivery, feedback: Feedback) -> None:
-            if orch.active is active and active.approval_delivery == delivery.id:
+            if orch.battle_of(active.task_id) is active and active.approval_delivery == delivery.id:
                 await orch.approve(
                     active.task_id, bool(feedback.values.get("value")), feedback.note
                 )
@@ -142,6 +142,7 @@ REASONS = {
     "verification_cycles": "its verification cycles ran out",
     "review_cycles": "its review cycles ran out",
     "transient_failures": "its retries of a transient failure ran out",
+    "merge_conflict": "its branch cannot be merged back",
 }
 
 
@@ -170,6 +171,22 @@ def _escalation_body(active: ActiveBattle, escalation: Escalation) -> str:
         for item in findings.items[:10]:
             where = f" ({item.file}:{item.line})" if item.file and item.line else ""
             lines.append(f"- [{item.severity}]{where} {item.description[:300]}")
+    if escalation.reason == "merge_conflict":
+        worktree = battle.worktree
+        branch = worktree.branch if worktree else "its branch"
+        lines += [
+            "",
+            f"Nothing is lost: the battle's commits stay on {branch}"
+            + (f" (worktree {worktree.path})" if worktree else "")
+            + ", and your working tree was not touched.",
+            "",
+            "- **retry**: merge again (after you resolved it: committed or stashed your "
+            f"changes, or rebased {branch} yourself).",
+            f"- **accept**: the battle completes without merging; {branch} stays for you "
+            "to merge by hand.",
+            f"- **cancel**: the battle is cancelled; its worktree and {branch} are deleted.",
+        ]
+        return "\n".join(lines)
     lines += [
         "",
         "- **retry**: the battle goes on with new cycles; your guidance goes into every "
@@ -183,8 +200,10 @@ def _escalation_body(active: ActiveBattle, escalation: Escalation) -> str:
 class InboxEscalations:
     """The battle engine's escalation hook, backed by the inbox."""
 
-    def _listener(self, orch: BattleControl, escalation: Escalation) -> AnswerHandler:
-        task_id = orch.active.task_id if orch.active is not None else None
+    def _listener(
+        self, orch: BattleControl, active: ActiveBattle, escalation: Escalation
+    ) -> AnswerHandler:
+        task_id: str | None = active.task_id
 
         async def on_answer(delivery: Delivery, feedback: Feedback) -> None:
             values = feedback.values.get("values") or {}
@@ -226,7 +245,7 @@ class InboxEscalations:
                 ],
             },
             Source(kind="battle_escalation", task_id=active.task_id),
-            on_answer=self._listener(orch, escalation),
+            on_answer=self._listener(orch, active, escalation),
         )
         escalation.delivery_id = delivery.id
         await orch.save(active, progress=False)
@@ -237,7 +256,7 @@ class InboxEscalations:
         inbox = orch.inbox
         if inbox is None or escalation.delivery_id is None:
             return
-        listener = self._listener(orch, escalation)
+        listener = self._listener(orch, active, escalation)
         try:
             delivery, answer = await inbox.answer_of(escalation.delivery_id)
         except PokeralphError:

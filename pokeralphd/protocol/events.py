@@ -124,6 +124,55 @@ class BattleReverted(Payload):
     title: str
 
 
+class WorktreeCreated(Payload):
+    """A parallel battle's worktree was made (issue 14)."""
+
+    task_id: str
+    path: str
+    branch: str
+    from_: str = msgspec.field(name="from")
+
+
+class WorktreeRemoved(Payload):
+    """A battle ended and its worktree was removed; its branch too unless kept (a failed
+    battle's unmerged commits, an accepted merge conflict's)."""
+
+    task_id: str
+    path: str
+    branch: str
+    branch_kept: bool
+
+
+class BattleMerged(Payload):
+    """A worktree battle's branch was merged back into the branch it started from."""
+
+    task_id: str
+    branch: str
+    into: str
+    commit: str | None
+
+
+class MergeFailed(Payload):
+    """Merging a worktree battle's branch back was refused: a conflict, a diverged branch
+    with mergeStrategy ff, or the user's uncommitted changes in the way."""
+
+    task_id: str
+    branch: str
+    into: str
+    reason: str | None
+    files: list[str]
+    message: str
+
+
+class BattlesScheduled(Payload):
+    """``battle.start`` with ``all``: what started, what waits, what could not start."""
+
+    started: list[str]
+    waiting: list[str]
+    refused: dict[str, str] = {}
+    done: bool = False
+
+
 class IterationStart(Payload):
     task_id: str
     iteration: int
@@ -398,6 +447,11 @@ EVENT_TYPES: dict[str, type[Payload]] = {
     "battle_complete": BattleComplete,
     "battle_failed": BattleFailed,
     "battle_reverted": BattleReverted,
+    "worktree_created": WorktreeCreated,
+    "worktree_removed": WorktreeRemoved,
+    "battle_merged": BattleMerged,
+    "merge_failed": MergeFailed,
+    "battles_scheduled": BattlesScheduled,
     "iteration_start": IterationStart,
     "iteration_output": IterationOutput,
     "iteration_end": IterationEnd,

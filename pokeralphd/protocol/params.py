@@ -117,6 +117,9 @@ class TaskRef(Params):
     repo: RepoRef | None = None
 
 
+DependsOn = Annotated[list[TaskId], msgspec.Meta(max_length=100)]
+
+
 class TaskCreateParams(Params):
     title: Title
     description: NonEmptyText
@@ -125,6 +128,7 @@ class TaskCreateParams(Params):
     id: TaskId | None = None
     expected_version: Version | None = None
     repo: RepoRef | None = None
+    depends_on: DependsOn | None = None  # last: positional params keep their places
 
 
 class TaskUpdateParams(Params):
@@ -136,6 +140,7 @@ class TaskUpdateParams(Params):
     status: Name | None = None
     expected_version: Version | None = None
     repo: RepoRef | None = None
+    depends_on: DependsOn | None = None  # the whole list ([] clears it); last, as above
 
 
 class TaskDeleteParams(Params):
@@ -158,10 +163,13 @@ class UnsubscribeParams(Params):
 
 # -- battles
 class BattleStartParams(Params):
-    task_id: TaskId
+    """One task's battle; or, with ``all``, every ready pending task (no taskId)."""
+
+    task_id: TaskId | None = None
     mode: Literal["hitl", "yolo"] | None = None
     max_iterations: Annotated[int, msgspec.Meta(ge=1, le=MAX_ITERATIONS_MAX)] | None = None
     repo: RepoRef | None = None
+    all: bool = False  # last: positional params keep their places
 
 
 class BattleControlParams(Params):

@@ -162,6 +162,9 @@ class BattleSummary(Result):
     escalation: dict[str, Any] | None = None  # the open one, with its inbox item
     # How its config loosens safety (e.g. permissions.unmatched allow): shown to people.
     warnings: list[str] = []
+    # issue 14: a parallel battle's worktree and branch
+    worktree: str | None = None
+    branch: str | None = None
 
 
 class RepoSummary(RepoRef):
@@ -268,8 +271,14 @@ class BattleResult(Result):
 
 
 class BattleStartResult(Result):
-    battle: BattleDoc
+    """The battle started (with ``all``: the first started, if any, and what started,
+    what waits for a slot or a dependency, what could not start and why)."""
+
+    battle: BattleDoc | None
     queued: bool
+    started: list[str] = []
+    waiting: list[str] = []
+    refused: dict[str, str] = {}
 
 
 class BattlePauseResult(Result):

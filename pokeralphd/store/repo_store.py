@@ -19,7 +19,7 @@ import anyio
 from pydantic import ValidationError
 
 from pokeralphd.domain.ids import next_task_id, validate_task_id
-from pokeralphd.domain.models import PRD, Battle, Config, Progress, Task
+from pokeralphd.domain.models import PRD, Battle, Config, Progress, Task, check_dependencies
 from pokeralphd.domain.statuses import TaskStatus, check_task_transition
 from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import InvalidParams, PokeralphError, RepoNotFound, TaskNotFound
@@ -288,6 +288,8 @@ class RepoStore:
             data = dict(fields)
             data.setdefault("priority", len(prd.tasks) + 1)
             task = validated(Task, {"id": task_id, **data}, "task")
+            if task.depends_on:
+                _check_dependencies([*prd.tasks, task])
             prd.tasks.append(task)
             created.append(task)
             return prd
@@ -312,6 +314,8 @@ class RepoStore:
             data.update(fields)
             data["updatedAt"] = utcnow()
             new_task = validated(Task, data, "task")
+            if "dependsOn" in fields:
+                _check_dependencies([*prd.tasks[:index], new_task, *prd.tasks[index + 1 :]])
             prd.tasks[index] = new_task
             updated.append(new_task)
             return prd
@@ -329,7 +333,15 @@ class RepoStore:
         validate_task_id(task_id)
 
         def change(prd: PRD) -> PRD:
-            del prd.tasks[self._index(prd, task_id)]
+            index = self._index(prd, task_id)
+            dependents = [t.id for t in prd.tasks if task_id in t.depends_on]
+            if dependents:
+                raise InvalidParams(
+                    f"{', '.join(dependents)} depend(s) on {task_id}: change their dependsOn first",
+                    field="taskId",
+                    dependents=dependents,
+                )
+            del prd.tasks[index]
             return prd
 
         _, version = await self._update_prd(
@@ -450,3 +462,11 @@ def _revalidated(new: PRD, base: PRD, working: PRD) -> PRD:
 def _task_number(task_id: str) -> int:
     """The number of a NUMBER-slug task id (ASCII digits, validated before)."""
     return int(task_id.split("-", 1)[0])
+
+
+def _check_dependencies(tasks: list[Task]) -> None:
+    """The tasks' ``dependsOn`` as a clear error on the field (issue 14)."""
+    try:
+        check_dependencies(tasks)
+    except ValueError as exc:
+        raise InvalidParams(str(exc), field="dependsOn") from exc

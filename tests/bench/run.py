@@ -7,7 +7,18 @@ import sys
 
 from tests.bench.common import Table
 
-ALL = ["cli", "ping", "fanout", "scale", "battle", "latency", "attacks", "writes", "web"]
+ALL = [
+    "cli",
+    "ping",
+    "fanout",
+    "scale",
+    "battle",
+    "parallel",
+    "latency",
+    "attacks",
+    "writes",
+    "web",
+]
 
 
 def main(argv: list[str]) -> int:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from pokeralphd.errors import InvalidParams
 from pokeralphd.protocol.params import (
     BattleApproveParams,
     BattleControlParams,
@@ -47,12 +48,23 @@ def register(table: MethodTable) -> None:
     @table.add(
         "battle.start",
         BattleStartParams,
-        "Start a battle for a task (mode and maxIterations override the config). One per "
-        "repository; beyond the daemon-wide limit it waits as queued.",
+        "Start a battle for a task (mode and maxIterations override the config); with all "
+        "(and no taskId), every pending task whose dependsOn are completed, in priority "
+        "order, up to parallelBattles, the rest as battles end. Up to parallelBattles per "
+        "repository (above 1 each in its own git worktree); beyond the daemon-wide limit "
+        "a battle waits as queued.",
         result=BattleStartResult,
     )
     async def start(ctx: CallContext, p: BattleStartParams) -> BattleStartResult:
-        started = await _orch(ctx, p.repo).start(p.task_id, p.mode, p.max_iterations)
+        orch = _orch(ctx, p.repo)
+        if p.all:
+            if p.task_id is not None:
+                raise InvalidParams("give taskId or all, not both", field="all")
+            started = await orch.start_all(p.mode, p.max_iterations)
+        elif p.task_id is None:
+            raise InvalidParams("taskId is required (or all: true)", field="taskId")
+        else:
+            started = await orch.start(p.task_id, p.mode, p.max_iterations)
         return msgspec.convert(started, BattleStartResult)
 
     @table.add(
@@ -104,7 +116,7 @@ def register(table: MethodTable) -> None:
         out = [
             msgspec.convert({"repo": repo.name, **summary}, RepoBattle)
             for repo in ctx.repos.scope(p.repo)
-            if (summary := repo.battles.summary())
+            for summary in repo.battles.summaries()
         ]
         engine = msgspec.convert(ctx.services.battles.summary(), EngineSummary)
         return BattleCurrentResult(battles=out, engine=engine)

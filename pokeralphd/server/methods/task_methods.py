@@ -65,6 +65,8 @@ def register(table: MethodTable) -> None:
         }
         if params.priority is not None:
             fields["priority"] = params.priority
+        if params.depends_on is not None:
+            fields["dependsOn"] = params.depends_on
         task, version = await ctx.repos.resolve(params.repo).store.create_task(
             fields, params.id, params.expected_version
         )
@@ -83,6 +85,7 @@ def register(table: MethodTable) -> None:
             ("description", params.description),
             ("acceptanceCriteria", params.acceptance_criteria),
             ("priority", params.priority),
+            ("dependsOn", params.depends_on),
         ):
             if value is not None:
                 fields[key] = value
