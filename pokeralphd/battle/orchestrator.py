@@ -588,6 +588,7 @@ class BattleOrchestrator:
     async def resume(self, task_id: str | None) -> dict[str, Any]:
         active = self._resolve(task_id)
         if active.battle.status == B.BLOCKED:  # retry now, without waiting out the backoff
+            active.retry_now = True  # nor another battle's rate limit (the governor)
             active.wake_for_resume()
             return {"battle": active.battle.dump()}
         if active.battle.status == B.ESCALATED:

@@ -213,6 +213,9 @@ def agent_of(config: Config, phase: str) -> AgentConfig:
 async def governed(orch: BattleControl, active: ActiveBattle, config: Config) -> None:
     """Before an agent run: wait, ``blocked``, while another battle's rate limit holds
     this run's endpoint (see :mod:`pokeralphd.battle.governor`)."""
+    if active.retry_now:  # a person's "retry now" waits for no one
+        active.retry_now = False
+        return
     governor = orch.host.governor
     endpoint = endpoint_of(agent_of(config, active.battle.phase))
     wait = governor.waits(endpoint)

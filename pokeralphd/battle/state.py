@@ -71,6 +71,7 @@ class ActiveBattle:
     # own worktree (issue 14; None: the repository)
     workdir: Path | None = None
     budget_delivery: str | None = None  # the open inbox item about a budget cap
+    retry_now: bool = False  # a person said retry now: the next run waits for no one
 
     @property
     def task_id(self) -> str:
