@@ -235,7 +235,7 @@ async def test_the_agents_own_calls_are_scoped(claude_bin: Path, home: Path, rep
     }
 
 
-async def test_an_api_key_429_pauses_without_burning_the_iteration(
+async def test_an_api_key_429_blocks_without_burning_the_iteration(
     claude_bin: Path, home: Path, repo: Path
 ) -> None:
     limited = ApiError(
@@ -244,13 +244,20 @@ async def test_an_api_key_429_pauses_without_burning_the_iteration(
     with MessagesAPI([limited]) as api:
         async with running_daemon(home) as d:
             task = await _setup(d, repo, api, claude_bin, home)
-            events = await _battle(d, repo, task)
-            assert events[-1]["type"] == "battle_paused", events[-1]
+            async with d.client() as watcher:
+                await watcher.call("events.subscribe", {"repo": str(repo)})
+                await d.call("battle.start", {"repo": str(repo), "taskId": task})
+                events = await watcher.events_until(
+                    {"battle_blocked", "battle_complete", "battle_failed"}
+                )
+            assert events[-1]["type"] == "battle_blocked", events[-1]
             history = await d.call("battle.history", {"repo": str(repo), "taskId": task})
             task_now = await d.call("task.get", {"repo": str(repo), "taskId": task})
-    assert "rate limit" in json.dumps(events[-1]["payload"]).lower()
-    assert all(i["result"] != "failure" for i in history["battle"]["iterations"])
-    assert task_now["task"]["status"] != "failed"
+            await d.call("battle.cancel", {"repo": str(repo), "taskId": task})
+    payload = events[-1]["payload"]
+    assert "rate limited (429)" in payload["reason"] and payload["kind"] == "rate_limit"
+    assert [i["result"] for i in history["battle"]["iterations"]] == ["cancelled"]
+    assert task_now["task"]["status"] == "blocked"
 
 
 async def test_planning_yields_a_prd_without_plan_mode(
