@@ -236,6 +236,10 @@ class ClaudeBackend(AgentBackend):
             return []
         if kind == "control_request":
             return [_control_request(event)]
+        if kind == "control_response":
+            # The answer to a control request of ours (the local agent's ``initialize``,
+            # which carries its API key): not output, and never shown.
+            return []
         return [AgentNotice(f"unknown event type {kind!r}")]
 
 

@@ -136,3 +136,8 @@ def test_codex_items_become_calls() -> None:
         ("file_change", "executed"),
     ]
     assert calls[1].result is not None and calls[1].result.files_affected == ["src/x.py"]
+
+
+def test_a_control_response_is_not_output() -> None:
+    line = b'{"type":"control_response","response":{"subtype":"success","request_id":"init-1","response":{}}}'
+    assert ClaudeBackend().parse_line(line) == []
