@@ -63,6 +63,12 @@ def add_battle(parser: argparse.ArgumentParser) -> None:
     p = sub(subs, "approve", "approve (or --reject) the iteration awaiting approval")
     add_approve(p)
 
+    p = sub(subs, "resolve", "answer an escalated battle: retry (with --guidance), accept or cancel")
+    p.add_argument("action", choices=["retry", "accept", "cancel"])
+    p.add_argument("task_id", nargs="?", metavar="TASK")
+    p.add_argument("--guidance", help="what the implementer should do differently (with retry)")
+    p.set_defaults(handler=resolve)
+
     p = sub(subs, "show", "active battles, or one task's live progress and phase")
     p.add_argument("task_id", nargs="?", metavar="TASK")
     p.add_argument("--all", action="store_true", help="active battles of every repository")
@@ -245,6 +251,20 @@ def approve(ctx: Context, args: argparse.Namespace) -> int:
     out.line(f"{verb}: {battle_line(out, battle)}")
     if args.reject:
         out.note(f"the battle pauses; `pokeralphctl battle resume {battle['taskId']}`", "dim")
+    return 0
+
+
+def resolve(ctx: Context, args: argparse.Namespace) -> int:
+    """Invoked when calling ``pokeralphctl battle resolve``."""
+    params: dict[str, Any] = {"action": args.action}
+    if args.guidance:
+        params["guidance"] = args.guidance
+    result = ctx.call("battle.resolve", ctx.params(taskId=args.task_id, **params))
+    out = ctx.out
+    if out.json:
+        out.ok(result)
+        return 0
+    out.line(f"{args.action}: {battle_line(out, result['battle'])}")
     return 0
 
 

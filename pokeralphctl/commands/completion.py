@@ -16,7 +16,18 @@ if TYPE_CHECKING:
 
 SUBCOMMANDS: dict[str, list[str]] = {
     "task": ["list", "add", "show", "edit", "rm"],
-    "battle": ["start", "pause", "resume", "cancel", "approve", "show", "history", "log", "revert"],
+    "battle": [
+        "start",
+        "pause",
+        "resume",
+        "cancel",
+        "approve",
+        "resolve",
+        "show",
+        "history",
+        "log",
+        "revert",
+    ],
     "config": ["get", "set", "unset"],
     "daemon": ["start", "stop", "status"],
     "service": ["install", "uninstall", "status"],

@@ -183,6 +183,13 @@ class BattlePauseParams(Params):
     repo: RepoRef | None = None
 
 
+class BattleResolveParams(Params):
+    action: Literal["retry", "accept", "cancel"]
+    guidance: Text | None = None  # for the implementer, with retry
+    task_id: TaskId | None = None
+    repo: RepoRef | None = None
+
+
 class BattleApproveParams(Params):
     approve: bool = True
     note: Text | None = None

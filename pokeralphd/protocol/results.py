@@ -293,6 +293,10 @@ class BattleApproveResult(Result):
     approved: bool
 
 
+class BattleResolveResult(Result):
+    battle: BattleDoc
+
+
 class RepoBattle(BattleSummary, kw_only=True):
     repo: str
 

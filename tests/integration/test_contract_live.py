@@ -242,6 +242,26 @@ async def test_every_method_answers_as_its_schema_says(home: Path) -> None:
         await until(watcher, "battle_complete", seen)
         report = await call("battle.report", {**r, "taskId": checked, "phase": "verification"})
         assert report["report"]["valid"] and report["report"]["cycle"] == 1
+        # ... one the verifier rejects until it is escalated, then answered by battle.resolve
+        rejected = (
+            await call(
+                "task.create",
+                {**r, "title": "Escalate it", "description": "d", "acceptanceCriteria": ["c"]},
+            )
+        )["task"]["id"]
+        rejecting = {"FAKE_CLAUDE_MODE": "complete", "FAKE_CLAUDE_VERDICT": "request_changes"}
+        reject_patch: dict[str, Any] = {"agent": {"env": rejecting}, "maxVerificationCycles": 1}
+        await call("config.update", {**r, "patch": reject_patch})
+        await call("battle.start", {**r, "taskId": rejected, "mode": "yolo"})
+        await until(watcher, "battle_escalated", seen)
+        resolved = await call("battle.resolve", {**r, "taskId": rejected, "action": "accept"})
+        assert resolved["battle"]["escalations"][-1]["resolution"]["action"] == "accept"
+        await until(watcher, "battle_complete", seen)
+        back: dict[str, Any] = {
+            "agent": {"env": {"FAKE_CLAUDE_VERDICT": None}},
+            "maxVerificationCycles": 3,
+        }
+        await call("config.update", {**r, "patch": back})
 
         # the inbox
         asked = await call(

@@ -280,3 +280,31 @@ def test_a_running_battle_of_schema_1_recovers_in_its_implementation(
         assert raw["schemaVersion"] == 2
     finally:
         daemon.stop()
+
+
+def test_battle_resolve_answers_the_escalation_and_settles_its_inbox_item(
+    daemon: DaemonProcess, repo: Path, home: Path
+) -> None:
+    task = setup(
+        daemon, repo, home, verifier=["request_changes", "approve"], maxVerificationCycles=1
+    )
+    escalation = escalated(start(daemon, repo, task))
+    with daemon.connect(timeout=60) as conn:
+        conn.call("events.subscribe", {"repo": str(repo)})
+        resolved = daemon.call(
+            "battle.resolve",
+            {"repo": str(repo), "action": "retry", "guidance": "TRY THE OTHER WAY"},
+        )
+        assert resolved["battle"]["escalations"][-1]["resolution"]["action"] == "retry"
+        # once: neither a second resolve nor the inbox item can answer it again
+        with pytest.raises(RequestFailed) as info:
+            daemon.call("battle.resolve", {"repo": str(repo), "taskId": task, "action": "cancel"})
+        assert info.value.code == -32016
+        with pytest.raises(RequestFailed):
+            answer(daemon, escalation["deliveryId"], "accept")
+        rest = list(events_of(conn, lambda e: e["type"] in END))
+    assert types(rest)[-1] == "battle_complete"
+    item = daemon.call("inbox.get", {"id": escalation["deliveryId"]})
+    assert item["delivery"]["status"] == "completed"
+    assert item["feedback"][-1]["values"]["values"]["action"] == "retry"
+    assert "TRY THE OTHER WAY" in prompts(home, "implementer")[-1]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -14,6 +14,7 @@ from pokeralphd.protocol.params import (
     BattleLogParams,
     BattlePauseParams,
     BattleReportParams,
+    BattleResolveParams,
     BattleStartParams,
     RepoParams,
     TaskRef,
@@ -22,6 +23,7 @@ from pokeralphd.protocol.results import (
     BattleApproveResult,
     BattleCurrentResult,
     BattlePauseResult,
+    BattleResolveResult,
     BattleResult,
     BattleStartResult,
     DiffResult,
@@ -105,6 +107,25 @@ def register(table: MethodTable) -> None:
     async def approve(ctx: CallContext, p: BattleApproveParams) -> BattleApproveResult:
         approved = await _orch(ctx, p.repo).approve(p.task_id, p.approve, p.note)
         return msgspec.convert(approved, BattleApproveResult)
+
+    @table.add(
+        "battle.resolve",
+        BattleResolveParams,
+        "Answer the open escalation (retry with guidance, accept the work as it is, or "
+        "cancel), as its inbox item would; answered once only.",
+        result=BattleResolveResult,
+    )
+    async def resolve(ctx: CallContext, p: BattleResolveParams) -> BattleResolveResult:
+        repo = ctx.repos.resolve(p.repo)
+        out = await repo.battles.resolve_escalation(p.task_id, None, p.action, p.guidance)
+        escalations = out["battle"].get("escalations") or []
+        delivery = escalations[-1].get("deliveryId") if escalations else None
+        if delivery:  # the inbox item is settled too, with the same answer
+            values: dict[str, Any] = {"action": p.action}
+            if p.guidance:
+                values["guidance"] = p.guidance
+            await repo.inbox.record_outside_answer(delivery, {"values": values}, None)
+        return msgspec.convert(out, BattleResolveResult)
 
     @table.add(
         "battle.current",
