@@ -509,6 +509,8 @@ def good_values(world: World, method: str, field: str) -> list[Any]:
         "tool": ["Bash", "Read", "nope"],
         "paramPattern": [r'^\{"command":"git status"\}$', "evil", ".*"],
         "decision": ["allow", "deny"],
+        "action": ["retry", "accept", "cancel"],
+        "guidance": ["do it the other way", None],
         "scope": ["repo", "user"],
         "input": [{"command": "git status"}, {}, "x", None],
         "types": [["task_created"], [], None],
