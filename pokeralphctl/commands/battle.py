@@ -63,7 +63,9 @@ def add_battle(parser: argparse.ArgumentParser) -> None:
     p = sub(subs, "approve", "approve (or --reject) the iteration awaiting approval")
     add_approve(p)
 
-    p = sub(subs, "resolve", "answer an escalated battle: retry (with --guidance), accept or cancel")
+    p = sub(
+        subs, "resolve", "answer an escalated battle: retry (with --guidance), accept or cancel"
+    )
     p.add_argument("action", choices=["retry", "accept", "cancel"])
     p.add_argument("task_id", nargs="?", metavar="TASK")
     p.add_argument("--guidance", help="what the implementer should do differently (with retry)")
