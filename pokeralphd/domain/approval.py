@@ -32,15 +32,12 @@ import json
 import random
 import re
 from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
-    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
-    PlainSerializer,
     StrictInt,
     StringConstraints,
     ValidationInfo,
@@ -49,7 +46,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from pokeralphd.domain.timeutil import iso
+from pokeralphd.domain.timeutil import Timestamp
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -219,15 +216,6 @@ class Model(BaseModel):
         return self.model_dump(mode="json", by_alias=True)
 
 
-def _aware(moment: datetime) -> datetime:
-    if moment.tzinfo is None:
-        raise ValueError("timestamp must include a timezone (use Z for UTC)")
-    return moment
-
-
-Timestamp = Annotated[
-    datetime, AfterValidator(_aware), PlainSerializer(iso, return_type=str, when_used="json")
-]
 ToolName = Annotated[str, StringConstraints(min_length=1, max_length=TOOL_NAME_MAX)]
 RuleId = Annotated[str, StringConstraints(pattern=RULE_ID_RE)]
 

@@ -8,7 +8,6 @@ cost and usage); every seed field keeps its seed meaning.
 from __future__ import annotations
 
 import re
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -16,7 +15,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    PlainSerializer,
     StrictBool,
     StrictInt,
     StringConstraints,
@@ -34,7 +32,7 @@ from pokeralphd.domain.statuses import (
     ProgressStatus,
     TaskStatus,
 )
-from pokeralphd.domain.timeutil import iso, utcnow
+from pokeralphd.domain.timeutil import Timestamp, utcnow
 
 SEMVER_RE = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$"
@@ -43,15 +41,6 @@ LOOP_NAME_RE = r"^[a-z0-9][a-z0-9_-]{0,39}$"
 COMMIT_RE = r"^[0-9a-f]{7,64}$"
 
 
-def _aware(moment: datetime) -> datetime:
-    if moment.tzinfo is None:
-        raise ValueError("timestamp must include a timezone (use Z for UTC)")
-    return moment
-
-
-Timestamp = Annotated[
-    datetime, AfterValidator(_aware), PlainSerializer(iso, return_type=str, when_used="json")
-]
 NonEmptyStr = Annotated[str, StringConstraints(min_length=1)]
 Title = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 TaskId = Annotated[str, AfterValidator(validate_task_id)]

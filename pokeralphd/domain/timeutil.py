@@ -1,8 +1,12 @@
-"""Timestamps: timezone-aware UTC, written as ISO 8601 with milliseconds and ``Z``."""
+"""Timestamps: timezone-aware UTC, written as ISO 8601 with milliseconds and ``Z``;
+:data:`Timestamp` is the field type every document uses for them."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Annotated
+
+from pydantic import AfterValidator, PlainSerializer
 
 
 def utcnow() -> datetime:
@@ -20,3 +24,15 @@ def iso(moment: datetime) -> str:
 
 def now_iso() -> str:
     return iso(utcnow())
+
+
+def aware(moment: datetime) -> datetime:
+    """``moment``, if it says its timezone (a naive time in a file is an error)."""
+    if moment.tzinfo is None:
+        raise ValueError("timestamp must include a timezone (use Z for UTC)")
+    return moment
+
+
+Timestamp = Annotated[
+    datetime, AfterValidator(aware), PlainSerializer(iso, return_type=str, when_used="json")
+]

@@ -25,12 +25,11 @@ import json
 import os
 import re
 import uuid
-from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from pokeralphd.domain.timeutil import iso, utcnow
+from pokeralphd.domain.timeutil import Timestamp, utcnow
 from pokeralphd.errors import CorruptFile
 from pokeralphd.localagent.errors import SessionError
 from pokeralphd.store import documents
@@ -46,17 +45,6 @@ CallStatus = Literal["pending", "approved", "rejected", "executed", "failed"]
 # tool that asks nothing), config_rule; ours: host (the daemon decided: a rule or a
 # person through the inbox), policy (--yes, or no one could be asked)
 ApprovalMethod = Literal["manual", "auto", "config_rule", "host", "policy"]
-
-
-def _aware(moment: datetime) -> datetime:
-    if moment.tzinfo is None:
-        raise ValueError("timestamp must include a timezone (use Z for UTC)")
-    return moment
-
-
-Timestamp = Annotated[
-    datetime, AfterValidator(_aware), PlainSerializer(iso, return_type=str, when_used="json")
-]
 
 
 class Doc(BaseModel):
