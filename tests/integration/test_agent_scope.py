@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,18 +16,11 @@ import pytest
 
 from pokeralphd.proc import CHILD_SCOPE, OWNER_VAR, AgentScope, ProcessOwner
 from pokeralphd.protocol.codes import ErrorCode
-from tests.helpers import FAKES, make_git_repo, short_tmpdir
+from tests.helpers import FAKES, make_git_repo
 from tests.inproc import running_daemon
 
 pytestmark = pytest.mark.anyio
 SCOPE = int(ErrorCode.AGENT_SCOPE)
-
-
-@pytest.fixture
-def home() -> Iterator[Path]:
-    path = short_tmpdir()
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 async def test_an_agent_may_only_act_in_its_own_scope(home: Path, tmp_path: Path) -> None:

@@ -5,26 +5,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from tests.helpers import FAKES, make_git_repo, short_tmpdir
+from tests.helpers import FAKES, make_git_repo
 from tests.inproc import InProcDaemon, RpcError, running_daemon
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def home() -> Iterator[Path]:
-    path = short_tmpdir()
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 async def _battle(d: InProcDaemon, repo: Path, title: str, mode: str) -> str:

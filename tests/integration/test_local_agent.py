@@ -7,11 +7,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,19 +19,12 @@ from pokeralphd.localagent.session import SESSION_KIND
 from pokeralphd.store import documents
 from tests.fakes.ollama_api import Call, OllamaAPI, ScriptServer, Text, Tools
 from tests.fakes.openai_api import OpenAIAPI
-from tests.helpers import REPO_ROOT, make_git_repo, short_tmpdir
+from tests.helpers import REPO_ROOT, make_git_repo
 from tests.inproc import InProcDaemon, running_daemon
 
 pytestmark = pytest.mark.anyio
 MODEL = "qwen2.5-coder:7b"
 DONE = "hello.py prints hello, and it ran. <promise>COMPLETE</promise>"
-
-
-@pytest.fixture
-def home() -> Iterator[Path]:
-    path = short_tmpdir()
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def _xdg(home: Path) -> dict[str, str]:

@@ -5,14 +5,12 @@ control protocol (tests/fakes/CLAUDE-PERMISSIONS.md)."""
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers import FAKES, make_git_repo, short_tmpdir
+from tests.helpers import FAKES, make_git_repo
 from tests.inproc import Client, InProcDaemon, running_daemon
 
 pytestmark = pytest.mark.anyio
@@ -24,13 +22,6 @@ EXACT = (
     ).replace(".", "\\.")
     + "$"
 )
-
-
-@pytest.fixture
-def home() -> Iterator[Path]:
-    path = short_tmpdir()
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 async def _setup(d: InProcDaemon, repo: Path, **config: Any) -> str:

@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import make_git_repo, short_tmpdir
+from tests.helpers import make_git_repo
 from tests.inproc import running_daemon
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def home() -> Iterator[Path]:
-    path = short_tmpdir()
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 async def test_an_agent_that_cannot_start_fails_the_planning_session(home: Path) -> None:

@@ -8,7 +8,6 @@ session.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,19 +15,10 @@ import anyio
 import pytest
 
 from pokeralphd.protocol.codes import ErrorCode
-from tests.helpers import FAKES, make_git_repo, short_tmpdir
+from tests.helpers import FAKES, make_git_repo
 from tests.inproc import InProcDaemon, RpcError, running_daemon
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def home() -> Iterator[Path]:
-    import shutil
-
-    path = short_tmpdir()
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 async def _setup(d: InProcDaemon, repo: Path, mode: str = "hang") -> str:

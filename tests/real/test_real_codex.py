@@ -21,7 +21,6 @@ import shutil
 import socketserver
 import subprocess
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -50,7 +49,7 @@ from tests.fakes.responses_api import (
     provider_toml,
 )
 from tests.fakes.responses_api import Usage as ApiUsage
-from tests.helpers import make_git_repo, short_tmpdir
+from tests.helpers import make_git_repo
 from tests.inproc import InProcDaemon, running_daemon
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,13 +65,6 @@ def codex_bin() -> Path:
     if not (path.exists() and os.access(path, os.X_OK)):
         pytest.skip(f"real Codex CLI not installed at {path} (run tests/real/install.sh)")
     return path
-
-
-@pytest.fixture
-def home() -> Iterator[Path]:
-    path = short_tmpdir("cdx")
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

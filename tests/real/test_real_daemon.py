@@ -9,9 +9,7 @@ rule use counts across a restart, the API-key 429, and planning without plan mod
 from __future__ import annotations
 
 import json
-import shutil
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +17,7 @@ import pytest
 
 from pokeralphd.protocol.codes import ErrorCode
 from tests.fakes.messages_api import ApiError, MessagesAPI, Text, ToolUse, Turn, result_text
-from tests.helpers import make_git_repo, short_tmpdir
+from tests.helpers import make_git_repo
 from tests.inproc import Client, InProcDaemon, RpcError, running_daemon
 from tests.real.conftest import claude_env
 
@@ -27,13 +25,6 @@ pytestmark = pytest.mark.anyio
 DONE = Text("All done.\n\n<promise>COMPLETE</promise>")
 MAKE_TEST = {"command": "make test", "description": "Run the tests"}
 EXACT_MAKE_TEST = '^{"command":"make test","description":"Run the tests"}$'
-
-
-@pytest.fixture
-def home() -> Iterator[Path]:
-    path = short_tmpdir()
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture
