@@ -82,7 +82,13 @@ class Server:
             log.warning("refused a connection from uid %s (pid %s)", uid, pid)
             await stream.aclose()
             return
-        scope = self.services.identify(pid)
+        # Reading /proc is blocking: done in a thread, and only while an agent run is
+        # under way (else nothing of ours could be calling).
+        scope = (
+            await anyio.to_thread.run_sync(self.services.identify, pid)
+            if self.services.agents_running()
+            else None
+        )
         if scope is not None:
             log.info("connection from %s (pid %s): agent scope", scope.describe(), pid)
         await ClientConnection(self, stream, pid, scope).serve()
