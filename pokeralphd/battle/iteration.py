@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from pokeralphd.agents import AgentRequest, get_backend, run_agent
+from pokeralphd.agents import get_backend, run_agent
 from pokeralphd.agents.base import (
     AgentEvent,
     AgentNotice,
@@ -33,6 +33,7 @@ from pokeralphd.agents.base import (
     ApiFailure,
 )
 from pokeralphd.agents.claude import tool_summary
+from pokeralphd.battle.agentrun import battle_request
 from pokeralphd.battle.completion import detect_completion
 from pokeralphd.battle.costs import charge
 from pokeralphd.battle.feedback import detect_loops, resolve_loops, run_loop
@@ -54,8 +55,7 @@ from pokeralphd.domain.models import CompletionSignal, Config, FeedbackResult, I
 from pokeralphd.domain.statuses import IterationResult, ProgressStatus
 from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import AgentError, PokeralphError
-from pokeralphd.permissions.router import PermissionRouter, policy_warnings
-from pokeralphd.proc import AgentScope
+from pokeralphd.permissions.router import policy_warnings
 
 if TYPE_CHECKING:
     from pokeralphd.battle.state import ActiveBattle, BattleControl
@@ -95,7 +95,7 @@ class IterationRun:
         self.timings: dict[str, float] = {}
         self.note_used: str | None = None
         self._mark = time.perf_counter()
-        self.calls = ToolCallLog(self.repo.path)
+        self.calls = ToolCallLog(self.workdir)  # files it names are the worktree's
         active.warnings = policy_warnings(config)
         self.stream = OutputStream(
             self.repo.files.log_path(self.task_id, number),
@@ -293,37 +293,14 @@ class IterationRun:
 
     async def _run_agent(self, prompt: str) -> AgentOutcome:
         backend = get_backend(self.config.agent)
-        agent = self.config.agent
-        if agent.backend == "local" and agent.local.default_rules:
-            # The daemon writes the user's config, not the agent: installed once.
-            await self.repo.install_local_defaults()
-        request = AgentRequest(
-            prompt=prompt,
-            cwd=self.workdir,
-            mode="execute",
-            config=self.config.agent,
-            env={
-                "POKERALPH_SOCKET": self.orch.host.socket_path,
-                "POKERALPH_REPO": self.repo.name,
-                "POKERALPH_REPO_PATH": str(self.repo.path),
-                "POKERALPH_TASK_ID": self.task_id,
-                "POKERALPH_ITERATION": str(self.number),
-            },
-            timeout=self.config.timeout_minutes * 60,
-            idle_timeout=self.config.idle_timeout_minutes * 60,
-            owner=self.orch.host.owner,
-            scope=AgentScope("battle", self.repo.name, self.task_id),
-            clock=self.orch.host.clock,
-            permissions=PermissionRouter(
-                self.repo,
-                self.orch.inbox,
-                self.orch.host.clock,
-                self.config.permissions,
-                self.task_id,
-                self.number,
-                self.active.title,
-                self.orch.publish,
-            ),
+        request = await battle_request(
+            self.orch,
+            self.active,
+            self.config,
+            self.config.agent,
+            prompt,
+            workdir=self.workdir,
+            iteration=self.number,
         )
         return await run_agent(backend, request, self.on_event, self.stream.raw)
 

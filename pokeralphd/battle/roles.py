@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from pokeralphd.agents import AgentRequest, get_backend, run_agent
+from pokeralphd.agents import get_backend, run_agent
 from pokeralphd.agents.base import (
     AgentEvent,
     AgentNotice,
@@ -42,6 +42,7 @@ from pokeralphd.agents.base import (
     AgentToolUse,
 )
 from pokeralphd.agents.claude import tool_summary
+from pokeralphd.battle.agentrun import battle_request
 from pokeralphd.battle.costs import charge
 from pokeralphd.battle.gitservice import GitService
 from pokeralphd.battle.judging import agent_words, create_time, sole
@@ -60,8 +61,6 @@ from pokeralphd.domain.reports import AgentRun, ReviewReport, VerificationReport
 from pokeralphd.domain.statuses import IterationResult
 from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import AgentError, PokeralphError
-from pokeralphd.permissions.router import PermissionRouter
-from pokeralphd.proc import AgentScope
 
 if TYPE_CHECKING:
     from pokeralphd.agents.base import AgentOutcome, ApiFailure
@@ -221,36 +220,15 @@ class RoleRun:
 
     async def _run_agent(self, prompt: str) -> AgentOutcome:
         backend = get_backend(self.agent)
-        if self.agent.backend == "local" and self.agent.local.default_rules:
-            await self.repo.install_local_defaults()  # as for the implementer
-        request = AgentRequest(
-            prompt=prompt,
-            cwd=self.workdir,
-            mode="execute",
-            config=self.agent,
-            env={
-                "POKERALPH_SOCKET": self.orch.host.socket_path,
-                "POKERALPH_REPO": self.repo.name,
-                "POKERALPH_REPO_PATH": str(self.repo.path),
-                "POKERALPH_TASK_ID": self.task_id,
-                "POKERALPH_ITERATION": str(self.iteration),
-                "POKERALPH_ROLE": ROLE_NAME[self.role],
-            },
-            timeout=self.config.timeout_minutes * 60,
-            idle_timeout=self.config.idle_timeout_minutes * 60,
-            owner=self.orch.host.owner,
-            scope=AgentScope("battle", self.repo.name, self.task_id),
-            clock=self.orch.host.clock,
-            permissions=PermissionRouter(
-                self.repo,
-                self.orch.inbox,
-                self.orch.host.clock,
-                self.config.permissions,
-                self.task_id,
-                self.iteration,
-                self.active.title,
-                self.orch.publish,
-            ),
+        request = await battle_request(
+            self.orch,
+            self.active,
+            self.config,
+            self.agent,
+            prompt,
+            workdir=self.workdir,
+            iteration=self.iteration,
+            env={"POKERALPH_ROLE": ROLE_NAME[self.role]},
         )
         return await run_agent(backend, request, self.on_event, self.stream.raw)
 
