@@ -306,3 +306,16 @@ def ping_within(daemon: DaemonProcess, seconds: float) -> float:
     assert reply.get("result") == "pong", reply
     assert elapsed < seconds, f"ping took {elapsed:.2f}s"
     return elapsed
+
+
+def blocking_question(daemon: Any, folder: str, timeout: float) -> dict[str, Any]:
+    """A fresh repository under ``daemon.home`` with one blocking confirm delivery: the
+    ``inbox.wait`` params that wait on it for ``timeout`` seconds (the bound tests and
+    the attack benchmark pile waits on)."""
+    repo = make_git_repo(daemon.home / folder)
+    daemon.call("repo.register", {"path": str(repo)})
+    delivery = daemon.call(
+        "inbox.create",
+        {"title": "Wait", "mode": "blocking", "schema": {"type": "confirm"}, "repo": str(repo)},
+    )["delivery"]
+    return {"id": delivery["id"], "timeout": timeout, "repo": str(repo)}

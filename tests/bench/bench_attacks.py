@@ -16,7 +16,7 @@ from typing import Any
 
 from pokeralphctl.client import RequestFailed
 from tests.bench.common import Table, pct, start_daemon
-from tests.helpers import DaemonProcess, make_git_repo, raw_request
+from tests.helpers import DaemonProcess, blocking_question, raw_request
 
 TARGET_P99 = 0.050
 PING = raw_request("daemon.ping")
@@ -230,13 +230,7 @@ def stalled_subscriber(daemon: DaemonProcess) -> str:
 
 
 def pending_waits(daemon: DaemonProcess) -> str:
-    repo = make_git_repo(daemon.home / "bench-waits")
-    daemon.call("repo.register", {"path": str(repo)})
-    delivery = daemon.call(
-        "inbox.create",
-        {"title": "Wait", "mode": "blocking", "schema": {"type": "confirm"}, "repo": str(repo)},
-    )["delivery"]
-    wait = {"id": delivery["id"], "timeout": 30, "repo": str(repo)}
+    wait = blocking_question(daemon, "bench-waits", 30)
     payload = b"".join(raw_request("inbox.wait", i, wait) for i in range(20_000))
     with daemon.raw() as sock:
         sender = threading.Thread(target=sock.sendall, args=(payload,))

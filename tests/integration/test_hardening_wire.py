@@ -30,6 +30,7 @@ from pokeralphd.protocol.framing import FrameDecoder, FrameError, FrameTooLarge
 from tests.helpers import (
     DaemonProcess,
     SettingsDaemon,
+    blocking_question,
     events_of,
     fuzz_cases,
     make_git_repo,
@@ -821,13 +822,7 @@ def test_batch_items_are_bounded(wire: SettingsDaemon) -> None:
 
 def test_long_waits_per_connection_are_bounded(wire: SettingsDaemon) -> None:
     """20,000+ inbox.wait on one connection used to be held, ~400 MiB of them."""
-    repo = make_git_repo(wire.home / "waits")
-    wire.call("repo.register", {"path": str(repo)})
-    delivery = wire.call(
-        "inbox.create",
-        {"title": "Deploy?", "mode": "blocking", "schema": {"type": "confirm"}, "repo": str(repo)},
-    )["delivery"]
-    wait = {"id": delivery["id"], "timeout": 60, "repo": str(repo)}
+    wait = blocking_question(wire, "waits", 60)
     with wire.raw() as sock:
         sock.sendall(b"".join(raw_request("inbox.wait", i, wait) for i in range(MAX_PENDING)))
         sock.sendall(raw_request("inbox.wait", "over", wait) + raw_request("daemon.ping", "p"))
@@ -846,7 +841,7 @@ def test_long_waits_per_connection_are_bounded(wire: SettingsDaemon) -> None:
             ("b1", -32022),
             ("b2", -32022),
         ]
-        wire.call("inbox.answer", {"id": delivery["id"], "values": {"value": True}})
+        wire.call("inbox.answer", {"id": wait["id"], "values": {"value": True}})
         answered = read_messages(sock, MAX_PENDING, timeout=10)
         assert sorted(r["id"] for r in answered) == list(range(MAX_PENDING))
         # Slots are free again.
