@@ -42,6 +42,8 @@ from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import PokeralphError
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
     from pokeralphd.agents.base import ApiFailure
     from pokeralphd.battle.state import ActiveBattle, BattleControl
     from pokeralphd.domain.models import AgentConfig, BattlePhase, Config, EscalationReason, Phase
@@ -230,35 +232,30 @@ async def governed(orch: BattleControl, active: ActiveBattle, config: Config) ->
         since=utcnow(),
         retry_at=wait.until,
     )
-    await orch.set_status(active, B.BLOCKED, blocked=blocked)
-    orch.publish(
-        "battle_blocked",
-        {
-            "reason": blocked.reason,
-            "kind": blocked.kind,
-            "retryAt": blocked.retry_at,
-            "retry": 0,
-            "maxRetries": None,
-            "phase": active.battle.phase,
-        },
-        active.task_id,
-    )
     try:
         task, _ = await orch.repo.task(active.task_id)
         priority = task.priority
     except PokeralphError:
         priority = 1_000_000
-    await governor.turn(endpoint, priority, me, active.resume_event)
-    await orch.set_status(active, B.RUNNING, blocked=None)
-    if not active.pause_requested:
-        orch.publish("battle_resumed", {"reason": "rate limit reset"}, active.task_id)
+    await _wait_blocked(
+        orch,
+        active,
+        blocked,
+        "rate limit reset",
+        until=lambda: governor.turn(endpoint, priority, me, active.resume_event),
+    )
 
 
 async def _wait_blocked(
-    orch: BattleControl, active: ActiveBattle, blocked: Blocked, resumed: str
+    orch: BattleControl,
+    active: ActiveBattle,
+    blocked: Blocked,
+    resumed: str,
+    until: Callable[[], Awaitable[object]] | None = None,
 ) -> None:
-    """Blocked until ``retry_at`` on the engine's clock, or until a person resumes it
-    (retry now) or pauses it; then back to running, as the seed's table has it."""
+    """Blocked until ``retry_at`` on the engine's clock (or until ``until`` returns: the
+    governor's turn), or until a person resumes it (retry now) or pauses it; then back
+    to running, as the seed's table has it."""
     await orch.set_status(active, B.BLOCKED, blocked=blocked)
     orch.publish(
         "battle_blocked",
@@ -272,8 +269,11 @@ async def _wait_blocked(
         },
         active.task_id,
     )
-    clock = orch.host.clock
-    await wait_or_timeout(active.resume_event, clock, (blocked.retry_at or 0) - clock.time())
+    if until is not None:
+        await until()
+    else:
+        clock = orch.host.clock
+        await wait_or_timeout(active.resume_event, clock, (blocked.retry_at or 0) - clock.time())
     await orch.set_status(active, B.RUNNING, blocked=None)
     if not active.pause_requested:
         orch.publish("battle_resumed", {"reason": resumed}, active.task_id)
