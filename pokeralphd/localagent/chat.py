@@ -13,6 +13,7 @@ tool calls per reply (:data:`MAX_TOOL_CALLS`) and their arguments (:data:`MAX_AR
 from __future__ import annotations
 
 import abc
+import enum
 import json
 import ssl
 import uuid
@@ -142,10 +143,8 @@ class ChatClient(abc.ABC):
         """The request body."""
 
     @abc.abstractmethod
-    async def read(
-        self, lines: AsyncIterator[bytes], reply: Reply, on_text: Callable[[str], None]
-    ) -> None:
-        """Fill ``reply`` from the streamed body's lines."""
+    def reader(self, reply: Reply, on_text: Callable[[str], None]) -> StreamReader:
+        """A reader of this API's stream, filling ``reply``."""
 
     async def chat(
         self,
@@ -181,7 +180,7 @@ class ChatClient(abc.ABC):
             ):
                 if response.status_code >= 400:
                     raise ApiStatusError(response.status_code, await error_text(response))
-                await self.read(bounded_lines(response.aiter_bytes()), reply, on_text)
+                await self.reader(reply, on_text).read(bounded_lines(response.aiter_bytes()))
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise ServerUnreachable(self.base_url, self.api, _reason(exc)) from None
         except httpx.ReadTimeout:
@@ -193,6 +192,82 @@ class ChatClient(abc.ABC):
         except httpx.HTTPError as exc:
             raise ApiStatusError(None, str(exc) or type(exc).__name__) from None
         return reply
+
+
+class Line(enum.Enum):
+    SKIP = "skip"  # a line that carries no chunk
+    END = "end"  # the stream's own end mark
+
+
+class StreamReader(abc.ABC):
+    """Fills one reply from one API's streamed body. The loop, the JSON and error
+    checks are shared; a subclass says what a line carries (:meth:`data`), what a chunk
+    adds (:meth:`take`) and what the end must find (:meth:`end`)."""
+
+    sender = "the server"  # who sent the stream, and what a unit of it is called,
+    unit = "an event"  # for errors
+
+    def __init__(self, reply: Reply, on_text: Callable[[str], None]) -> None:
+        self.reply = reply
+        self.on_text = on_text
+
+    @abc.abstractmethod
+    def data(self, line: bytes) -> bytes | str | Line:
+        """The JSON a line carries, or :attr:`Line.SKIP`, or :attr:`Line.END`."""
+
+    @abc.abstractmethod
+    def take(self, chunk: dict[str, Any]) -> bool:
+        """Add a chunk to the reply; true when it was the last."""
+
+    @abc.abstractmethod
+    def end(self, over: bool) -> None:
+        """Finish the reply; ``over`` says whether the stream marked its end."""
+
+    async def read(self, lines: AsyncIterator[bytes]) -> None:
+        over = False
+        async for line in lines:
+            data = self.data(line)
+            if data is Line.SKIP:
+                continue
+            if data is Line.END:
+                over = True
+                break
+            try:
+                chunk = json.loads(data)
+            except ValueError:
+                raise WireError(
+                    f"{self.sender} sent {self.unit} that is not JSON: {data[:200]!r}"
+                ) from None
+            if not isinstance(chunk, dict):
+                raise WireError(
+                    f"{self.sender} sent {self.unit} that is not an object: {data[:200]!r}"
+                )
+            message = error_message(chunk)
+            if message is not None:
+                raise ApiStatusError(None, message)
+            self.reply.model = chunk.get("model") or self.reply.model
+            if self.take(chunk):
+                over = True
+                break
+        self.end(over)
+
+    def text(self, piece: Any) -> None:
+        """Keep a piece of text (within :data:`MAX_TEXT`) and pass the kept part on."""
+        if isinstance(piece, str) and piece:
+            kept = self.reply.add_text(piece)
+            if kept:
+                self.on_text(kept)
+
+    def room_for_call(self, calls: int) -> bool:
+        """Whether a reply holding ``calls`` tool calls may take one more; noted once
+        when not."""
+        if calls < MAX_TOOL_CALLS:
+            return True
+        if not any("tool calls" in n for n in self.reply.notes):
+            self.reply.notes.append(
+                f"more than {MAX_TOOL_CALLS} tool calls in one reply; the rest were dropped"
+            )
+        return False
 
 
 def _reason(exc: BaseException) -> str:

@@ -11,23 +11,22 @@ with an HTTP error status, or a line of the stream. Tool results go back as
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from pokeralphd.localagent.chat import (
-    MAX_TOOL_CALLS,
     ChatClient,
+    Line,
     Reply,
+    StreamReader,
     ToolCallRequest,
     call_id,
-    error_message,
     int_count,
     parse_arguments,
 )
-from pokeralphd.localagent.errors import ApiStatusError, WireError
+from pokeralphd.localagent.errors import WireError
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Sequence
+    from collections.abc import Callable, Sequence
 
     from pokeralphd.localagent.session import Message
 
@@ -62,48 +61,40 @@ class OllamaClient(ChatClient):
             wire.append(item)
         return {"model": self.model, "messages": wire, "tools": tools, "stream": True}
 
-    async def read(
-        self, lines: AsyncIterator[bytes], reply: Reply, on_text: Callable[[str], None]
-    ) -> None:
-        done = False
-        async for line in lines:
-            if not line.strip():
-                continue
-            try:
-                chunk = json.loads(line)
-            except ValueError:
-                raise WireError(f"Ollama sent a line that is not JSON: {line[:200]!r}") from None
-            if not isinstance(chunk, dict):
-                raise WireError(f"Ollama sent a line that is not an object: {line[:200]!r}")
-            message = error_message(chunk)
-            if message is not None:
-                raise ApiStatusError(None, message)
-            reply.model = chunk.get("model") or reply.model
-            body = chunk.get("message")
-            if isinstance(body, dict):
-                text = body.get("content")
-                if isinstance(text, str) and text:
-                    kept = reply.add_text(text)
-                    if kept:
-                        on_text(kept)
-                for call in body.get("tool_calls") or []:
-                    self._call(call, reply)
-            if chunk.get("done") is True:
-                done = True
-                reply.finish_reason = str(chunk.get("done_reason") or "stop")
-                reply.input_tokens = int_count(chunk.get("prompt_eval_count"))
-                reply.output_tokens = int_count(chunk.get("eval_count"))
-                break
-        if not done:
+    def reader(self, reply: Reply, on_text: Callable[[str], None]) -> StreamReader:
+        return OllamaReader(reply, on_text)
+
+
+class OllamaReader(StreamReader):
+    """NDJSON: every non-blank line is a chunk; ``done: true`` ends it."""
+
+    sender = "Ollama"
+    unit = "a line"
+
+    def data(self, line: bytes) -> bytes | Line:
+        return line if line.strip() else Line.SKIP
+
+    def take(self, chunk: dict[str, Any]) -> bool:
+        reply = self.reply
+        body = chunk.get("message")
+        if isinstance(body, dict):
+            self.text(body.get("content"))
+            for call in body.get("tool_calls") or []:
+                self._call(call)
+        if chunk.get("done") is not True:
+            return False
+        reply.finish_reason = str(chunk.get("done_reason") or "stop")
+        reply.input_tokens = int_count(chunk.get("prompt_eval_count"))
+        reply.output_tokens = int_count(chunk.get("eval_count"))
+        return True
+
+    def end(self, over: bool) -> None:
+        if not over:
             raise WireError("Ollama's stream ended without its final done line")
 
-    @staticmethod
-    def _call(call: Any, reply: Reply) -> None:
-        if len(reply.tool_calls) >= MAX_TOOL_CALLS:
-            if not any("tool calls" in n for n in reply.notes):
-                reply.notes.append(
-                    f"more than {MAX_TOOL_CALLS} tool calls in one reply; the rest were dropped"
-                )
+    def _call(self, call: Any) -> None:
+        reply = self.reply
+        if not self.room_for_call(len(reply.tool_calls)):
             return
         function = call.get("function") if isinstance(call, dict) else None
         if not isinstance(function, dict):

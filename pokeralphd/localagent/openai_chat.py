@@ -20,19 +20,19 @@ from typing import TYPE_CHECKING, Any
 
 from pokeralphd.localagent.chat import (
     MAX_ARGUMENTS,
-    MAX_TOOL_CALLS,
     ChatClient,
+    Line,
     Reply,
+    StreamReader,
     ToolCallRequest,
     call_id,
-    error_message,
     int_count,
     parse_arguments,
 )
-from pokeralphd.localagent.errors import ApiStatusError, WireError
+from pokeralphd.localagent.errors import WireError
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Sequence
+    from collections.abc import Callable, Sequence
 
     from pokeralphd.localagent.session import Message
 
@@ -75,54 +75,50 @@ class OpenAIClient(ChatClient):
             "stream_options": {"include_usage": True},
         }
 
-    async def read(
-        self, lines: AsyncIterator[bytes], reply: Reply, on_text: Callable[[str], None]
-    ) -> None:
-        calls: dict[int, dict[str, Any]] = {}
-        finished = False
-        async for raw in lines:
-            line = raw.decode("utf-8", "replace")
-            if not line.startswith("data:"):
-                continue  # blank separators, ": comments", "event:" lines
-            data = line[5:].strip()
-            if data == "[DONE]":
-                finished = True
-                break
-            try:
-                chunk = json.loads(data)
-            except ValueError:
-                raise WireError(
-                    f"the server sent an event that is not JSON: {data[:200]!r}"
-                ) from None
-            if not isinstance(chunk, dict):
-                raise WireError(f"the server sent an event that is not an object: {data[:200]!r}")
-            message = error_message(chunk)
-            if message is not None:
-                raise ApiStatusError(None, message)
-            reply.model = chunk.get("model") or reply.model
-            usage = chunk.get("usage")
-            if isinstance(usage, dict):
-                reply.input_tokens = int_count(usage.get("prompt_tokens"))
-                reply.output_tokens = int_count(usage.get("completion_tokens"))
-            choices = chunk.get("choices")
-            if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-                continue
-            choice = choices[0]
-            delta = choice.get("delta")
-            if isinstance(delta, dict):
-                text = delta.get("content")
-                if isinstance(text, str) and text:
-                    kept = reply.add_text(text)
-                    if kept:
-                        on_text(kept)
-                for piece in delta.get("tool_calls") or []:
-                    self._piece(piece, calls, reply)
-            if choice.get("finish_reason"):
-                reply.finish_reason = str(choice["finish_reason"])
-        if not finished and reply.finish_reason is None:
+    def reader(self, reply: Reply, on_text: Callable[[str], None]) -> StreamReader:
+        return OpenAIReader(reply, on_text)
+
+
+class OpenAIReader(StreamReader):
+    """Server-sent events: ``data:`` lines carry chunks, ``data: [DONE]`` ends them;
+    tool calls come in pieces, joined at the end."""
+
+    def __init__(self, reply: Reply, on_text: Callable[[str], None]) -> None:
+        super().__init__(reply, on_text)
+        self.calls: dict[int, dict[str, Any]] = {}
+
+    def data(self, line: bytes) -> str | Line:
+        text = line.decode("utf-8", "replace")
+        if not text.startswith("data:"):
+            return Line.SKIP  # blank separators, ": comments", "event:" lines
+        data = text[5:].strip()
+        return Line.END if data == "[DONE]" else data
+
+    def take(self, chunk: dict[str, Any]) -> bool:
+        reply = self.reply
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            reply.input_tokens = int_count(usage.get("prompt_tokens"))
+            reply.output_tokens = int_count(usage.get("completion_tokens"))
+        choices = chunk.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            return False
+        choice = choices[0]
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            self.text(delta.get("content"))
+            for piece in delta.get("tool_calls") or []:
+                self._piece(piece)
+        if choice.get("finish_reason"):
+            reply.finish_reason = str(choice["finish_reason"])
+        return False
+
+    def end(self, over: bool) -> None:
+        reply = self.reply
+        if not over and reply.finish_reason is None:
             raise WireError("the stream ended before a finish_reason or [DONE]")
-        for index in sorted(calls):
-            call = calls[index]
+        for index in sorted(self.calls):
+            call = self.calls[index]
             arguments, error = parse_arguments(call["arguments"])
             if call["too_long"]:
                 arguments, error = None, f"the arguments are longer than {MAX_ARGUMENTS // 1024} KB"
@@ -130,19 +126,15 @@ class OpenAIClient(ChatClient):
                 ToolCallRequest(call["id"] or call_id(), call["name"], arguments, error)
             )
 
-    @staticmethod
-    def _piece(piece: Any, calls: dict[int, dict[str, Any]], reply: Reply) -> None:
+    def _piece(self, piece: Any) -> None:
+        calls = self.calls
         if not isinstance(piece, dict):
             return
         index = piece.get("index", len(calls))
         if not isinstance(index, int) or isinstance(index, bool):
             index = len(calls)
         if index not in calls:
-            if len(calls) >= MAX_TOOL_CALLS:
-                if not any("tool calls" in n for n in reply.notes):
-                    reply.notes.append(
-                        f"more than {MAX_TOOL_CALLS} tool calls in one reply; the rest were dropped"
-                    )
+            if not self.room_for_call(len(calls)):
                 return
             calls[index] = {"id": "", "name": "", "arguments": "", "too_long": False}
         call = calls[index]
