@@ -93,6 +93,34 @@ class ConnectionHost(Protocol):
     def closed(self, conn: ClientConnection) -> None: ...
 
 
+class ConnectionSet:
+    """The open connections of one transport (the Unix socket, the WebSocket): known so
+    that shutdown can close them and wait, a bounded while, for them to go."""
+
+    def __init__(self) -> None:
+        self.connections: dict[int, ClientConnection] = {}
+        self._gone = anyio.Event()
+
+    # -- ConnectionHost
+    def opened(self, conn: ClientConnection) -> None:
+        self.connections[conn.id] = conn
+
+    def closed(self, conn: ClientConnection) -> None:
+        self.connections.pop(conn.id, None)
+        if not self.connections:
+            self._gone.set()
+
+    async def close_connections(self, grace: float) -> None:
+        """Stop reading from every client (queued replies still go out), then wait up to
+        ``grace`` seconds for them to close."""
+        for conn in list(self.connections.values()):
+            conn.close()
+        with anyio.move_on_after(grace):
+            if self.connections:
+                self._gone = anyio.Event()
+                await self._gone.wait()
+
+
 class ClientConnection:
     """A client on a byte stream (the Unix socket). Everything but :meth:`_read_loop` is
     the transport-neutral part: another transport (the dashboard's WebSocket,

@@ -16,7 +16,7 @@ import anyio
 import anyio.abc
 
 from pokeralphd.server.accept import Acceptor
-from pokeralphd.server.connection import ClientConnection
+from pokeralphd.server.connection import ClientConnection, ConnectionSet
 from pokeralphd.server.listener import peer_credentials
 
 if TYPE_CHECKING:
@@ -29,23 +29,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class Server:
+class Server(ConnectionSet):
     def __init__(self, dispatcher: Dispatcher, services: Services, settings: DaemonSettings):
+        super().__init__()
         self.dispatcher = dispatcher
         self.services = services
         self.settings = settings
-        self.connections: dict[int, ClientConnection] = {}
-        self._gone = anyio.Event()
         self._accepting: anyio.CancelScope | None = None
-
-    # -- ConnectionHost
-    def opened(self, conn: ClientConnection) -> None:
-        self.connections[conn.id] = conn
-
-    def closed(self, conn: ClientConnection) -> None:
-        self.connections.pop(conn.id, None)
-        if not self.connections:
-            self._gone.set()
 
     # -- serving
     async def serve(
@@ -94,11 +84,5 @@ class Server:
         await ClientConnection(self, stream, pid, scope).serve()
 
     async def close_all(self, grace: float) -> None:
-        """Stop reading from every client (queued replies still go out), then wait up to
-        ``grace`` seconds for them to close."""
-        for conn in list(self.connections.values()):
-            conn.close()
-        with anyio.move_on_after(grace):
-            if self.connections:
-                self._gone = anyio.Event()
-                await self._gone.wait()
+        """Stop reading from every client, then wait up to ``grace`` seconds for them."""
+        await self.close_connections(grace)

@@ -26,6 +26,7 @@ import anyio
 from pokeralphctl.weblink import info_path, token_path
 from pokeralphd.protocol import jsonrpc
 from pokeralphd.server.accept import refusal
+from pokeralphd.server.connection import ConnectionSet
 from pokeralphd.server.context import CallContext
 from pokeralphd.web.auth import Gate, load_or_create_secret
 from pokeralphd.web.transport import WebSocketConnection, WebSocketStream
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
     from anyio.abc import TaskStatus
     from starlette.websockets import WebSocket
 
-    from pokeralphd.server.connection import ClientConnection
     from pokeralphd.server.context import Services
     from pokeralphd.server.dispatch import Dispatcher
     from pokeralphd.settings import DaemonSettings
@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 LOOPBACK = "127.0.0.1"
 
 
-class WebService:
+class WebService(ConnectionSet):
     def __init__(
         self,
         dispatcher: Dispatcher,
@@ -51,27 +51,17 @@ class WebService:
         settings: DaemonSettings,
         socket_path: Path,
     ) -> None:
+        super().__init__()
         self.dispatcher = dispatcher
         self.services = services
         self.settings = settings
         self.info_file = Path(info_path(str(socket_path)))
         self.token_file = Path(token_path(str(socket_path)))
-        self.connections: dict[int, ClientConnection] = {}
         self.url: str | None = None
         self.port: int | None = None
         self.gate: Gate | None = None
         self._stop = anyio.Event()
-        self._gone = anyio.Event()
         self._done = anyio.Event()  # run has returned
-
-    # -- ConnectionHost
-    def opened(self, conn: ClientConnection) -> None:
-        self.connections[conn.id] = conn
-
-    def closed(self, conn: ClientConnection) -> None:
-        self.connections.pop(conn.id, None)
-        if not self.connections:
-            self._gone.set()
 
     # -- what the routes use
     async def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -173,11 +163,7 @@ class WebService:
 
     async def close_all(self, grace: float) -> None:
         """Stop reading from every WebSocket (queued replies still go out), then wait up
-        to ``grace`` seconds for them to close."""
-        for conn in list(self.connections.values()):
-            conn.close()
+        to ``grace`` seconds for them, and for the server's own ending."""
         with anyio.move_on_after(grace):
-            if self.connections:
-                self._gone = anyio.Event()
-                await self._gone.wait()
-            await self._done.wait()  # the server's own ending (HTTP keep-alives)
+            await self.close_connections(grace)
+            await self._done.wait()  # the server's own ending (HTTP keep-alives)  # the server's own ending (HTTP keep-alives)
