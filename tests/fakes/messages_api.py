@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
 import uuid
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.fakes import scripted_http
+from tests.fakes.scripted_http import ScriptedHandler, ScriptedHTTP
 
 MODEL = "claude-sonnet-4-5-20250929"
 
@@ -65,13 +66,7 @@ class ApiError:
 Turn = Text | ToolUse | ApiError
 
 
-@dataclass
-class Recorded:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
-
+class Recorded(scripted_http.Recorded):
     def tool_results(self) -> list[dict[str, Any]]:
         """The ``tool_result`` blocks in this request's last user message."""
         if not isinstance(self.body, dict):
@@ -103,7 +98,9 @@ def result_text(block: dict[str, Any]) -> str:
     return ""
 
 
-class MessagesAPI:
+class MessagesAPI(ScriptedHTTP[Recorded]):
+    record_type = Recorded
+
     def __init__(
         self,
         script: list[Turn],
@@ -114,46 +111,14 @@ class MessagesAPI:
         self.script = list(script)
         self.default_text = default_text
         self.side_queries_consume = side_queries_consume
-        self.requests: list[Recorded] = []
-        self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._sticky: ApiError | None = None
         api = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def _record(self) -> Recorded:
-                length = int(self.headers.get("content-length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body: Any = json.loads(raw) if raw else None
-                except ValueError:
-                    body = raw.decode("utf-8", "replace")
-                rec = Recorded(
-                    self.command,
-                    self.path,
-                    {k.lower(): v for k, v in self.headers.items()},
-                    body,
-                )
-                with api._lock:
-                    api.requests.append(rec)
-                return rec
-
+        class Handler(ScriptedHandler):
             def _json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
-                data = json.dumps(obj).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.send_header("request-id", api.request_id())
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
+                extra = [("request-id", api.request_id()), *(headers or {}).items()]
+                self.send_json(status, obj, extra)
 
             def _not_found(self) -> None:
                 self._json(
@@ -166,11 +131,11 @@ class MessagesAPI:
                 )
 
             def do_HEAD(self) -> None:
-                self._record()
+                self.record()
                 self._not_found()
 
             def do_GET(self) -> None:
-                self._record()
+                self.record()
                 if self.path.split("?")[0] == "/v1/models":
                     model = {
                         "type": "model",
@@ -186,7 +151,7 @@ class MessagesAPI:
                     self._not_found()
 
             def do_POST(self) -> None:
-                rec = self._record()
+                rec = self.record()
                 path = self.path.split("?")[0]
                 if path == "/v1/messages/count_tokens":
                     size = len(json.dumps(rec.body)) if rec.body is not None else 0
@@ -214,25 +179,11 @@ class MessagesAPI:
                     self._json(200, api.message_json(turn, model))
 
             def _stream(self, turn: Text | ToolUse, model: str) -> None:
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream; charset=utf-8")
-                self.send_header("cache-control", "no-cache")
-                self.send_header("request-id", api.request_id())
-                self.send_header("connection", "close")
-                self.end_headers()
-                self.close_connection = True
-                for chunk in api.sse_events(turn, model):
-                    self.wfile.write(chunk)
-                    self.wfile.flush()
+                headers = [("cache-control", "no-cache"), ("request-id", api.request_id())]
+                events = api.sse_events(turn, model)
+                self.send_until_close(events, "text/event-stream; charset=utf-8", headers)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        super().__init__(Handler)
 
     def request_id(self) -> str:
         return f"req_{next(self._ids):024d}"
@@ -348,18 +299,3 @@ class MessagesAPI:
         )
         out.append(_sse("message_stop", {"type": "message_stop"}))
         return out
-
-    def start(self) -> MessagesAPI:
-        self._thread.start()
-        return self
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> MessagesAPI:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -18,18 +18,19 @@ in a loop), else every request gets ``Text(default_text)``.
 ``GET /api/tags`` lists the model, ``GET /`` says "Ollama is running", anything else is
 a 404 ``{"error": "404 page not found"}``. Every request is recorded (:attr:`requests`).
 
-The shared machinery (script, recording, the HTTP server) is used by
-:mod:`tests.fakes.openai_api` too.
+The script and its request handling here are used by :mod:`tests.fakes.openai_api` too;
+the server and the recording come from :mod:`tests.fakes.scripted_http`.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 import uuid
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from typing import Any
+
+from tests.fakes import scripted_http
+from tests.fakes.scripted_http import ScriptedHandler, ScriptedHTTP
 
 MODEL = "qwen2.5-coder:7b"
 
@@ -78,13 +79,7 @@ class Raw:
 Turn = Text | Tools | ApiError | Raw
 
 
-@dataclass
-class Recorded:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
-
+class Recorded(scripted_http.Recorded):
     def messages(self) -> list[dict[str, Any]]:
         if isinstance(self.body, dict) and isinstance(self.body.get("messages"), list):
             return list(self.body["messages"])
@@ -95,10 +90,12 @@ class Recorded:
         return [m for m in self.messages() if m.get("role") == "tool"]
 
 
-class ScriptServer:
+class ScriptServer(ScriptedHTTP[Recorded]):
     """A threaded HTTP server on 127.0.0.1 answering from a script of turns."""
 
     chat_path = "/api/chat"
+    record_type = Recorded
+    poll_interval = 0.05
 
     def __init__(
         self,
@@ -114,57 +111,18 @@ class ScriptServer:
         self.repeat_last = repeat_last
         self.prompt_tokens = prompt_tokens
         self.completion_tokens = completion_tokens
-        self.requests: list[Recorded] = []
-        self._lock = threading.Lock()
         self._last: Turn | None = None
         self._sticky: ApiError | None = None
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def _record(self) -> Recorded:
-                length = int(self.headers.get("content-length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body: Any = json.loads(raw) if raw else None
-                except ValueError:
-                    body = raw.decode("utf-8", "replace")
-                rec = Recorded(
-                    self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body
-                )
-                with server._lock:
-                    server.requests.append(rec)
-                return rec
-
-            def send_body(self, status: int, data: bytes, content_type: str) -> None:
-                self.send_response(status)
-                self.send_header("content-type", content_type)
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def stream(self, chunks: list[bytes], content_type: str) -> None:
-                self.send_response(200)
-                self.send_header("content-type", content_type)
-                self.send_header("transfer-encoding", "chunked")
-                self.end_headers()
-                for chunk in chunks:
-                    self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
-                    self.wfile.flush()
-                self.wfile.write(b"0\r\n\r\n")
-                self.wfile.flush()
-
+        class Handler(ScriptedHandler):
             def do_GET(self) -> None:
-                self._record()
+                self.record()
                 status, data, kind = server.get(self.path.split("?")[0])
                 self.send_body(status, data, kind)
 
             def do_POST(self) -> None:
-                rec = self._record()
+                rec = self.record()
                 if self.path.split("?")[0] != server.chat_path or not isinstance(rec.body, dict):
                     status, data, kind = server.not_found()
                     self.send_body(status, data, kind)
@@ -174,23 +132,14 @@ class ScriptServer:
                     status, data, kind = server.error(turn)
                     self.send_body(status, data, kind)
                 elif isinstance(turn, Raw):
-                    self.stream([line + b"\n" for line in turn.lines], turn.content_type)
+                    self.send_chunked([line + b"\n" for line in turn.lines], turn.content_type)
                 elif rec.body.get("stream", True) is False:
                     self.send_body(200, server.whole(turn, rec.body), "application/json")
                 else:
                     chunks, kind = server.chunks(turn, rec.body)
-                    self.stream(chunks, kind)
+                    self.send_chunked(chunks, kind)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        super().__init__(Handler)
 
     def next_turn(self) -> Turn:
         with self._lock:
@@ -313,21 +262,6 @@ class ScriptServer:
         if isinstance(turn, Tools):
             final["message"]["tool_calls"] = self._ollama_calls(turn)
         return json.dumps(final).encode()
-
-    def start(self) -> Self:
-        self._thread.start()
-        return self
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class OllamaAPI(ScriptServer):

@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import itertools
 import json
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.fakes import scripted_http
+from tests.fakes.scripted_http import ScriptedHandler, ScriptedHTTP
 
 MODEL = "gpt-5.1-codex"
 
@@ -127,13 +128,7 @@ SERVER_ERROR = ApiError(
 )
 
 
-@dataclass
-class Recorded:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
-
+class Recorded(scripted_http.Recorded):
     def inputs(self, kind: str) -> list[dict[str, Any]]:
         """The request's ``input`` items of one ``type`` (e.g. ``function_call_output``)."""
         if not isinstance(self.body, dict):
@@ -155,47 +150,20 @@ def _sse(data: dict[str, Any]) -> bytes:
     return f"event: {data['type']}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
 
 
-class ResponsesAPI:
+class ResponsesAPI(ScriptedHTTP[Recorded]):
+    record_type = Recorded
+
     def __init__(self, script: list[Turn], *, default_text: str = "Done.") -> None:
         self.script = list(script)
         self.default_text = default_text
-        self.requests: list[Recorded] = []
-        self._lock = threading.Lock()
         self._ids = itertools.count(1)
         self._sticky: ApiError | Failed | None = None
         api = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def _record(self) -> Recorded:
-                length = int(self.headers.get("content-length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    body: Any = json.loads(raw) if raw else None
-                except ValueError:
-                    body = raw.decode("utf-8", "replace")
-                rec = Recorded(
-                    self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body
-                )
-                with api._lock:
-                    api.requests.append(rec)
-                return rec
-
+        class Handler(ScriptedHandler):
             def _json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
-                data = json.dumps(obj).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.send_header("x-request-id", api.request_id())
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
+                extra = [("x-request-id", api.request_id()), *(headers or {}).items()]
+                self.send_json(status, obj, extra)
 
             def _not_found(self) -> None:
                 path = self.path.split("?")[0]
@@ -212,15 +180,15 @@ class ResponsesAPI:
                 )
 
             def do_HEAD(self) -> None:
-                self._record()
+                self.record()
                 self._not_found()
 
             def do_GET(self) -> None:
-                self._record()
+                self.record()
                 self._not_found()
 
             def do_POST(self) -> None:
-                rec = self._record()
+                rec = self.record()
                 if self.path.split("?")[0] != "/v1/responses" or not isinstance(rec.body, dict):
                     self._not_found()
                     return
@@ -240,26 +208,15 @@ class ResponsesAPI:
                     last = json.loads(events[-1].split(b"data: ", 1)[1])
                     self._json(200, last["response"])
                     return
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream; charset=utf-8")
-                self.send_header("cache-control", "no-cache")
-                self.send_header("x-request-id", api.request_id())
-                self.send_header("connection", "close")
-                self.end_headers()
-                self.close_connection = True
-                for chunk in events:
-                    self.wfile.write(chunk)
-                    self.wfile.flush()
+                headers = [("cache-control", "no-cache"), ("x-request-id", api.request_id())]
+                self.send_until_close(events, "text/event-stream; charset=utf-8", headers)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        super().__init__(Handler)
 
     @property
     def url(self) -> str:
         """The base URL a provider's ``base_url`` names (Codex appends ``/responses``)."""
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
+        return super().url + "/v1"
 
     def request_id(self) -> str:
         return f"req_{next(self._ids):032x}"
@@ -408,21 +365,6 @@ class ResponsesAPI:
         done = dict(base, status="completed", output=items, usage=turn.usage.json())
         out.append({"type": "response.completed", "response": done})
         return [_sse(dict(e, sequence_number=next(seq))) for e in out]
-
-    def start(self) -> ResponsesAPI:
-        self._thread.start()
-        return self
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> ResponsesAPI:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def provider_toml(api: ResponsesAPI, *, retries: int = 0, model: str = MODEL) -> str:
