@@ -29,6 +29,12 @@ _PYTHON_DIR = short_tmpdir("prpy")
 os.environ["PATH"] = f"{_PYTHON_DIR}{os.pathsep}{os.environ.get('PATH', '')}"
 atexit.register(shutil.rmtree, _PYTHON_DIR, ignore_errors=True)
 
+# Daemons, agents and the CLI started by the tests import the package again; where bytecode
+# may not be written (PYTHONDONTWRITEBYTECODE, as on CI, and a fresh clone) each compiles it
+# from source: ~1.2 s of CPU per daemon. The session writes the usual (ignored) __pycache__.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
+
 # Property tests run Hypothesis's default 100 examples; the nightly deep run 20 times that.
 settings.register_profile("deep", max_examples=2000)
 if DEEP_FUZZ:
