@@ -354,12 +354,12 @@ def slow_reader(sock: socket.socket, out: bytearray, pause: float) -> threading.
 @pytest.mark.anyio
 async def test_a_slow_reader_gets_the_whole_frame() -> None:
     ours, theirs = stream_pair()
-    frame = json.dumps({"jsonrpc": "2.0", "id": 1, "result": "z" * (6 << 20)}).encode() + b"\n"
+    frame = json.dumps({"jsonrpc": "2.0", "id": 1, "result": "z" * (3 << 20)}).encode() + b"\n"
     got = bytearray()
     reader = slow_reader(theirs, got, pause=0.004)
     stream = await anyio.abc.UNIXSocketStream.from_socket(ours)
     # The whole send takes several stall timeouts; no single pause comes near one.
-    outbox = Outbox(stream, stall_timeout=0.5)
+    outbox = Outbox(stream, stall_timeout=0.25)
     t0 = time.monotonic()
     async with anyio.create_task_group() as tg:
         tg.start_soon(outbox.run)
