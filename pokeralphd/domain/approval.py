@@ -209,7 +209,11 @@ def is_blanket(tool_name: str, pattern: str) -> bool:
 # import its base: the same camelCase, extra-forbidding base and aware timestamps here.
 class Model(BaseModel):
     model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", validate_assignment=True
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        validate_assignment=True,
+        defer_build=True,
     )
 
     def dump(self) -> dict[str, Any]:

@@ -55,6 +55,7 @@ class Model(BaseModel):
         populate_by_name=True,
         extra="forbid",
         validate_assignment=True,
+        defer_build=True,
     )
 
     def dump(self) -> dict[str, Any]:
