@@ -1,9 +1,14 @@
-"""GitService on GitPython: what an iteration changed, commits of exactly those files,
-and reverting a battle's last commit.
+"""GitService: what an iteration changed, commits of exactly those files, and reverting a
+battle's last commit.
 
 ``snapshot()`` before an iteration and ``changed_since()`` after it give the files the
 iteration touched, so the user's own uncommitted edits are never swept into a commit.
 ``.pokeralph/`` stays out unless asked. Synchronous: callers run it in a worker thread.
+
+Every step is one ``git`` command through GitPython's command runner (``git.Git``). No
+``git.Repo`` is built: a Repo starts two long-lived ``git cat-file`` children the first
+time an object is read, so a Repo per call (as this once did) left two processes per
+question behind until the garbage collector came.
 """
 
 from __future__ import annotations
@@ -25,23 +30,38 @@ RUNTIME = ".pokeralph"
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's empty tree
 FALLBACK_NAME = "pokeralph"
 FALLBACK_EMAIL = "pokeralph@localhost"
+FALLBACK_IDENTITY = {
+    "GIT_AUTHOR_NAME": FALLBACK_NAME,
+    "GIT_AUTHOR_EMAIL": FALLBACK_EMAIL,
+    "GIT_COMMITTER_NAME": FALLBACK_NAME,
+    "GIT_COMMITTER_EMAIL": FALLBACK_EMAIL,
+}
+
+
+def _runtime(path: str) -> bool:
+    return path == RUNTIME or path.startswith(RUNTIME + "/")
 
 
 class GitService:
     def __init__(self, repo_root: Path) -> None:
         self.root = repo_root
+        self._cmd: git.Git | None = None
 
-    def _repo(self) -> git.Repo:
-        try:
-            return git.Repo(self.root)
-        except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
-            raise InvalidState(f"{self.root} is not a git repository", path=str(self.root)) from exc
+    @property
+    def _git(self) -> git.Git:
+        """The command runner in the repository (checked to be one the first time, as
+        GitPython's Repo does: by its ``.git``, a folder, or a file in a worktree)."""
+        if self._cmd is None:
+            if not (self.root / ".git").exists():
+                raise InvalidState(f"{self.root} is not a git repository", path=str(self.root))
+            self._cmd = git.Git(self.root)
+        return self._cmd
 
     def head(self) -> str | None:
-        repo = self._repo()
+        """HEAD's hash, or None before the first commit."""
         try:
-            return repo.head.commit.hexsha
-        except ValueError:
+            return str(self._git.rev_parse("--verify", "-q", "HEAD^{commit}")).strip() or None
+        except git.GitCommandError:
             return None
 
     @staticmethod
@@ -50,8 +70,7 @@ class GitService:
 
     def _dirty(self, include_runtime: bool = False) -> list[str]:
         """Paths that differ from HEAD: modified, deleted, untracked (not ignored)."""
-        repo = self._repo()
-        out = repo.git.status("--porcelain", "-z", "--untracked-files=all")
+        out = self._git.status("--porcelain", "-z", "--untracked-files=all")
         paths: list[str] = []
         entries = out.split("\0")
         i = 0
@@ -65,7 +84,7 @@ class GitService:
                 i += 1  # the rename's source follows
             paths.append(path)
         if not include_runtime:
-            paths = [p for p in paths if p != RUNTIME and not p.startswith(RUNTIME + "/")]
+            paths = [p for p in paths if not _runtime(p)]
         return sorted(set(paths))
 
     def _fingerprint(self, path: str) -> str:
@@ -116,7 +135,9 @@ class GitService:
         spec = ["--", ".", f":(exclude){RUNTIME}"]
         stat = self._bounded(["diff", "--no-color", "--stat", start, *spec], 64 * 1024)
         body = self._bounded(["diff", "--no-color", start, *spec], limit)
-        untracked = [p for p in self._dirty() if p not in self._tracked(self._dirty())]
+        dirty = self._dirty()
+        known = self._tracked(dirty)
+        untracked = [p for p in dirty if p not in known]
         if untracked:
             stat += "\nnew files not yet added to git: " + ", ".join(untracked[:50])
         return stat, body
@@ -125,95 +146,78 @@ class GitService:
         """Which of ``paths`` git knows (in HEAD or in the index)."""
         if not paths:
             return set()
-        repo = self._repo()
-        out = repo.git.ls_files("-z", "--", *paths)
-        known = {p for p in out.split("\0") if p}
-        if self.head():
-            known |= {
-                p
-                for p in repo.git.ls_tree("-r", "-z", "--name-only", "HEAD", "--", *paths).split(
-                    "\0"
-                )
-                if p
-            }
-        return known
+        out = self._git.ls_files("-z", "--", *paths)
+        return {p for p in out.split("\0") if p} | self._in_head(paths)
+
+    def _in_head(self, paths: list[str]) -> set[str]:
+        """Which of ``paths`` HEAD holds (none before the first commit)."""
+        if not self.head():
+            return set()
+        out = self._git.ls_tree("-r", "-z", "--name-only", "HEAD", "--", *paths)
+        return {p for p in out.split("\0") if p}
 
     def restore(self, paths: list[str]) -> list[str]:
         """Put ``paths`` back as HEAD has them: a tracked path is checked out again (a
         deleted one comes back), one git does not know is removed. The paths put back."""
         if not paths:
             return []
-        repo = self._repo()
-        in_head = (
-            {
-                p
-                for p in repo.git.ls_tree("-r", "-z", "--name-only", "HEAD", "--", *paths).split(
-                    "\0"
-                )
-                if p
-            }
-            if self.head()
-            else set()
-        )
+        cmd = self._git
+        in_head = self._in_head(paths)
         done: list[str] = []
         for path in paths:
-            if path == RUNTIME or path.startswith(RUNTIME + "/"):
+            if _runtime(path):
                 continue
             if path in in_head:
-                repo.git.checkout("HEAD", "--", path)
+                cmd.checkout("HEAD", "--", path)
                 with contextlib.suppress(git.GitCommandError):
-                    repo.git.reset("-q", "HEAD", "--", path)
+                    cmd.reset("-q", "HEAD", "--", path)
             else:
                 full = self.root / path
                 with contextlib.suppress(git.GitCommandError):
-                    repo.git.rm("-q", "--cached", "--ignore-unmatch", "--", path)
+                    cmd.rm("-q", "--cached", "--ignore-unmatch", "--", path)
                 with contextlib.suppress(FileNotFoundError, IsADirectoryError):
                     os.unlink(full)
             done.append(path)
         return done
 
-    def _author(self, repo: git.Repo) -> git.Actor | None:
-        reader = repo.config_reader()
-        name = reader.get_value("user", "name", default="")
-        email = reader.get_value("user", "email", default="")
-        if name and email:
-            return None  # the user's identity applies
-        return git.Actor(FALLBACK_NAME, FALLBACK_EMAIL)
+    def _identity(self) -> dict[str, str]:
+        """Environment for committing: the user's identity where git has one, else ours
+        (a fresh machine or a CI runner has none, and git would refuse to commit)."""
+        try:
+            found = str(self._git.config("--get-regexp", r"^user\.(name|email)$"))
+        except git.GitCommandError:  # exit 1: neither is set
+            found = ""
+        keys = {line.split(" ", 1)[0] for line in found.splitlines() if " " in line}
+        return {} if keys >= {"user.name", "user.email"} else FALLBACK_IDENTITY
+
+    def _committing(self, *args: str) -> None:
+        """``git ARGS`` with a committer identity (see :meth:`_identity`)."""
+        cmd = self._git
+        identity = self._identity()
+        if identity:
+            with cmd.custom_environment(**identity):
+                cmd.execute(["git", *args])
+        else:
+            cmd.execute(["git", *args])
 
     def commit(self, paths: list[str], message: str, include_runtime: bool = False) -> str | None:
         """Stage exactly ``paths`` (deletions too) and commit; the new hash, or None if nothing changed."""
-        repo = self._repo()
         if not include_runtime:
-            paths = [p for p in paths if p != RUNTIME and not p.startswith(RUNTIME + "/")]
+            paths = [p for p in paths if not _runtime(p)]
         if not paths:
             return None
+        cmd = self._git
         try:
-            repo.git.add("-A", "--", *paths)
-            staged = (
-                repo.git.diff("--cached", "--name-only", "--", *paths).strip()
-                if self.head()
-                else "x"
-            )
-            if not staged:
+            cmd.add("-A", "--", *paths)
+            # (before the first commit too, against the empty tree)
+            if not cmd.diff("--cached", "--name-only", "--", *paths).strip():
                 return None
-            actor = self._author(repo)
-            args = ["-m", message, "--no-verify", "--", *paths]
-            if actor is not None:
-                env = {
-                    "GIT_AUTHOR_NAME": actor.name or FALLBACK_NAME,
-                    "GIT_AUTHOR_EMAIL": actor.email or FALLBACK_EMAIL,
-                    "GIT_COMMITTER_NAME": actor.name or FALLBACK_NAME,
-                    "GIT_COMMITTER_EMAIL": actor.email or FALLBACK_EMAIL,
-                }
-                with repo.git.custom_environment(**env):
-                    repo.git.commit(*args)
-            else:
-                repo.git.commit(*args)
+            self._committing("commit", "-m", message, "--no-verify", "--", *paths)
         except git.GitCommandError as exc:
             raise StorageError(
                 f"git commit failed: {exc.stderr.strip() or exc}", paths=paths[:20]
             ) from exc
-        return repo.head.commit.hexsha
+        return self.head()
 
     def show(self, commit: str, limit: int, timeout: float = 30.0) -> tuple[str, bool]:
         """``git show`` of ``commit`` (stat and patch, no external diff or textconv), at most
@@ -240,30 +244,21 @@ class GitService:
 
     def revert_last(self, expected_message_prefix: str | None) -> str:
         """Undo HEAD with a new revert commit, if HEAD is the expected PokéRalph commit."""
-        repo = self._repo()
-        try:
-            head = repo.head.commit
-        except ValueError as exc:
-            raise InvalidState("the repository has no commits to revert") from exc
-        subject = str(head.message).splitlines()[0] if head.message else ""
+        head = self.head()
+        if head is None:
+            raise InvalidState("the repository has no commits to revert")
+        message = str(self._git.log("-1", "--format=%B", head)).strip()
+        subject = message.splitlines()[0] if message else ""
         if expected_message_prefix and not subject.startswith(expected_message_prefix):
             raise InvalidState(
-                f"HEAD ({head.hexsha[:10]} “{subject[:60]}”) is not a PokéRalph commit of this task; "
+                f"HEAD ({head[:10]} “{subject[:60]}”) is not a PokéRalph commit of this task; "
                 "revert it by hand with `git revert`",
-                head=head.hexsha,
+                head=head,
             )
-        actor = self._author(repo)
         try:
-            if actor is not None:
-                with repo.git.custom_environment(
-                    GIT_AUTHOR_NAME=FALLBACK_NAME,
-                    GIT_AUTHOR_EMAIL=FALLBACK_EMAIL,
-                    GIT_COMMITTER_NAME=FALLBACK_NAME,
-                    GIT_COMMITTER_EMAIL=FALLBACK_EMAIL,
-                ):
-                    repo.git.revert("--no-edit", head.hexsha)
-            else:
-                repo.git.revert("--no-edit", head.hexsha)
+            self._committing("revert", "--no-edit", head)
         except git.GitCommandError as exc:
             raise InvalidState(f"git revert failed: {exc.stderr.strip() or exc}") from exc
-        return repo.head.commit.hexsha
+        new = self.head()
+        assert new is not None
+        return new
