@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
@@ -232,3 +233,33 @@ def test_git_fallback_author(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         env=dict(os.environ),
     ).stdout.strip()
     assert author == "pokeralph <pokeralph@localhost>"
+
+
+def test_the_git_service_runs_one_git_command_per_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each step is one short ``git`` command: no ``git cat-file`` helpers (a git.Repo per
+    call once started two each time), and the review diff asks ``git status`` once however
+    many files are new (it once asked twice per new file)."""
+    real_git = shutil.which("git")
+    assert real_git
+    calls = tmp_path / "calls"
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "git").write_text(f'#!/bin/sh\necho "$1" >> "{calls}"\nexec "{real_git}" "$@"\n')
+    (shim / "git").chmod(0o755)
+    repo = make_git_repo(tmp_path / "r", {"a.txt": "a\n"})
+    base = GitService(repo).head()
+    monkeypatch.setenv("PATH", f"{shim}{os.pathsep}{os.environ['PATH']}")
+    git = GitService(repo)
+    (repo / "a.txt").write_text("changed\n")
+    sha = git.commit(["a.txt"], "[PokéRalph] 001-a: Do A")
+    assert sha and git.head() == sha
+    for i in range(5):
+        (repo / f"new{i}.txt").write_text("new\n")
+    before = calls.read_text().split()
+    stat, _ = git.diff(base)
+    assert "new files not yet added to git: new0.txt" in stat
+    assert calls.read_text().split()[len(before) :].count("status") == 1
+    git.revert_last("[PokéRalph] 001-a")
+    assert "cat-file" not in calls.read_text().split()
