@@ -60,8 +60,12 @@ TEST_TMP = _test_tmp()
 
 
 def short_tmpdir(prefix: str = "prx") -> Path:
-    """A temp dir with a short path (AF_UNIX paths are limited to ~104 bytes)."""
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=TEST_TMP))
+    """A temp dir with a short path (AF_UNIX paths are limited to ~104 bytes), removed
+    when this process exits if nothing removed it before (in memory, leftovers would
+    hold RAM until the next boot)."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=TEST_TMP))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
