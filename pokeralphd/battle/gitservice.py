@@ -190,15 +190,9 @@ class GitService:
         keys = {line.split(" ", 1)[0] for line in found.splitlines() if " " in line}
         return {} if keys >= {"user.name", "user.email"} else FALLBACK_IDENTITY
 
-    def _committing(self, *args: str) -> None:
-        """``git ARGS`` with a committer identity (see :meth:`_identity`)."""
-        cmd = self._git
-        identity = self._identity()
-        if identity:
-            with cmd.custom_environment(**identity):
-                cmd.execute(["git", *args])
-        else:
-            cmd.execute(["git", *args])
+    def _committer(self) -> contextlib.AbstractContextManager[None]:
+        """Run the git commands inside with a committer identity (see :meth:`_identity`)."""
+        return self._git.custom_environment(**self._identity())
 
     def commit(self, paths: list[str], message: str, include_runtime: bool = False) -> str | None:
         """Stage exactly ``paths`` (deletions too) and commit; the new hash, or None if nothing changed."""
@@ -212,7 +206,8 @@ class GitService:
             # (before the first commit too, against the empty tree)
             if not cmd.diff("--cached", "--name-only", "--", *paths).strip():
                 return None
-            self._committing("commit", "-m", message, "--no-verify", "--", *paths)
+            with self._committer():
+                cmd.commit("-m", message, "--no-verify", "--", *paths)
         except git.GitCommandError as exc:
             raise StorageError(
                 f"git commit failed: {exc.stderr.strip() or exc}", paths=paths[:20]
@@ -256,7 +251,8 @@ class GitService:
                 head=head,
             )
         try:
-            self._committing("revert", "--no-edit", head)
+            with self._committer():
+                self._git.revert("--no-edit", head)
         except git.GitCommandError as exc:
             raise InvalidState(f"git revert failed: {exc.stderr.strip() or exc}") from exc
         new = self.head()
