@@ -34,6 +34,7 @@ MAX_LINE = 4 << 20
 MAX_TEXT = 256 * 1024
 MAX_TOOL_CALLS = 32
 MAX_ARGUMENTS = 1 << 20
+ARGUMENTS_TOO_LONG = f"the arguments are longer than {MAX_ARGUMENTS // 1024} KB"
 MAX_ERROR_BODY = 16 * 1024
 
 
@@ -81,7 +82,7 @@ def parse_arguments(raw: Any) -> tuple[Any, str | None]:
     (OpenAI). Broken JSON is an error for the model, never an exception."""
     if isinstance(raw, str):
         if len(raw) > MAX_ARGUMENTS:
-            return None, f"the arguments are longer than {MAX_ARGUMENTS // 1024} KB"
+            return None, ARGUMENTS_TOO_LONG
         if not raw.strip():
             return {}, None
         try:

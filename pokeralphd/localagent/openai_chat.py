@@ -19,6 +19,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from pokeralphd.localagent.chat import (
+    ARGUMENTS_TOO_LONG,
     MAX_ARGUMENTS,
     ChatClient,
     Line,
@@ -119,9 +120,11 @@ class OpenAIReader(StreamReader):
             raise WireError("the stream ended before a finish_reason or [DONE]")
         for index in sorted(self.calls):
             call = self.calls[index]
-            arguments, error = parse_arguments(call["arguments"])
-            if call["too_long"]:
-                arguments, error = None, f"the arguments are longer than {MAX_ARGUMENTS // 1024} KB"
+            arguments, error = (
+                (None, ARGUMENTS_TOO_LONG)
+                if call["too_long"]
+                else parse_arguments(call["arguments"])
+            )
             reply.tool_calls.append(
                 ToolCallRequest(call["id"] or call_id(), call["name"], arguments, error)
             )
