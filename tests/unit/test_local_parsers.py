@@ -11,7 +11,13 @@ from typing import Any
 
 import pytest
 
-from pokeralphd.localagent.chat import MAX_TEXT, MAX_TOOL_CALLS, Reply
+from pokeralphd.localagent.chat import (
+    ARGUMENTS_TOO_LONG,
+    MAX_ARGUMENTS,
+    MAX_TEXT,
+    MAX_TOOL_CALLS,
+    Reply,
+)
 from pokeralphd.localagent.errors import ApiStatusError, ServerUnreachable, WireError
 from pokeralphd.localagent.loop import AgentLoop, Approval
 from pokeralphd.localagent.ollama_chat import OllamaClient
@@ -81,6 +87,19 @@ async def test_broken_arguments_are_errors_for_the_model() -> None:
     with OllamaAPI([Tools([Call("read_file", raw_arguments="{oops")])]) as api:
         reply = await _ollama(api.url).chat(USER, [])
     assert "not valid JSON" in (reply.tool_calls[0].error or "")
+
+
+async def test_arguments_past_the_bound_are_an_error_for_the_model() -> None:
+    """Streamed in pieces (OpenAI) or whole (Ollama), arguments past MAX_ARGUMENTS are not
+    kept: the call carries the same error either way."""
+    huge = Call("create_file", {"path": "a", "content": "x" * (MAX_ARGUMENTS + 10)})
+    with OpenAIAPI([Tools([huge])]) as api:
+        pieced = await _openai(api.url + "/v1").chat(USER, [])
+    with OllamaAPI([Tools([Call("create_file", raw_arguments=json.dumps(huge.arguments))])]) as api:
+        whole = await _ollama(api.url).chat(USER, [])
+    for reply in (pieced, whole):
+        (call,) = reply.tool_calls
+        assert (call.arguments, call.error) == (None, ARGUMENTS_TOO_LONG)
 
 
 async def test_a_huge_reply_and_too_many_calls_are_bounded() -> None:
