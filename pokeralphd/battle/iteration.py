@@ -69,14 +69,14 @@ class IterationVerdict:
     iteration: Iteration
     completed: bool
     fatal: str | None = None  # the battle cannot go on (missing agent binary, broken PRD)
-    rate_limited_until: float | None = None
     api_failure: ApiFailure | None = None  # transient: retried after a backoff, not counted
 
 
 def _refused(outcome: AgentOutcome) -> bool:
-    """The API refused or failed the run (a rate limit, an overload, a server error): the
-    agent did no work worth judging, so no completion is looked for and no loop runs."""
-    return outcome.rate_limited_until is not None or outcome.api_failure is not None
+    """The API refused or failed the run (a rate limit, an overload, a server error; see
+    :func:`transient_failure`): the agent did no work worth judging, so no completion is
+    looked for and no loop runs."""
+    return outcome.api_failure is not None
 
 
 class IterationRun:
@@ -267,7 +267,6 @@ class IterationRun:
             record,
             completed=signalled_and_passed,
             fatal=fatal,
-            rate_limited_until=outcome.rate_limited_until if outcome else None,
             api_failure=outcome.api_failure if outcome else None,
         )
 

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from pokeralphd.agents.base import ApiFailure
 from pokeralphd.battle import budget, phases
 from pokeralphd.battle.iteration import IterationRun
 from pokeralphd.battle.roles import RoleRun, cycles_of
@@ -161,8 +160,6 @@ async def _implementation(orch: BattleControl, active: ActiveBattle, config: Con
         await _fail(orch, active, f"max iterations ({limit}) reached without completion")
         return True
     failure = verdict.api_failure
-    if failure is None and verdict.rate_limited_until is not None:
-        failure = ApiFailure("rate_limit", None, "rate limited", verdict.rate_limited_until)
     if failure is not None:
         return None if await phases.block(orch, active, failure, config) else False
     if verdict.iteration.result != IterationResult.CANCELLED:

@@ -2,7 +2,8 @@
 battle ``blocked``, never counted as a failed iteration.
 
 - what the agent layer already classifies (:class:`ApiFailure`): a rate limit (429), an
-  overloaded API (529), a server error (5xx);
+  overloaded API (529), a server error (5xx); and a rate limit the CLI announced with its
+  reset time (Claude Code's rejected ``rate_limit_event``);
 - a run that could not reach the API: a connection error in the agent's failure
   (Claude Code's "API Error: Connection error.", Codex's "stream disconnected", the
   system's ECONNRESET, ETIMEDOUT…);
@@ -39,7 +40,9 @@ def transient_failure(outcome: AgentOutcome) -> ApiFailure | None:
     failure, which counts)."""
     if outcome.api_failure is not None:
         return outcome.api_failure
-    if outcome.reason != "exited" or outcome.rate_limited_until is not None:
+    if outcome.rate_limited_until is not None:  # the CLI's own rate-limit event
+        return ApiFailure("rate_limit", None, "rate limited", outcome.rate_limited_until)
+    if outcome.reason != "exited":
         return None
     code = outcome.exit_code
     if code in TRANSIENT_EXIT_CODES:

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -158,6 +159,29 @@ def test_a_transient_verifier_failure_blocks_and_retries_without_burning_a_cycle
     assert battle["verification"]["count"] == 1
     assert battle["verification"]["reports"][0]["outcome"] == "approve"
     assert battle["transientFailures"] == 0 and battle["blocked"] is None
+
+
+def test_a_rate_limited_verifier_waits_for_the_reset_without_burning_a_cycle(
+    daemon: DaemonProcess, repo: Path, home: Path
+) -> None:
+    """A rate limit the CLI announced (its rejected rate_limit_event) in a verifier's run
+    blocks the battle until the reset, as in an implementation iteration: it once counted
+    as an invalid report, and the phase ran again at once, using up its cycles."""
+    clock = fake_clock(daemon, start=time.time())  # the fake stamps its reset in real time
+    task = setup(daemon, repo, home, verifier=["rate_limited", "approve"], maxVerificationCycles=1)
+    with daemon.connect(timeout=60) as conn:
+        conn.call("events.subscribe", {"repo": str(repo)})
+        daemon.call("battle.start", {"repo": str(repo), "taskId": task, "maxIterations": 1})
+        blocked = list(events_of(conn, lambda e: e["type"] == "battle_blocked"))[-1]["payload"]
+        assert blocked["phase"] == "verification" and blocked["kind"] == "rate_limit"
+        assert blocked["retryAt"] == pytest.approx(clock.time() + 3600, abs=5)
+        assert history(daemon, repo, task)["verification"]["count"] == 0
+        advance_to(daemon, clock, blocked["retryAt"])
+        rest = list(events_of(conn, lambda e: e["type"] in END))
+    assert types(rest)[-1] == "battle_complete"
+    battle = history(daemon, repo, task)
+    assert battle["verification"]["count"] == 1
+    assert battle["verification"]["reports"][0]["outcome"] == "approve"
 
 
 def test_a_transient_exit_code_of_the_implementer_burns_no_iteration(
