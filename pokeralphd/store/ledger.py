@@ -36,7 +36,6 @@ log = logging.getLogger(__name__)
 LEDGER_VERSION = 1
 HEADER = {"schemaVersion": LEDGER_VERSION, "kind": "pokeralph-ledger"}
 GroupBy = Literal["day", "repo", "task", "backend", "model", "phase"]
-GROUPS: tuple[GroupBy, ...] = ("day", "repo", "task", "backend", "model", "phase")
 TOKEN_KEYS = (
     "inputTokens",
     "outputTokens",
@@ -141,12 +140,14 @@ def _month_file(folder: Path, at: datetime) -> Path:
 
 
 class Ledger:
-    """The ledger of one daemon (blocking I/O: call from a worker thread)."""
+    """The ledger of one daemon. ``load`` and ``append`` do blocking I/O (call them from
+    a worker thread); the queries only read the totals in memory, which the event loop
+    may do: they wait for no disk (the file lock and the totals' lock are two locks)."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self._lock = threading.Lock()
-        self._totals: dict[tuple[GroupBy, str], Totals] = defaultdict(Totals)
+        self._file_lock = threading.Lock()  # one append (or the load) at a time
+        self._lock = threading.Lock()  # the totals
         # (day, repo, task, backend, model, phase) -> totals, for filtered queries
         self._cells: dict[tuple[str, str, str, str, str, str], Totals] = defaultdict(Totals)
         self.skipped = 0  # lines that did not parse (a crash cut one short, a hand edit)
@@ -154,22 +155,28 @@ class Ledger:
     # -- reading
     def load(self) -> None:
         """Read every month's file into the totals."""
+        entries: list[LedgerEntry] = []
+        skipped = 0
+        with self._file_lock:
+            if self.folder.is_dir():
+                for path in sorted(self.folder.glob("ledger-*.jsonl")):
+                    read, bad = self._read(path)
+                    entries += read
+                    skipped += bad
         with self._lock:
-            self._totals.clear()
             self._cells.clear()
-            self.skipped = 0
-            if not self.folder.is_dir():
-                return
-            for path in sorted(self.folder.glob("ledger-*.jsonl")):
-                for entry in self._read(path):
-                    self._count(entry)
+            self.skipped = skipped
+            for entry in entries:
+                self._count(entry)
 
-    def _read(self, path: Path) -> list[LedgerEntry]:
+    def _read(self, path: Path) -> tuple[list[LedgerEntry], int]:
+        """The file's entries, and how many lines were skipped."""
         entries = []
+        skipped = 0
         with path.open("rb") as handle:
             lines = handle.read().split(b"\n")
         if not lines or not lines[0].strip():
-            return []
+            return [], 0
         try:
             header = json.loads(lines[0])
         except ValueError as exc:
@@ -189,16 +196,16 @@ class Ledger:
             try:
                 entries.append(LedgerEntry.from_json(json.loads(line)))
             except (ValueError, KeyError, TypeError) as exc:
-                self.skipped += 1
+                skipped += 1
                 log.warning("ledger %s line %d skipped: %s", path, number, exc)
-        return entries
+        return entries, skipped
 
     # -- writing
     def append(self, entry: LedgerEntry) -> None:
         """Append ``entry`` durably (fsync), then count it."""
         line = json.dumps(entry.to_json(), separators=(",", ":"), ensure_ascii=False) + "\n"
         path = _month_file(self.folder, entry.at)
-        with self._lock:
+        with self._file_lock:
             try:
                 self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
                 fd = os.open(
@@ -223,11 +230,10 @@ class Ledger:
                     file=str(path),
                     errno=exc.errno,
                 ) from exc
+        with self._lock:
             self._count(entry)
 
     def _count(self, entry: LedgerEntry) -> None:
-        for group in GROUPS:
-            self._totals[(group, entry.key(group))].add(entry)
         cell = (
             entry.key("day"),
             entry.repo,

@@ -3,7 +3,9 @@ crash, and the frozen v1 file."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -99,3 +101,36 @@ def test_a_months_file_is_never_followed_through_a_link(tmp_path: Path) -> None:
     with pytest.raises(StorageError, match="cost ledger"):
         Ledger(folder).append(entry(1, 1.0))
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_query_does_not_wait_for_an_append_on_its_way_to_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The event loop asks for today's spend before every agent run (the budget) and in
+    daemon.status: an append's fsync in a worker thread must not hold it up."""
+    ledger = Ledger(tmp_path / "ledger")
+    ledger.load()
+    syncing, release = threading.Event(), threading.Event()
+    real_fsync = os.fsync
+
+    def slow_fsync(fd: int) -> None:
+        syncing.set()
+        release.wait(30)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    writer = threading.Thread(target=ledger.append, args=(entry(23, 1.0),))
+    writer.start()
+    try:
+        assert syncing.wait(30)
+        answered: list[float] = []
+        reader = threading.Thread(
+            target=lambda: answered.append(ledger.day_total("2026-11-23").cost_usd)
+        )
+        reader.start()
+        reader.join(10)
+        assert answered == [0.0], "the query waited for the append's fsync"
+    finally:
+        release.set()
+        writer.join(30)
+    assert ledger.day_total("2026-11-23").cost_usd == pytest.approx(1.0)
