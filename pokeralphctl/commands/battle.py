@@ -96,6 +96,10 @@ def add_battle(parser: argparse.ArgumentParser) -> None:
     p.add_argument("-f", "--follow", action="store_true", help="keep printing as the agent writes")
     p.set_defaults(handler=log)
 
+    p = sub(subs, "revert", "undo the task's last PokéRalph commit with a revert commit")
+    p.add_argument("task_id", metavar="TASK")
+    p.set_defaults(handler=revert)
+
 
 def _task_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -267,6 +271,17 @@ def resolve(ctx: Context, args: argparse.Namespace) -> int:
         out.ok(result)
         return 0
     out.line(f"{args.action}: {battle_line(out, result['battle'])}")
+    return 0
+
+
+def revert(ctx: Context, args: argparse.Namespace) -> int:
+    """Invoked when calling ``pokeralphctl battle revert``."""
+    result = ctx.call("battle.revert", ctx.params(taskId=args.task_id))
+    out = ctx.out
+    if out.json:
+        out.ok(result)
+        return 0
+    out.line(f"reverted the last commit of {clean(args.task_id)}: {clean(result['revertCommit'])}")
     return 0
 
 

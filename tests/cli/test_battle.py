@@ -16,6 +16,7 @@ from pokeralphctl.commands.follow import next_offset, parse_answer
 from pokeralphctl.commands.render import render
 from pokeralphctl.output import Output
 from tests.cli.conftest import Ctl, envelope
+from tests.helpers import FAKES
 
 
 def parse(*argv: str) -> tuple[Context, Any]:
@@ -156,21 +157,27 @@ def test_event_lines() -> None:
     assert render(out, event("progress_update", {"progress": {}})) == []
 
 
-def test_battle_start_against_a_real_daemon(ctl: Ctl, registered: Path) -> None:
-    """The daemon may not have battle methods yet: accept a result or "method not found"."""
+def test_battle_start_follow_and_revert_against_a_real_daemon(ctl: Ctl, registered: Path) -> None:
     ctl("task", "add", "Battle me", "-d", "d", "-c", "c")
-    ctl("config", "set", "agent.backend", "demo")
-    proc = ctl("battle", "start", "001-battle-me", "--yolo", "--max-iterations", "1", "--json")
-    reply = envelope(proc)
-    if reply["ok"]:
-        assert reply["result"]["battle"]["taskId"] == "001-battle-me"
-        ctl("battle", "cancel", "001-battle-me")
-    else:
-        assert proc.returncode == 1
-        assert reply["error"]["code"] == -32601
-        human = ctl("battle", "start", "001-battle-me")
-        assert "does not know battle.start" in human.stderr
-        assert "pokeralphctl daemon stop" in human.stderr
+    for key, value in (
+        ("agent.backend", "claude"),
+        ("agent.command", str(FAKES / "fake_claude")),
+        ("agent.env.FAKE_CLAUDE_MODE", "complete"),
+        ("phases", "implementation"),
+        ("feedbackLoops", "none"),
+    ):
+        assert ctl("config", "set", key, value).returncode == 0, key
+    proc = ctl("battle", "start", "001-battle-me", "--yolo", "--max-iterations", "1", "--follow")
+    assert proc.returncode == 0, proc.stderr
+    battle = envelope(ctl("battle", "history", "001-battle-me", "--json"))["result"]["battle"]
+    assert battle["status"] == "completed"
+    committed = [i["commitHash"] for i in battle["iterations"] if i.get("commitHash")]
+    assert committed
+    reverted = ctl("battle", "revert", "001-battle-me")
+    assert reverted.returncode == 0, reverted.stderr
+    assert reverted.stdout.startswith("reverted the last commit of 001-battle-me: ")
+    again = envelope(ctl("battle", "revert", "001-battle-me", "--json"))
+    assert not again["ok"] and "not a PokéRalph commit" in again["error"]["message"]
 
 
 def test_history_shows_tool_calls_and_how_each_was_decided() -> None:

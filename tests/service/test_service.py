@@ -255,3 +255,26 @@ def test_completion_scripts() -> None:
         assert out.returncode == 0 and "battle" in out.stdout and "approve" in out.stdout
     script = ctl(dict(os.environ), "completion", "bash").stdout
     assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
+
+
+def test_completion_offers_every_subcommand_the_parser_takes() -> None:
+    """The completion lists are written by hand: each must name exactly the subcommands
+    (or the positional choices) its command's parser accepts, aliases aside."""
+    import argparse
+
+    from pokeralphctl.cli import COMMANDS, build_parser
+    from pokeralphctl.commands.completion import SUBCOMMANDS
+
+    for name in COMMANDS:
+        _, built = build_parser([name])
+        accepted: list[str] = []
+        for action in built[name]._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                seen: set[int] = set()
+                for choice, parser in action.choices.items():
+                    if id(parser) not in seen:  # an alias shares its command's parser
+                        seen.add(id(parser))
+                        accepted.append(choice)
+            elif action.choices and not action.option_strings and action.dest != "command":
+                accepted += [str(c) for c in action.choices]
+        assert accepted == SUBCOMMANDS.get(name, []), name
