@@ -118,7 +118,7 @@ class LocalAgentConfig(Model):
     default_rules: StrictBool = Field(
         default=True,
         description="Install the read-only default approval rules into the user's config "
-        "once (remove any with `pokeralphctl rules remove ID`)",
+        "once (remove any with `pokeralphctl rules rm ID`)",
     )
 
 

@@ -7,6 +7,6 @@ backend (:mod:`pokeralphd.agents.local`).
 One module per job: :mod:`.chat` (shared client), :mod:`.ollama_chat`,
 :mod:`.openai_chat`, :mod:`.toolspec` (what the model sees), :mod:`.tools` (what they
 do), :mod:`.sandbox` (the boundary), :mod:`.output` (the 10 KB cap), :mod:`.session`
-(the files), :mod:`.loop`, :mod:`.streamjson`, :mod:`.approve`, :mod:`.defaults` (the
-read-only default rules), :mod:`.cli`.
+(the files), :mod:`.loop`, :mod:`.streamjson`, :mod:`.approve`, :mod:`.cli`. The
+read-only default rules are in :mod:`pokeralphd.store.local_defaults`.
 """

@@ -3,7 +3,7 @@
 They are ordinary approval rules (:class:`~pokeralphd.domain.approval.ApprovalRule`)
 with fixed ids, written once into the **user's** config layer (``approvalRules`` of
 ``{config}/pokeralph/config.json``), where every other rule lives: ``pokeralphctl rules
-list`` shows them (source ``user``), ``pokeralphctl rules remove local-read-file`` removes
+list`` shows them (source ``user``), ``pokeralphctl rules rm local-read-file`` removes
 one, and a user's ``deny`` rule still wins over them (deny beats allow). So the daemon
 stays the one place that decides a battle's tool calls, and the terminal command decides
 with the very same list. In a battle the daemon installs them (it is the one writer of
