@@ -38,6 +38,17 @@ FALLBACK_IDENTITY = {
 }
 
 
+#: ``git`` arguments printing the user's configured name and email, and :func:`has_identity`
+#: judging what they printed: the one rule for when we commit as pokeralph instead.
+IDENTITY_QUERY = ("config", "--get-regexp", r"^user\.(name|email)$")
+
+
+def has_identity(query_output: str) -> bool:
+    """Whether git has both a name and an email to commit with."""
+    keys = {line.split(" ", 1)[0] for line in query_output.splitlines() if " " in line}
+    return keys >= {"user.name", "user.email"}
+
+
 def _runtime(path: str) -> bool:
     return path == RUNTIME or path.startswith(RUNTIME + "/")
 
@@ -184,11 +195,10 @@ class GitService:
         """Environment for committing: the user's identity where git has one, else ours
         (a fresh machine or a CI runner has none, and git would refuse to commit)."""
         try:
-            found = str(self._git.config("--get-regexp", r"^user\.(name|email)$"))
+            found = str(self._git.config(*IDENTITY_QUERY))
         except git.GitCommandError:  # exit 1: neither is set
             found = ""
-        keys = {line.split(" ", 1)[0] for line in found.splitlines() if " " in line}
-        return {} if keys >= {"user.name", "user.email"} else FALLBACK_IDENTITY
+        return {} if has_identity(found) else FALLBACK_IDENTITY
 
     def _committer(self) -> contextlib.AbstractContextManager[None]:
         """Run the git commands inside with a committer identity (see :meth:`_identity`)."""

@@ -29,12 +29,18 @@ from pathlib import Path
 
 import anyio
 
+from pokeralphd.battle.gitservice import (
+    FALLBACK_EMAIL,
+    FALLBACK_NAME,
+    IDENTITY_QUERY,
+    has_identity,
+)
 from pokeralphd.domain.models import BattleWorktree
 from pokeralphd.errors import InvalidState
 
 BRANCH_PREFIX = "pokeralph/"
 GIT_TIMEOUT = 120.0  # seconds for one git command (a rebase of many commits included)
-FALLBACK_IDENTITY = ("-c", "user.name=pokeralph", "-c", "user.email=pokeralph@localhost")
+FALLBACK_IDENTITY = ("-c", f"user.name={FALLBACK_NAME}", "-c", f"user.email={FALLBACK_EMAIL}")
 MAX_FILES = 50  # conflicting files named in a message
 
 
@@ -107,8 +113,10 @@ async def rev(repo_path: Path, ref: str) -> str | None:
 
 
 async def _identity(cwd: Path) -> tuple[str, ...]:
-    """Flags giving git an identity for commits a rebase writes, when none is set."""
-    return () if await _ok(cwd, "config", "user.email") else FALLBACK_IDENTITY
+    """Flags giving git an identity for the commits we write here (a rebase's, the
+    leftovers'), when the user has none: the same rule as the git service's."""
+    found = await git(cwd, *IDENTITY_QUERY, check=False)
+    return () if has_identity(found) else FALLBACK_IDENTITY
 
 
 async def create(repo_path: Path, root: Path, task_id: str) -> BattleWorktree:

@@ -175,3 +175,31 @@ async def test_a_rebase_left_halfway_is_aborted_before_leftovers_are_committed(
     assert await worktrees.commit_leftovers(tree, "leftovers") is None
     assert not worktrees._rebasing(where) and git(where, "rev-parse", "HEAD") == before
     assert (where / "same.txt").read_text() == "ours\n"
+
+
+async def test_worktree_commits_and_iteration_commits_take_the_same_identity(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With an email but no name configured, the git service commits as pokeralph; so do
+    the commits written in a worktree (they once asked only for an email)."""
+    from pokeralphd.battle.gitservice import GitService
+
+    repo = make_git_repo(tmp_path / "repo")  # (made under the machine's own identity)
+    only_email = tmp_path / "gitconfig"
+    only_email.write_text("[user]\n\temail = someone@example.com\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(only_email))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for var in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "EMAIL"):
+        monkeypatch.delenv(var, raising=False)
+    for key in ("user.name", "user.email"):  # the test repository's own, if it has them
+        subprocess.run(["git", "-C", str(repo), "config", "--unset-all", key], check=False)
+    (repo / "a.txt").write_text("a\n")
+    assert GitService(repo).commit(["a.txt"], "[PokéRalph] 001-a: A")
+    tree = await worktrees.create(repo, tmp_path / "trees", "001-a")
+    (Path(tree.path) / "b.txt").write_text("b\n")
+    assert await worktrees.commit_leftovers(tree, "leftovers")
+    authors = {
+        git(repo, "log", "-1", "--format=%an <%ae>"),
+        git(Path(tree.path), "log", "-1", "--format=%an <%ae>"),
+    }
+    assert authors == {"pokeralph <pokeralph@localhost>"}
