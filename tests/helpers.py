@@ -82,6 +82,16 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = 
         delay = min(delay * 2, 0.1)
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` still runs: a zombie has exited (its parent, or init, reaps it)."""
+    import psutil
+
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return False
+
+
 def make_git_repo(path: Path, files: dict[str, str] | None = None) -> Path:
     """A git repository at ``path`` with one commit of ``files`` (a README by default).
 

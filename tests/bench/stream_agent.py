@@ -9,7 +9,11 @@ import time
 mode = next((a for a in sys.argv[1:] if not a.startswith("-")), "instant")
 # With permissions routed, the prompt is one stream-json line and stdin stays open for
 # our answers (as Claude Code does): read that line, not to the end.
-if "stream-json" in sys.argv[sys.argv.index("--input-format") + 1 :][:1]:
+argv = sys.argv[1:]
+streaming = "--input-format" in argv and argv[argv.index("--input-format") + 1 :][:1] == [
+    "stream-json"
+]
+if streaming:
     sys.stdin.readline()
 else:
     sys.stdin.read()

@@ -8,28 +8,19 @@ import signal
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 
 from tests.cli.conftest import envelope, run_ctl
-from tests.helpers import short_tmpdir, wait_until
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` still runs (a zombie has exited: init reaps the detached daemon)."""
-    try:
-        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
-    except psutil.NoSuchProcess:
-        return False
+from tests.helpers import pid_alive, short_tmpdir, wait_until
 
 
 def end(pid: int) -> None:
     """Terminate a daemon we started, escalating to SIGKILL if it hangs."""
-    if not alive(pid):
+    if not pid_alive(pid):
         return
     os.kill(pid, signal.SIGTERM)
     try:
-        wait_until(lambda: not alive(pid), 20, "the daemon to exit")
+        wait_until(lambda: not pid_alive(pid), 20, "the daemon to exit")
     except AssertionError:
         os.kill(pid, signal.SIGKILL)
 
@@ -80,7 +71,7 @@ def test_start_status_stop(xdg: tuple[Path, dict[str, str], list[int]]) -> None:
     assert proc.returncode == 0, proc.stderr
     assert f"stopped (pid {result['pid']})" in proc.stdout
     assert run_ctl(env, "ping", "--socket", sock).returncode == 3
-    wait_until(lambda: not alive(result["pid"]), 20, "the daemon process to end")
+    wait_until(lambda: not pid_alive(result["pid"]), 20, "the daemon process to end")
     proc = run_ctl(env, "daemon", "stop", "--socket", sock)
     assert proc.returncode == 0 and "not running" in proc.stdout
 

@@ -8,12 +8,11 @@ import subprocess
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from pokeralphctl.client import RequestFailed
 from pokeralphd.settings import DaemonSettings
-from tests.helpers import DaemonProcess, events_of, make_git_repo, wait_until
+from tests.helpers import DaemonProcess, events_of, make_git_repo, pid_alive, wait_until
 from tests.inproc import ThreadedDaemon
 from tests.integration.battle_helpers import (
     advance_to,
@@ -186,11 +185,7 @@ def test_max_iterations_fails_the_battle(daemon: DaemonProcess, repo: Path) -> N
 
 
 def _alive(pids: list[int]) -> list[int]:
-    return [
-        p
-        for p in pids
-        if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
-    ]
+    return [p for p in pids if pid_alive(p)]
 
 
 def test_timeout_ends_the_whole_process_tree(daemon: DaemonProcess, repo: Path, home: Path) -> None:

@@ -6,7 +6,6 @@ schema 1 still load."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import time
@@ -16,7 +15,7 @@ from typing import Any
 import pytest
 
 from pokeralphctl.client import RequestFailed
-from tests.helpers import DaemonProcess, events_of, wait_until
+from tests.helpers import DaemonProcess, events_of, pid_alive, wait_until
 from tests.integration.battle_helpers import advance_to, fake_clock, setup_repo, types
 from tests.integration.test_agent_failures import SLOW
 from tests.integration.test_verification import (
@@ -230,7 +229,7 @@ def test_kill_9_during_verification_then_resume_runs_it_again(home: Path, repo: 
     second = DaemonProcess(home).start()
     try:
         # the orphaned verifier was ended; nothing of a report was written
-        wait_until(lambda: not _alive(reviewer_pid), 20, "the orphaned verifier to end")
+        wait_until(lambda: not pid_alive(reviewer_pid), 20, "the orphaned verifier to end")
         folder = repo / ".pokeralph" / "battles" / task / "verification"
         assert not list(folder.glob("report-*")) and not list(folder.glob(".*.tmp"))
         battle = history(second, repo, task)
@@ -246,18 +245,6 @@ def test_kill_9_during_verification_then_resume_runs_it_again(home: Path, repo: 
         assert len(history(second, repo, task)["iterations"]) == 1  # no iteration again
     finally:
         second.stop()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie is gone for our purpose
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split()[2] != "Z"
-    except OSError:
-        return True
 
 
 def test_the_files_of_schema_1_are_restored_and_migrated(daemon: DaemonProcess, repo: Path) -> None:

@@ -9,7 +9,6 @@ import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
-import psutil
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,7 +19,7 @@ from pokeralphd.battle.gitservice import GitService
 from pokeralphd.battle.prompt import MAX_PROMPT, build_task_prompt
 from pokeralphd.domain.models import PRD, FeedbackResult, Iteration, Task
 from pokeralphd.errors import InvalidState
-from tests.helpers import make_git_repo
+from tests.helpers import make_git_repo, pid_alive
 
 BLOCK = {
     "type": "BATTLE_COMPLETE",
@@ -178,7 +177,7 @@ async def test_run_loop_pass_fail_timeout(tmp_path: Path) -> None:
     slow = await run_loop("test", f"sleep 60 & echo $! > {pidfile}; wait", tmp_path, 0.5)
     assert not slow.passed and "timed out" in slow.output
     pid = int(pidfile.read_text())
-    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert not pid_alive(pid)
     missing = await run_loop("lint", None, tmp_path, 1)
     assert not missing.passed and "feedbackCommands.lint" in missing.output
 
