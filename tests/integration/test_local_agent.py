@@ -319,10 +319,12 @@ def test_a_model_in_a_loop_is_stopped_at_max_turns(home: Path) -> None:
 def test_a_server_that_is_down_says_how_to_start_it(home: Path) -> None:
     work = home / "work"
     work.mkdir()
-    with socket.socket() as sock:  # a port nobody listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    done = _agent(home, work, "--model", MODEL, "--base-url", f"http://127.0.0.1:{port}", "-p", "x")
+    with socket.socket() as held:  # bound, never listening: refused, and no one takes it
+        held.bind(("127.0.0.1", 0))
+        port = held.getsockname()[1]
+        done = _agent(
+            home, work, "--model", MODEL, "--base-url", f"http://127.0.0.1:{port}", "-p", "x"
+        )
     result = _json(done)
     assert done.returncode == 1 and result["error"]["code"] == "server_unreachable"
     assert "ollama serve" in result["error"]["message"]

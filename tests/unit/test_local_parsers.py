@@ -149,18 +149,15 @@ async def test_5xx_is_retried_and_4xx_is_not() -> None:
         assert len(api.chat_requests()) == 2
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def test_nothing_listening_says_what_to_start() -> None:
-    url = f"http://127.0.0.1:{_free_port()}"
-    with pytest.raises(ServerUnreachable, match=r"connection refused.*ollama serve"):
-        await _ollama(url, retries=1).chat(USER, [])
-    with pytest.raises(ServerUnreachable, match="LM Studio"):
-        await _openai(url, retries=0).chat(USER, [])
+    # a port held bound but not listening: refused, and no other test can take it meanwhile
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{held.getsockname()[1]}"
+        with pytest.raises(ServerUnreachable, match=r"connection refused.*ollama serve"):
+            await _ollama(url, retries=1).chat(USER, [])
+        with pytest.raises(ServerUnreachable, match="LM Studio"):
+            await _openai(url, retries=0).chat(USER, [])
 
 
 class Allow:
