@@ -322,6 +322,13 @@ _HINTS: dict[int, str] = {
     codes.INVALID_STATE: "`pokeralphctl battle show` or `pokeralphctl status` "
     "shows the current state",
     codes.SHUTTING_DOWN: "the daemon is stopping: start it again with `pokeralphctl daemon start`",
+    codes.AGENT_SCOPE: "an agent asks a person with `pokeralphctl deliver --title T "
+    "--schema confirm --blocking` (the answer is printed); everything else is for a person "
+    "at their own terminal",
+    codes.DELIVERY_NOT_FOUND: "`pokeralphctl inbox list` shows the open items",
+    codes.INVALID_ANSWER: "`pokeralphctl inbox show ID` shows what the item asks for",
+    codes.TOO_MANY_CONNECTIONS: "close other clients (`pokeralphctl daemon status` counts "
+    "them), then retry",
 }
 
 

@@ -216,3 +216,23 @@ def test_resuming_after_a_real_restart(home: Path, repo: Path) -> None:
     finally:
         second.stop()
     assert "not replayed" in RESTARTED
+
+
+def test_every_error_a_command_can_meet_has_a_next_step() -> None:
+    """Each of the daemon's error codes gets a hint naming what to do, except the wire's
+    own (a CLI never sends a broken frame or an oversized batch)."""
+    from pokeralphctl.output import hint_for
+
+    wire_only = {
+        codes.PARSE_ERROR,
+        codes.INVALID_REQUEST,
+        codes.MESSAGE_TOO_LARGE,
+        codes.SUBSCRIBER_OVERFLOW,
+        codes.REPLY_TOO_LARGE,
+        codes.TOO_MANY_PENDING,
+    }
+    generic = hint_for("no such code")
+    for name, value in vars(codes).items():
+        if name.isupper() and isinstance(value, int) and value not in wire_only:
+            assert hint_for(value) != generic, name
+    assert "pokeralphctl deliver" in hint_for(codes.AGENT_SCOPE)
