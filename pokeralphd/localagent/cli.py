@@ -41,6 +41,7 @@ from pokeralphd.localagent.toolspec import TOOLS
 from pokeralphd.paths import Paths
 
 if TYPE_CHECKING:
+    from pokeralphd.domain.models import LocalAgentConfig
     from pokeralphd.localagent.chat import ChatClient, Reply
     from pokeralphd.localagent.session import ToolCall, ToolResult
     from pokeralphd.localagent.toolspec import ToolSpec
@@ -93,6 +94,17 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+#: The flag that sets each ``agent.local`` key, for naming it in an error.
+FLAGS = {
+    "api": "--api",
+    "base_url": "--base-url",
+    "max_turns": "--max-turns",
+    "context_messages": "--context-messages",
+    "timeout_seconds": "--timeout",
+    "fetch_webpage": "--fetch-webpage",
+}
+
+
 class UsageError(Exception):
     """Raised for a command line or configuration that cannot run (exit status 2)."""
 
@@ -107,30 +119,45 @@ class Settings:
         model = None
         if not args.stream_json:
             config = self._config(cwd)
-            local = config.agent.local
-            defaults = local.model_dump()
+            defaults = config.agent.local.model_dump()
             model = config.agent.model
             self.rules = list(config.approval_rules)
         self.model: str | None = args.model or model
-        self.api: str = args.api or defaults.get("api", "ollama")
-        self.base_url: str = (
-            args.base_url or defaults.get("base_url") or "http://localhost:11434"
-        ).rstrip("/")
-        self.api_key: str | None = defaults.get("api_key")
-        self.max_turns: int = args.max_turns or defaults.get("max_turns", 50)
-        self.context: int = args.context_messages or defaults.get("context_messages", 100)
-        self.timeout: float = args.timeout or defaults.get("timeout_seconds", 120.0)
-        fetch = (
-            args.fetch_webpage if args.fetch_webpage is not None else defaults.get("fetch_webpage")
-        )
-        self.fetch = bool(fetch)
-        self.default_rules = not args.no_default_rules and defaults.get("default_rules", True)
-        if not 1 <= self.max_turns <= 1000:
-            raise UsageError("--max-turns must be between 1 and 1000")
-        if not 10 <= self.context <= 1000:
-            raise UsageError("--context-messages must be between 10 and 1000")
-        if not 5 <= self.timeout <= 300:
-            raise UsageError("--timeout must be between 5 and 300 seconds")
+        local = self._local(args, defaults)
+        self.api: str = local.api
+        self.base_url: str = local.base_url.rstrip("/")
+        self.api_key: str | None = local.api_key
+        self.max_turns: int = local.max_turns
+        self.context: int = local.context_messages
+        self.timeout: float = local.timeout_seconds
+        self.fetch = local.fetch_webpage
+        self.default_rules = not args.no_default_rules and local.default_rules
+
+    @staticmethod
+    def _local(args: argparse.Namespace, defaults: dict[str, Any]) -> LocalAgentConfig:
+        """The config's ``agent.local`` with the flags given on top, checked as the config
+        is (the same ranges and URL check, and a flag of 0 is an error, not the default)."""
+        from pydantic import ValidationError
+
+        from pokeralphd.domain.models import LocalAgentConfig
+
+        given = {
+            "api": args.api,
+            "base_url": args.base_url,
+            "max_turns": args.max_turns,
+            "context_messages": args.context_messages,
+            "timeout_seconds": args.timeout,
+            "fetch_webpage": args.fetch_webpage,
+        }
+        try:
+            return LocalAgentConfig.model_validate(
+                {**defaults, **{k: v for k, v in given.items() if v is not None}}
+            )
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            field = str(error["loc"][0]) if error["loc"] else ""
+            flag = FLAGS.get(field, f"agent.local.{field}")
+            raise UsageError(f"{flag}: {error['msg']}") from None
 
     @staticmethod
     def _config(cwd: Path) -> Any:

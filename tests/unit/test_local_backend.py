@@ -142,3 +142,29 @@ def test_a_server_that_is_down_is_transient_for_the_battle() -> None:
     failure = classify_api_failure(first, [], 0.0)
     assert failure is not None and failure.kind == "server" and "ollama" in failure.message.lower()
     assert classify_api_failure(second, [], 0.0) is None  # a missing model: counted, not retried
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--max-turns", "0"], "--max-turns"),
+        (["--timeout", "0"], "--timeout"),
+        (["--context-messages", "5000"], "--context-messages"),
+        (["--base-url", "ftp://example.com"], "--base-url"),
+    ],
+)
+def test_the_commands_flags_are_checked_as_the_config_is(
+    flags: list[str], named: str, tmp_path: Path
+) -> None:
+    """A flag out of agent.local's range is an error naming the flag; 0 never falls back
+    to the default (``--max-turns 0`` once ran 50 turns)."""
+    from pokeralphd.localagent.cli import Settings, UsageError, parser
+    from pokeralphd.paths import Paths
+
+    args = parser().parse_args(["--stream-json", *flags])  # no config files are read
+    with pytest.raises(UsageError, match=named):
+        Settings(args, tmp_path, Paths.resolve())
+    fine = Settings(
+        parser().parse_args(["--stream-json", "--max-turns", "7"]), tmp_path, Paths.resolve()
+    )
+    assert (fine.max_turns, fine.context, fine.timeout) == (7, 100, 120)
