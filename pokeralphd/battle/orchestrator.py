@@ -686,6 +686,9 @@ class BattleOrchestrator:
             },
             active.task_id,
         )
+        if delivery_id is None:  # not through a hook's own question: each settles its own
+            for hook in self.host.escalation_hooks:
+                await hook.answered(self, active, escalation)
         if action == "cancel":
             escalation.resolution.applied = True
             return await self.cancel(active.task_id)

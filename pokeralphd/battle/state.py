@@ -178,6 +178,12 @@ class EscalationHook(Protocol):
         self, orch: BattleControl, active: ActiveBattle, escalation: Escalation
     ) -> None: ...
 
+    async def answered(
+        self, orch: BattleControl, active: ActiveBattle, escalation: Escalation
+    ) -> None:
+        """A person answered somewhere else (``battle.resolve``): settle what was asked."""
+        ...
+
     async def closed(
         self, orch: BattleControl, active: ActiveBattle, escalation: Escalation, reason: str
     ) -> None: ...

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pokeralphd.domain.inbox import Delivery, Feedback, Source
 from pokeralphd.errors import PokeralphError
@@ -266,6 +266,18 @@ class InboxEscalations:
             await listener(delivery, answer)
         elif delivery.status != "completed":
             inbox.on_answer(escalation.delivery_id, listener)
+
+    async def answered(
+        self, orch: BattleControl, active: ActiveBattle, escalation: Escalation
+    ) -> None:
+        """Answered with ``battle.resolve``: the inbox item keeps the same answer."""
+        inbox, resolution = orch.inbox, escalation.resolution
+        if inbox is None or escalation.delivery_id is None or resolution is None:
+            return
+        values: dict[str, Any] = {"action": resolution.action}
+        if resolution.guidance:
+            values["guidance"] = resolution.guidance
+        await inbox.record_outside_answer(escalation.delivery_id, {"values": values}, None)
 
     async def closed(
         self, orch: BattleControl, active: ActiveBattle, escalation: Escalation, reason: str

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -116,15 +116,7 @@ def register(table: MethodTable) -> None:
         result=BattleResolveResult,
     )
     async def resolve(ctx: CallContext, p: BattleResolveParams) -> BattleResolveResult:
-        repo = ctx.repos.resolve(p.repo)
-        out = await repo.battles.resolve_escalation(p.task_id, None, p.action, p.guidance)
-        escalations = out["battle"].get("escalations") or []
-        delivery = escalations[-1].get("deliveryId") if escalations else None
-        if delivery:  # the inbox item is settled too, with the same answer
-            values: dict[str, Any] = {"action": p.action}
-            if p.guidance:
-                values["guidance"] = p.guidance
-            await repo.inbox.record_outside_answer(delivery, {"values": values}, None)
+        out = await _orch(ctx, p.repo).resolve_escalation(p.task_id, None, p.action, p.guidance)
         return msgspec.convert(out, BattleResolveResult)
 
     @table.add(
