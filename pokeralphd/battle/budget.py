@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pokeralphd.domain.inbox import Source
 from pokeralphd.errors import PokeralphError
@@ -112,8 +112,7 @@ async def offer_more(orch: BattleControl, active: ActiveBattle, over: Overrun) -
         active.budget_delivery = None
         try:
             if feedback.values.get("value") == go_on:
-                patch: dict[str, Any] = {"budget": {over.cap: raised}}
-                await orch.repo.config_update(patch, None)
+                await orch.repo.config_set_in_effect(f"budget.{over.cap}", raised)
                 await orch.resume(task_id)
             else:
                 await orch.cancel(task_id)
@@ -125,7 +124,8 @@ async def offer_more(orch: BattleControl, active: ActiveBattle, over: Overrun) -
     delivery = await inbox.create(
         f"{task_id} paused: budget",
         f"**{task_id}: {active.title}** paused before its next agent run.\n\n{over.reason}.\n\n"
-        f"Raise the cap (in this repository's config) and go on, or stop the battle.",
+        f"Raise the cap and go on (in this repository's config where it sets the cap and "
+        f"is trusted, else in your own), or stop the battle.",
         "blocking",
         {"type": "select", "prompt": "What next?", "options": [go_on, "stop the battle"]},
         Source(kind="battle_budget", task_id=task_id),

@@ -30,7 +30,7 @@ import json
 import logging
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ValidationError
 
@@ -509,3 +509,11 @@ def update_user_layer(
         if expected_version is not None and expected_version != version:
             raise VersionConflict(user_file, expected_version, version)
         return write_layer(user_file, new_layer, version, mode=0o600)
+
+
+def layer_in_effect(loaded: Loaded, dotted: str) -> Literal["repo", "user"]:
+    """The layer a new value of ``dotted`` must go to for it to apply: the repository's
+    when that sets the key and is applied (not a sensitive key left out for want of
+    trust), else the user's (which the repository layer then does not override)."""
+    applied = without(loaded.repo_layer, loaded.trust.ignored_keys)
+    return "repo" if _lookup(applied, dotted)[0] else "user"

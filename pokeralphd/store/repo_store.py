@@ -135,6 +135,34 @@ class RepoStore:
         )
         return result
 
+    async def config_set_in_effect(self, dotted: str, value: Any) -> str:
+        """Set one key where its value takes effect for this repository: its own layer
+        when that sets the key and applies, else the user's (a sensitive key of an
+        untrusted repository layer is ignored, so writing it there would change nothing).
+        The layer written: "repo" or "user"."""
+        *parents, last = dotted.split(".")
+        patch: dict[str, Any] = {last: value}
+        for part in reversed(parents):
+            patch = {part: patch}
+        async with self.write_lock:
+            loaded = await self.io(
+                config_layers.load, self._user_config_file, self.files.config_path, self.path
+            )
+            layer = config_layers.layer_in_effect(loaded, dotted)
+            if layer == "repo":
+                await self.io(
+                    config_layers.update_repo_layer,
+                    self._user_config_file,
+                    self.files.config_path,
+                    self.path,
+                    patch,
+                    None,
+                )
+            else:
+                await self.io(config_layers.update_user_layer, self._user_config_file, patch)
+        await self._config_changed()
+        return layer
+
     async def set_trust(self, trusted: bool, expected_hash: str | None) -> dict[str, Any]:
         """Record (or remove) the user's trust in the repository layer as it is now."""
         async with self.write_lock:  # no config.update of this repository in between

@@ -4,6 +4,7 @@ others on the same endpoint until the reset, then lets them go in priority order
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,41 @@ def test_a_battle_cap_pauses_before_the_run_that_would_pass_it(
         daemon.call("inbox.answer", {"id": again["id"], "values": {"value": stop}})
         last = list(events_of(conn, lambda e: e["type"] in END))
     assert types(last)[-1] == "battle_cancelled"
+
+
+def test_a_raise_goes_where_it_takes_effect_when_the_repository_is_not_trusted(
+    daemon: DaemonProcess, repo: Path, home: Path
+) -> None:
+    """The cap is the user's, and the repository's file has an untrusted sensitive key: a
+    raise written there would be ignored and the battle would stop again at once. It goes
+    to the user's config, and the battle goes on."""
+    from pokeralphd.store import config_layers
+    from tests.inproc import paths_for
+
+    task = setup_repo(daemon, repo, env={"FAKE_CLAUDE_MODE": "progress"}, phases=["implementation"])
+    user_file = paths_for(home).user_config_file
+    agent = daemon.call("config.get", {"repo": str(repo)})["config"]["agent"]
+    config_layers.update_user_layer(user_file, {"agent": agent, "budget": {"perBattleUsd": 0.02}})
+    repo_file = repo / ".pokeralph" / "config.json"
+    edited = json.loads(repo_file.read_text())
+    edited["budget"] = {"perRepoPerDayUsd": 100}  # a hand edit no one trusted
+    repo_file.write_text(json.dumps(edited))
+    assert not daemon.call("config.get", {"repo": str(repo)})["trust"]["trusted"]
+    with daemon.connect(timeout=60) as conn:
+        conn.call("events.subscribe", {"repo": str(repo)})
+        daemon.call("battle.start", {"repo": str(repo), "taskId": task, "maxIterations": 10})
+        paused = list(events_of(conn, lambda e: e["type"] == "battle_paused"))
+        assert "budget_exceeded" in types(paused)
+        item = _budget_item(daemon, repo)
+        daemon.call(
+            "inbox.answer",
+            {"id": item["id"], "values": {"value": item["feedbackSchema"]["options"][0]}},
+        )
+        more = list(events_of(conn, lambda e: e["type"] == "battle_paused"))
+        assert types(more).count("iteration_start") == 3  # up to $0.05, as in the test above
+        daemon.call("battle.cancel", {"repo": str(repo)})
+    assert config_layers.read_layer(user_file)[0]["budget"] == {"perBattleUsd": 0.05}
+    assert json.loads(repo_file.read_text())["budget"] == {"perRepoPerDayUsd": 100}
 
 
 def test_a_daily_cap_counts_every_battle_in_the_ledger(
