@@ -18,21 +18,12 @@ import anyio
 from pokeralphd.agents import get_backend, run_agent
 from pokeralphd.agents.base import (
     AgentEvent,
-    AgentNotice,
     AgentOutcome,
-    AgentPermissionDecision,
-    AgentPermissionDenied,
-    AgentPermissionRequest,
-    AgentRateLimit,
     AgentResult,
     AgentStarted,
-    AgentStderr,
     AgentText,
-    AgentToolResult,
-    AgentToolUse,
     ApiFailure,
 )
-from pokeralphd.agents.claude import tool_summary
 from pokeralphd.battle.agentrun import battle_request
 from pokeralphd.battle.completion import detect_completion
 from pokeralphd.battle.costs import charge
@@ -115,41 +106,12 @@ class IterationRun:
     def on_event(self, event: AgentEvent) -> None:
         progress = self.active.progress
         self.calls.on_event(event)
+        self.stream.show(event)
         match event:
             case AgentText(text=text):
-                self.stream.chunk("text", text)
                 progress.last_output = text.strip()[-500:]
                 progress.logs = [*progress.logs, text.strip()[:500]][-MAX_PROGRESS_LOGS:]
                 self._progress_dirty.set()
-            case AgentToolUse(name=name, summary=summary):
-                self.stream.chunk("tool_use", f"{name}: {summary}" if summary else name)
-            case AgentToolResult(text=text, is_error=is_error):
-                self.stream.chunk("tool_error" if is_error else "tool_result", text[:2000])
-            case AgentStderr(text=text):
-                self.stream.chunk("stderr", text)
-            case AgentNotice(text=text):
-                self.stream.chunk("notice", text)
-            case AgentRateLimit(status="allowed"):
-                pass  # printed on every run with subscription auth: not news
-            case AgentRateLimit(status=status, resets_at=resets_at):
-                self.stream.chunk(
-                    "notice",
-                    f"rate limit {status}" + (f", resets at {resets_at}" if resets_at else ""),
-                )
-            case AgentPermissionRequest(tool_name=tool, input=tool_input):
-                self.stream.chunk("notice", f"asks to run {tool}: {tool_summary(tool, tool_input)}")
-            case AgentPermissionDecision(request=ask, answer=answer):
-                how = {"config_rule": f"by rule {answer.rule_id}", "manual": "by a person"}.get(
-                    answer.method, "by the policy"
-                )
-                line = f"{ask.tool_name} {'allowed' if answer.allow else 'denied'} {how}"
-                if not answer.allow and answer.message:
-                    line += f": {answer.message}"
-                self.stream.raw(b"[pokeralph] " + line.encode())
-                self.stream.chunk("notice", line)
-            case AgentPermissionDenied(tool_name=tool, message=message):
-                line = f"the agent refused {tool} on its own" + (f": {message}" if message else "")
-                self.stream.chunk("notice", line)
             case AgentStarted(pid=pid):
                 progress.agent_pid = pid
                 progress.agent_started = create_time(pid)

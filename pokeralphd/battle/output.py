@@ -15,6 +15,19 @@ from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 
+from pokeralphd.agents.base import (
+    AgentEvent,
+    AgentNotice,
+    AgentPermissionDecision,
+    AgentPermissionDenied,
+    AgentPermissionRequest,
+    AgentRateLimit,
+    AgentStderr,
+    AgentText,
+    AgentToolResult,
+    AgentToolUse,
+)
+from pokeralphd.agents.claude import tool_summary
 from pokeralphd.errors import StorageError
 from pokeralphd.store import safefs
 
@@ -85,6 +98,42 @@ class OutputStream:
                 )
             self._chunks.append({"kind": kind, "text": text})
         self._wake.set()
+
+    def show(self, event: AgentEvent) -> None:
+        """What an agent's event shows in the output (the same for an implementer's
+        iteration and a verifier's or reviewer's run); other events show nothing."""
+        match event:
+            case AgentText(text=text):
+                self.chunk("text", text)
+            case AgentToolUse(name=name, summary=summary):
+                self.chunk("tool_use", f"{name}: {summary}" if summary else name)
+            case AgentToolResult(text=text, is_error=is_error):
+                self.chunk("tool_error" if is_error else "tool_result", text[:2000])
+            case AgentStderr(text=text):
+                self.chunk("stderr", text)
+            case AgentNotice(text=text):
+                self.chunk("notice", text)
+            case AgentRateLimit(status="allowed"):
+                pass  # printed on every run with subscription auth: not news
+            case AgentRateLimit(status=status, resets_at=resets_at):
+                self.chunk(
+                    "notice",
+                    f"rate limit {status}" + (f", resets at {resets_at}" if resets_at else ""),
+                )
+            case AgentPermissionRequest(tool_name=tool, input=tool_input):
+                self.chunk("notice", f"asks to run {tool}: {tool_summary(tool, tool_input)}")
+            case AgentPermissionDecision(request=ask, answer=answer):
+                how = {"config_rule": f"by rule {answer.rule_id}", "manual": "by a person"}.get(
+                    answer.method, "by the policy"
+                )
+                line = f"{ask.tool_name} {'allowed' if answer.allow else 'denied'} {how}"
+                if not answer.allow and answer.message:
+                    line += f": {answer.message}"
+                self.raw(b"[pokeralph] " + line.encode())
+                self.chunk("notice", line)
+            case AgentPermissionDenied(tool_name=tool, message=message):
+                line = f"the agent refused {tool} on its own" + (f": {message}" if message else "")
+                self.chunk("notice", line)
 
     def flush(self) -> None:
         if self._file is not None:

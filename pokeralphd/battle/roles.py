@@ -33,15 +33,9 @@ import anyio
 from pokeralphd.agents import get_backend, run_agent
 from pokeralphd.agents.base import (
     AgentEvent,
-    AgentNotice,
-    AgentPermissionRequest,
     AgentStarted,
-    AgentStderr,
     AgentText,
-    AgentToolResult,
-    AgentToolUse,
 )
-from pokeralphd.agents.claude import tool_summary
 from pokeralphd.battle.agentrun import battle_request
 from pokeralphd.battle.costs import charge
 from pokeralphd.battle.gitservice import GitService
@@ -118,23 +112,13 @@ class RoleRun:
             config.output_coalesce_ms,
         )
 
-    # -- agent events (what the implementer's iteration shows, minus the completion)
+    # -- agent events (shown as the implementer's are; no completion is looked for)
     def on_event(self, event: AgentEvent) -> None:
         progress = self.active.progress
+        self.stream.show(event)
         match event:
             case AgentText(text=text):
-                self.stream.chunk("text", text)
                 progress.last_output = text.strip()[-500:]
-            case AgentToolUse(name=name, summary=summary):
-                self.stream.chunk("tool_use", f"{name}: {summary}" if summary else name)
-            case AgentToolResult(text=text, is_error=is_error):
-                self.stream.chunk("tool_error" if is_error else "tool_result", text[:2000])
-            case AgentStderr(text=text):
-                self.stream.chunk("stderr", text)
-            case AgentNotice(text=text):
-                self.stream.chunk("notice", text)
-            case AgentPermissionRequest(tool_name=tool, input=tool_input):
-                self.stream.chunk("notice", f"asks to run {tool}: {tool_summary(tool, tool_input)}")
             case AgentStarted(pid=pid):
                 progress.agent_pid = pid
                 progress.agent_started = create_time(pid)

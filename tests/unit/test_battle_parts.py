@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -262,3 +263,41 @@ def test_the_git_service_runs_one_git_command_per_step(
     assert calls.read_text().split()[len(before) :].count("status") == 1
     git.revert_last("[PokéRalph] 001-a")
     assert "cat-file" not in calls.read_text().split()
+
+
+def test_an_agents_events_show_the_same_for_every_role(tmp_path: Path) -> None:
+    """The implementer's iteration and a verifier's or reviewer's run show events through
+    one OutputStream.show: a rule's or a person's decision reaches the log as a
+    ``[pokeralph]`` line and subscribers as a notice (a role's log once showed none)."""
+    from pokeralphd.agents.base import (
+        AgentPermissionDecision,
+        AgentPermissionRequest,
+        AgentRateLimit,
+        AgentText,
+        PermissionAnswer,
+    )
+    from pokeralphd.battle.output import OutputStream
+
+    published: list[list[dict[str, Any]]] = []
+    stream = OutputStream(tmp_path / "run.log", published.append, 0)
+    stream.open()
+    ask = AgentPermissionRequest("r1", "Bash", {"command": "make test"}, "run the tests")
+    for event in (
+        AgentText("checking"),
+        AgentRateLimit(status="allowed", resets_at=None, limit_type=None),
+        AgentPermissionDecision(ask, PermissionAnswer(True, method="config_rule", rule_id="r-1")),
+        AgentPermissionDecision(ask, PermissionAnswer(False, "not now", method="manual")),
+    ):
+        stream.show(event)
+    stream.close()
+    shown = [(c["kind"], c["text"]) for chunks in published for c in chunks]
+    assert shown == [
+        ("text", "checking"),
+        ("notice", "Bash allowed by rule r-1"),
+        ("notice", "Bash denied by a person: not now"),
+    ]
+    log = (tmp_path / "run.log").read_text().splitlines()
+    assert log == [
+        "[pokeralph] Bash allowed by rule r-1",
+        "[pokeralph] Bash denied by a person: not now",
+    ]
