@@ -61,10 +61,8 @@ class _Endpoint:
 class Wait:
     """What a waiting battle is told: until when (about), and why."""
 
-    endpoint: str
     until: float
     seen_by: str
-    position: int
 
 
 class RateGovernor:
@@ -90,15 +88,7 @@ class RateGovernor:
         start = max(state.until, state.next_free)
         if now >= start and not state.waiting:
             return None
-        return Wait(endpoint, start, state.seen_by, len(state.waiting))
-
-    def waiting(self) -> dict[str, list[str]]:
-        """Tasks waiting, by endpoint, in the order they will go."""
-        return {
-            name: [task for _, _, task in sorted(state.waiting)]
-            for name, state in self._endpoints.items()
-            if state.waiting
-        }
+        return Wait(start, state.seen_by)
 
     async def turn(
         self, endpoint: str, priority: int, task_id: str, interrupt: anyio.Event | None = None

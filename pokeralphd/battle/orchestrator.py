@@ -98,11 +98,6 @@ class BattleOrchestrator:
     def battle_of(self, task_id: str) -> ActiveBattle | None:
         return self.battles.get(task_id)
 
-    @property
-    def active(self) -> ActiveBattle | None:
-        """The one active battle (the first, when there are several)."""
-        return next(iter(self.battles.values()), None)
-
     # ------------------------------------------------------------------ guards
     def ensure_task_editable(self, task_id: str) -> None:
         if task_id in self._starting:

@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 B = BattleStatus
 COUNTED = frozenset({IterationResult.SUCCESS, IterationResult.FAILURE, IterationResult.TIMEOUT})
-backoff_delay = phases.backoff_delay  # (kept importable from here)
 
 
 async def run_battle(orch: BattleControl, active: ActiveBattle, paused: bool) -> None:

@@ -22,7 +22,6 @@ from pokeralphd.agents.claude import ClaudeBackend
 from pokeralphd.agents.codex import CodexBackend
 from pokeralphd.agents.command import CommandBackend
 from pokeralphd.agents.runner import classify_api_failure, reset_from_text
-from pokeralphd.battle.runner import backoff_delay
 from pokeralphd.domain.models import AgentConfig, Usage
 
 
@@ -275,11 +274,6 @@ def test_resets_are_read_from_messages_and_headers() -> None:
 def test_reset_reading_never_raises(text: str) -> None:
     when = reset_from_text(text, NOW)
     assert when is None or NOW < when <= NOW + 7 * 86400
-
-
-def test_backoff_schedule() -> None:
-    assert [backoff_delay(n) for n in range(1, 8)] == [60, 120, 240, 480, 960, 1800, 1800]
-    assert backoff_delay(10_000) == 1800 and backoff_delay(0) == 60
 
 
 def test_codex_sandbox_and_network_flags() -> None:

@@ -279,5 +279,5 @@ def test_transient_failures(outcome: AgentOutcome, kind: str | None) -> None:
 
 
 def test_backoff_doubles_to_a_cap() -> None:
-    assert [backoff_delay(n) for n in (1, 2, 3, 4)] == [60, 120, 240, 480]
-    assert backoff_delay(50) == 30 * 60
+    assert [backoff_delay(n) for n in range(1, 8)] == [60, 120, 240, 480, 960, 1800, 1800]
+    assert backoff_delay(50) == backoff_delay(10_000) == 30 * 60 and backoff_delay(0) == 60
