@@ -248,9 +248,8 @@ async def _complete(orch: BattleControl, active: ActiveBattle, *, merge: bool = 
                 orch,
                 active,
                 "merge_conflict",
-                f"{problem}. Nothing is lost: the work stays on its branch. Answer retry to "
-                "merge again once resolved, accept to complete without merging (the branch "
-                "stays for you), or cancel (the branch is deleted)",
+                # the cause only: the inbox item and `battle show` say what each answer does
+                problem,
             )
             return False
     if battle.status != B.RUNNING:

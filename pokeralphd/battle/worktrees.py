@@ -55,7 +55,8 @@ class GitFailed(Exception):
 @dataclass
 class MergeOutcome:
     """What merging a battle's branch back did: ``merged`` with the tip that landed, or
-    why not (``reason``: conflict, diverged, dirty, moved, missing) and the files."""
+    why not (``reason``: conflict, diverged, dirty, refused, moved, missing), said in
+    ``message`` with the next step where there is one of its own, and the files."""
 
     merged: bool
     tip: str | None = None
@@ -298,7 +299,9 @@ async def merge_back(repo_path: Path, worktree: BattleWorktree, strategy: str) -
                     reason="diverged",
                     message=f"{base} moved since the battle started and mergeStrategy is ff: "
                     f"no fast-forward of {branch} is possible"
-                    + (f" (both changed {', '.join(both[:MAX_FILES])})" if both else ""),
+                    + (f" (both changed {', '.join(both[:MAX_FILES])})" if both else "")
+                    + "; to have it rebased, `pokeralphctl config set mergeStrategy rebase` "
+                    "and answer retry",
                     files=both[:MAX_FILES],
                 )
             ident = await _identity(repo_path)

@@ -205,7 +205,11 @@ def test_a_conflicting_pair_escalates_naming_the_file_and_loses_nothing(
     assert git(repo, "show", f"{branch}:shared.txt") == f"written by {second}"
     assert second in git(repo, "log", "-1", "--format=%s", branch)
     item = daemon.call("inbox.get", {"id": escalation["deliveryId"]})["delivery"]
-    assert "shared.txt" in item["content"]["body"] and branch in item["content"]["body"]
+    body = item["content"]["body"]
+    assert "shared.txt" in body and branch in body
+    # each answer is explained once, by the item itself
+    assert body.count("Nothing is lost") == 1 and body.count("**retry**") == 1
+    assert "retry" not in escalation["message"]
     summary = daemon.call("battle.current", {"repo": str(repo)})["battles"]
     assert [(s["taskId"], s["status"]) for s in summary] == [(second, "escalated")]
 

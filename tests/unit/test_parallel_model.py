@@ -115,6 +115,7 @@ async def test_merge_back_fast_forwards_rebases_and_refuses_ff_when_diverged(
     commit(repo, "user.txt", "the user's commit\n")  # main moved meanwhile
     refused = await worktrees.merge_back(repo, tree, "ff")
     assert not refused.merged and refused.reason == "diverged"
+    assert "pokeralphctl config set mergeStrategy rebase" in refused.message
     rebased = await worktrees.merge_back(repo, tree, "rebase")
     assert rebased.merged
     assert git(repo, "log", "--format=%s", "-2").splitlines() == [
