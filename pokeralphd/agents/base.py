@@ -239,9 +239,18 @@ class AgentBackend(abc.ABC):
         open for the answers and is closed once the agent printed its result."""
         return None if request.config.prompt_via == "argument" else request.prompt.encode()
 
-    def routes_permissions(self, request: AgentRequest) -> bool:
-        """Whether this run asks the daemon before a tool runs (backends that can)."""
+    def can_route(self, config: AgentConfig) -> bool:
+        """Whether runs of this backend, so configured, ask the daemon before a tool runs
+        (its approval rules and ``permissions.unmatched`` apply only then)."""
         return False
+
+    def routes_permissions(self, request: AgentRequest) -> bool:
+        """Whether this run asks the daemon before a tool runs."""
+        return (
+            request.permissions is not None
+            and request.mode == "execute"
+            and self.can_route(request.config)
+        )
 
     def permission_response(self, request_id: str, answer: PermissionAnswer) -> bytes:
         """The line that answers ``request_id`` on the agent's stdin."""

@@ -30,7 +30,7 @@ from pokeralphd.agents.base import (
     PermissionAnswer,
     json_events,
 )
-from pokeralphd.domain.models import Usage
+from pokeralphd.domain.models import AgentConfig, Usage
 
 PLANNING_TOOLS = "Read,Grep,Glob"  # what a planning run may use: reading only
 MAX_DENIALS = 500  # entries of a result's permission_denials read, at most
@@ -85,14 +85,10 @@ class ClaudeBackend(AgentBackend):
     name = "claude"
     default_command = "claude"
 
-    def routes_permissions(self, request: AgentRequest) -> bool:
+    def can_route(self, config: AgentConfig) -> bool:
         # The stdio control channel (tests/fakes/CLAUDE-PERMISSIONS.md): the prompt goes
         # as a stream-json user message and stdin stays open for the answers.
-        return (
-            request.permissions is not None
-            and request.mode == "execute"
-            and request.config.prompt_via == "stdin"
-        )
+        return config.prompt_via == "stdin"
 
     def argv(self, request: AgentRequest) -> list[str]:
         cfg = request.config

@@ -14,6 +14,7 @@ from pokeralphd.agents.claude import ClaudeBackend
 
 if TYPE_CHECKING:
     from pokeralphd.agents.base import AgentEvent, AgentRequest
+    from pokeralphd.domain.models import AgentConfig
 
 
 class DemoBackend(ClaudeBackend):
@@ -25,7 +26,7 @@ class DemoBackend(ClaudeBackend):
     def stdin_bytes(self, request: AgentRequest) -> bytes | None:
         return request.prompt.encode()
 
-    def routes_permissions(self, request: AgentRequest) -> bool:
+    def can_route(self, config: AgentConfig) -> bool:
         return False  # the scripted demo asks for nothing
 
     def missing_hint(self) -> str:

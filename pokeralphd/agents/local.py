@@ -27,6 +27,7 @@ from pokeralphd.errors import AgentError
 
 if TYPE_CHECKING:
     from pokeralphd.agents.base import AgentEvent, AgentRequest
+    from pokeralphd.domain.models import AgentConfig
 
 MODULE = "pokeralphd.localagent"
 
@@ -38,8 +39,8 @@ class LocalBackend(ClaudeBackend):
     def executable(self, request: AgentRequest) -> str:
         return sys.executable
 
-    def routes_permissions(self, request: AgentRequest) -> bool:
-        return request.permissions is not None and request.mode == "execute"
+    def can_route(self, config: AgentConfig) -> bool:
+        return True  # its stream-json front always takes the prompt as a message
 
     def argv(self, request: AgentRequest) -> list[str]:
         cfg = request.config

@@ -219,16 +219,16 @@ class PermissionRouter:
         return added.rule.id
 
 
-ROUTED_BACKENDS = frozenset({"claude", "local"})
-
-
 def policy_warnings(config: Config) -> list[str]:
     """What a person should know about a battle's permissions before trusting it."""
+    from pokeralphd.agents import get_backend
+
     warnings = []
-    if config.agent.backend not in ROUTED_BACKENDS:
+    if not get_backend(config.agent).can_route(config.agent):
+        how = " with promptVia argument" if config.agent.backend == "claude" else ""
         warnings.append(
-            f"the {config.agent.backend} backend does not ask before a tool runs: approval "
-            "rules and permissions.unmatched do not apply to it"
+            f"the {config.agent.backend} backend{how} does not ask before a tool runs: "
+            "approval rules and permissions.unmatched do not apply to it"
         )
     elif config.permissions.unmatched == "allow":
         warnings.append(

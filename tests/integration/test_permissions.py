@@ -247,5 +247,10 @@ def test_policy_warnings() -> None:
     assert policy_warnings(Config()) == []
     [unrouted] = policy_warnings(Config.model_validate({"agent": {"backend": "codex"}}))
     assert "does not ask before a tool runs" in unrouted
+    # what each backend says of itself decides: Claude Code asks only with the prompt on stdin
+    argument = Config.model_validate({"agent": {"backend": "claude", "promptVia": "argument"}})
+    [unrouted] = policy_warnings(argument)
+    assert "claude backend with promptVia argument does not ask" in unrouted
+    assert policy_warnings(Config.model_validate({"agent": {"backend": "local"}})) == []
     [allow] = policy_warnings(Config.model_validate({"permissions": {"unmatched": "allow"}}))
     assert "without asking" in allow
