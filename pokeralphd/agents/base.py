@@ -260,5 +260,12 @@ class AgentBackend(abc.ABC):
     def parse_line(self, line: bytes) -> list[AgentEvent]:
         """Events in one stdout line; never raises."""
 
+    def auth_hint(self) -> str:
+        """What to do when the agent says its credentials were refused."""
+        return (
+            f"is {self.name} logged in? run `{self.default_command or self.name}` once by hand "
+            "to log in"
+        )
+
     def missing_hint(self) -> str:
         return "install it, or set agent.command to its path (`pokeralphctl config set agent.command PATH`)"

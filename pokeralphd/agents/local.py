@@ -42,6 +42,12 @@ class LocalBackend(ClaudeBackend):
     def can_route(self, config: AgentConfig) -> bool:
         return True  # its stream-json front always takes the prompt as a message
 
+    def auth_hint(self) -> str:
+        return (
+            "the model server refused the key: set it with `pokeralphctl config set "
+            "agent.local.apiKey KEY`, or unset it if the server wants none"
+        )
+
     def argv(self, request: AgentRequest) -> list[str]:
         cfg = request.config
         local = cfg.local

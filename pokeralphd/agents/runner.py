@@ -315,7 +315,7 @@ def _error_of(backend: AgentBackend, outcome: AgentOutcome, stderr_tail: list[st
         text = (result.text or result.subtype or "error").strip()
         hint = ""
         if any(word in text.lower() for word in AUTH_WORDS):
-            hint = f" (is {backend.name} logged in? run `{backend.default_command or backend.name}` once by hand to log in)"
+            hint = f" ({backend.auth_hint()})"
         return f"the agent reported an error: {text[:500]}{hint}"
     if outcome.exit_code not in (0, None):
         tail = "\n".join(stderr_tail[-5:]).strip()

@@ -13,12 +13,10 @@ whole group (SIGTERM, then SIGKILL) when its timeout passes or the agent is stop
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import html
 import os
 import re
-import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -28,6 +26,7 @@ import anyio
 
 from pokeralphd.localagent.errors import ToolError
 from pokeralphd.localagent.output import cap
+from pokeralphd.proc import end_tree
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -351,7 +350,7 @@ class Toolbox:
         finally:
             if process.returncode is None or timed_out:
                 with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(end_group, process.pid)
+                    await anyio.to_thread.run_sync(end_tree, process.pid, None, KILL_GRACE)
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                 await process.aclose()
         code = process.returncode
@@ -425,21 +424,6 @@ class Toolbox:
             success=status < 400,
             error=None if status < 400 else f"HTTP {status}",
         )
-
-
-def end_group(pid: int) -> None:
-    """SIGTERM a command's process group, then SIGKILL what is left (blocking)."""
-    with contextlib.suppress(OSError):
-        os.killpg(pid, signal.SIGTERM)
-    deadline = time.monotonic() + KILL_GRACE
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pid, 0)
-        except OSError:
-            return
-        time.sleep(0.05)
-    with contextlib.suppress(OSError):
-        os.killpg(pid, signal.SIGKILL)
 
 
 def glob_regex(pattern: str) -> re.Pattern[str]:

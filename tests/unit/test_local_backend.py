@@ -168,3 +168,19 @@ def test_the_commands_flags_are_checked_as_the_config_is(
         parser().parse_args(["--stream-json", "--max-turns", "7"]), tmp_path, Paths.resolve()
     )
     assert (fine.max_turns, fine.context, fine.timeout) == (7, 100, 120)
+
+
+def test_a_refused_key_names_what_to_set_for_each_backend() -> None:
+    """Claude Code is logged in by hand; a local model server's key is agent.local.apiKey
+    (running pokeralph-agent logs nothing in, as the hint once said)."""
+    from pokeralphd.agents.base import AgentOutcome, AgentResult
+    from pokeralphd.agents.claude import ClaudeBackend
+    from pokeralphd.agents.runner import _error_of
+
+    refused = AgentResult(
+        "the model server answered HTTP 401: Incorrect API key", True, None, 0, None, 1, 1, None
+    )
+    outcome = AgentOutcome(exit_code=1, reason="exited", result=refused)
+    local = _error_of(LocalBackend(), outcome, []) or ""
+    assert "config set agent.local.apiKey KEY" in local and "log in" not in local
+    assert "run `claude` once by hand to log in" in (_error_of(ClaudeBackend(), outcome, []) or "")
