@@ -19,8 +19,7 @@ import anyio
 from pokeralphd.domain.approval import ApprovalRule, canonical, decide
 from pokeralphd.errors import PokeralphError
 from pokeralphd.localagent.loop import Approval
-from pokeralphd.store import config_layers
-from pokeralphd.store.config_layers import RULES_KEY
+from pokeralphd.store.rules import add_to_user_layer
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -113,11 +112,7 @@ class TerminalApprover:
         self.rules.append(rule)
         if self.user_config is not None:
             try:
-                layer, version = config_layers.read_layer(self.user_config)
-                existing = list(layer.get(RULES_KEY) or [])
-                if not any(isinstance(i, dict) and i.get("id") == rule.id for i in existing):
-                    patch = {RULES_KEY: [*existing, rule.dump()]}
-                    config_layers.update_user_layer(self.user_config, patch, version)
+                add_to_user_layer(self.user_config, [rule])
                 sys.stderr.write(f"  rule {rule.id} added to {self.user_config}\n")
             except PokeralphError as exc:
                 sys.stderr.write(f"  (the rule is kept for this run only: {exc.message})\n")

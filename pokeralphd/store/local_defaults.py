@@ -32,9 +32,9 @@ from pydantic import Field
 from pokeralphd.domain.approval import ApprovalRule
 from pokeralphd.domain.models import Model
 from pokeralphd.errors import PokeralphError
-from pokeralphd.store import config_layers, documents
-from pokeralphd.store.config_layers import RULES_KEY
+from pokeralphd.store import documents
 from pokeralphd.store.documents import DocumentKind
+from pokeralphd.store.rules import add_to_user_layer
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -120,21 +120,14 @@ def install_defaults(user_config: Path, state_dir: Path) -> list[str]:
         state = loaded.value if loaded else LocalAgentState()
         if state.default_rules_installed >= DEFAULTS_VERSION:
             return []
-        layer, version = config_layers.read_layer(user_config)
-        existing = list(layer.get(RULES_KEY) or [])
-        ids = {item.get("id") for item in existing if isinstance(item, dict)}
-        new = [
-            rule
-            for since, rule in DEFAULT_RULES
-            if since > state.default_rules_installed and rule.id not in ids
-        ]
-        if new:
-            patch = {RULES_KEY: existing + [rule.dump() for rule in new]}
-            config_layers.update_user_layer(user_config, patch, version)
+        added = add_to_user_layer(
+            user_config,
+            [rule for since, rule in DEFAULT_RULES if since > state.default_rules_installed],
+        )
         documents.save(
             STATE_KIND, state_path, LocalAgentState(default_rules_installed=DEFAULTS_VERSION)
         )
     except PokeralphError as exc:
         log.warning("the local agent's default rules were not installed: %s", exc.message)
         return []
-    return [rule.id for rule in new]
+    return added

@@ -210,6 +210,21 @@ class RuleStore:
         return removed
 
 
+def add_to_user_layer(user_config_file: Path, rules: list[ApprovalRule]) -> list[str]:
+    """Append to the user layer each of ``rules`` it does not hold yet (the same id, given
+    or derived as validation derives it); the ids added. For rules offered on the user's
+    behalf (the local agent's defaults, an "allow always" at its terminal), where one the
+    user has already is no error."""
+    layer, version = config_layers.read_layer(user_config_file)
+    existing = list(layer.get(RULES_KEY) or [])
+    held = {_id_of(item) for item in existing if isinstance(item, dict)}
+    new = [rule for rule in rules if rule.id not in held]
+    if new:
+        patch = {RULES_KEY: [*existing, *(rule.dump() for rule in new)]}
+        config_layers.update_user_layer(user_config_file, patch, version)
+    return [rule.id for rule in new]
+
+
 def _id_of(item: dict[str, Any]) -> str | None:
     """The id of a rule as a layer holds it (given, or derived as validation does)."""
     try:

@@ -108,3 +108,27 @@ def test_the_latest_session_of_a_folder(tmp_path: Path) -> None:
     assert latest is not None and latest.id == second.id
     other = SessionStore.for_directory(tmp_path, Path("/other"))
     assert other.folder != store.folder and other.latest() is None
+
+
+def test_a_rule_the_user_wrote_without_an_id_is_not_added_again(tmp_path: Path) -> None:
+    """Rules offered on the user's behalf (the local agent's defaults, "allow always" at
+    its terminal) skip one the user already has, also when written by hand without an id
+    (it is derived): appended again, the layer would hold the id twice and be refused."""
+    from pokeralphd.domain.approval import ApprovalRule
+    from pokeralphd.store import config_layers
+    from pokeralphd.store.rules import add_to_user_layer
+
+    by_hand = {
+        "toolName": "Bash",
+        "paramPattern": "^make$",
+        "decision": "allow",
+        "description": "d",
+    }
+    user = tmp_path / "config.json"
+    user.write_text(json.dumps({"schemaVersion": 1, "version": 1, "approvalRules": [by_hand]}))
+    same = ApprovalRule.model_validate(by_hand)
+    other = ApprovalRule.model_validate({**by_hand, "paramPattern": "^make test$"})
+    assert add_to_user_layer(user, [same, other]) == [other.id]
+    assert add_to_user_layer(user, [same, other]) == []
+    rules = config_layers.load(user, None).config.approval_rules
+    assert [r.id for r in rules] == [same.id, other.id]
