@@ -50,7 +50,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "untrust": ("trust", "stop trusting the repository's .pokeralph/config.json"),
     "rules": ("rules", "list, add, remove and test the approval rules for agents' tool calls"),
     "battle": ("battle", "start, follow, control and inspect battles"),
-    "cost": ("cost", "what the agents cost: by day, repository, task, backend or model"),
+    "cost": ("cost", "what the agents cost: by day, repository, task, backend, model or phase"),
     "approve": ("battle", "approve the iteration awaiting approval (= battle approve)"),
     "watch": ("watch", "print events as they happen"),
     "daemon": ("daemon", "start, stop and check pokeralphd"),

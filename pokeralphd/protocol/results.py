@@ -127,7 +127,7 @@ class DaemonStatus(Result):
 
 
 class CostGroup(SpendTotals, kw_only=True):
-    key: str  # the day (YYYY-MM-DD), repository, repo/task, backend or model
+    key: str  # the day (YYYY-MM-DD), repository, repo/task, backend, model or phase
 
 
 class CostSummaryResult(Result):

@@ -10,9 +10,9 @@ appended and fsynced before the iteration's end is published, so the ledger alwa
 what ``battle history`` shows.
 
 A line cut short by a crash (the last one of a file) is skipped with a warning when the
-ledger is read, and the next append starts on a fresh line. Totals (by day, repository,
-task, backend or model) are kept in memory from the files read at start plus what is
-appended since: a query never rereads the files.
+ledger is read, and the next append starts on a fresh line. Totals (per day, repository,
+task, backend, model and phase) are kept in memory from the files read at start plus what
+is appended since: a query never rereads the files.
 """
 
 from __future__ import annotations

@@ -140,8 +140,10 @@ class WebService(ConnectionSet):
             return
         self.port = sock.getsockname()[1]
         self.url = f"http://{LOOPBACK}:{self.port}/"
-        self.gate = Gate(load_or_create_secret(self.token_file), self.port)
-        self._write_info()
+        # the secret may be made (and fsynced) now: off the loop, which serves the socket
+        secret = await anyio.to_thread.run_sync(load_or_create_secret, self.token_file)
+        self.gate = Gate(secret, self.port)
+        await anyio.to_thread.run_sync(self._write_info)
         config = Config()
         config.bind = [f"fd://{sock.detach()}"]
         config.accesslog = None
@@ -156,7 +158,8 @@ class WebService(ConnectionSet):
         try:
             await serve(build_app(self, self.gate), config, shutdown_trigger=self._stop.wait)  # type: ignore[arg-type]
         finally:
-            self._remove_info()
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._remove_info)
 
     def stop_accepting(self) -> None:
         self._stop.set()
@@ -166,4 +169,4 @@ class WebService(ConnectionSet):
         to ``grace`` seconds for them, and for the server's own ending."""
         with anyio.move_on_after(grace):
             await self.close_connections(grace)
-            await self._done.wait()  # the server's own ending (HTTP keep-alives)  # the server's own ending (HTTP keep-alives)
+            await self._done.wait()  # the server's own ending (HTTP keep-alives)

@@ -27,8 +27,9 @@ def register(table: MethodTable) -> None:
     @table.add(
         "cost.summary",
         CostSummaryParams,
-        "Cost and tokens of every iteration, grouped by day, repository, task, backend or "
-        "model (days in UTC; since/until inclusive; one repository when repo is given).",
+        "Cost and tokens of every agent run (iterations and the verifier's and reviewer's "
+        "runs), grouped by day, repository, task, backend, model or phase (days in UTC; "
+        "since/until inclusive; one repository when repo is given).",
         result=CostSummaryResult,
     )
     async def summary(ctx: CallContext, p: CostSummaryParams) -> CostSummaryResult:
