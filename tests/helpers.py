@@ -8,6 +8,7 @@ through the standard-library client, exactly as any other client would.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import shutil
@@ -92,6 +93,15 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
+def reap(pids: list[int]) -> None:
+    """SIGKILL whichever of ``pids`` still runs: a test's own cleanup, for when the daemon
+    did not end them as the test expected."""
+    for pid in pids:
+        if pid_alive(pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
 def make_git_repo(path: Path, files: dict[str, str] | None = None) -> Path:
     """A git repository at ``path`` with one commit of ``files`` (a README by default).
 
@@ -155,6 +165,7 @@ class DaemonProcess:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+        atexit.register(self._kill_if_running)  # no test's daemon outlives the session
         if wait:
             try:
                 wait_until(self._answers, 20, "the daemon to answer daemon.ping")
@@ -162,6 +173,11 @@ class DaemonProcess:
                 self.kill9()  # never leave a daemon behind
                 raise
         return self
+
+    def _kill_if_running(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)  # its own session: it leads the group
 
     def _answers(self) -> bool:
         assert self.proc is not None

@@ -12,7 +12,7 @@ import pytest
 
 from pokeralphctl.client import RequestFailed
 from pokeralphd.settings import DaemonSettings
-from tests.helpers import DaemonProcess, events_of, make_git_repo, pid_alive, wait_until
+from tests.helpers import DaemonProcess, events_of, make_git_repo, pid_alive, reap, wait_until
 from tests.inproc import ThreadedDaemon
 from tests.integration.battle_helpers import (
     advance_to,
@@ -368,7 +368,10 @@ def test_kill_9_mid_battle_then_restart_and_resume(home: Path, repo: Path) -> No
     pids = [int(x) for x in pidfile.read_text().split()]
     second = DaemonProcess(home).start()
     try:
-        wait_until(lambda: not _alive(pids), 20, "the orphaned agent to be ended")
+        try:
+            wait_until(lambda: not _alive(pids), 20, "the orphaned agent to be ended")
+        finally:
+            reap(pids)
         battle = second.call("battle.history", {"repo": str(repo), "taskId": task})["battle"]
         assert battle["status"] == "paused"
         assert battle["iterations"][0]["result"] == "cancelled"
@@ -531,4 +534,5 @@ def test_kill_9_during_a_feedback_loop_leaves_nothing_running(home: Path, repo: 
     try:
         wait_until(lambda: not _alive(pids), 20, "the orphaned feedback loop to be ended")
     finally:
+        reap(pids)
         second.stop()

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from pokeralphctl.client import RequestFailed
-from tests.helpers import DaemonProcess, events_of, pid_alive, wait_until
+from tests.helpers import DaemonProcess, events_of, pid_alive, reap, wait_until
 from tests.integration.battle_helpers import advance_to, fake_clock, setup_repo, types
 from tests.integration.test_agent_failures import SLOW
 from tests.integration.test_verification import (
@@ -229,7 +229,10 @@ def test_kill_9_during_verification_then_resume_runs_it_again(home: Path, repo: 
     second = DaemonProcess(home).start()
     try:
         # the orphaned verifier was ended; nothing of a report was written
-        wait_until(lambda: not pid_alive(reviewer_pid), 20, "the orphaned verifier to end")
+        try:
+            wait_until(lambda: not pid_alive(reviewer_pid), 20, "the orphaned verifier to end")
+        finally:
+            reap([reviewer_pid])
         folder = repo / ".pokeralph" / "battles" / task / "verification"
         assert not list(folder.glob("report-*")) and not list(folder.glob(".*.tmp"))
         battle = history(second, repo, task)
