@@ -143,6 +143,39 @@ def paths_for(home: Path) -> Paths:
     )
 
 
+async def setup_task(
+    d: InProcDaemon,
+    repo: Path,
+    agent: dict[str, Any],
+    task: tuple[str, str, str] = ("Make it work", "Write work.txt", "work.txt exists"),
+    **config: Any,
+) -> str:
+    """Register ``repo`` for ``agent``: YOLO, one iteration, a test loop that passes
+    (``config`` on top); add the task ``(title, description, criterion)``; its id. The
+    in-process twin of ``battle_helpers.setup_repo`` (which tests/real cannot import)."""
+    await d.call("repo.register", {"path": str(repo)})
+    patch: dict[str, Any] = {
+        "agent": agent,
+        "mode": "yolo",
+        "maxIterationsPerTask": 1,
+        "feedbackLoops": ["test"],
+        "feedbackCommands": {"test": "true"},
+        **config,
+    }
+    await d.call("config.update", {"repo": str(repo), "patch": patch})
+    title, description, criterion = task
+    created = await d.call(
+        "task.create",
+        {
+            "repo": str(repo),
+            "title": title,
+            "description": description,
+            "acceptanceCriteria": [criterion],
+        },
+    )
+    return str(created["task"]["id"])
+
+
 @asynccontextmanager
 async def running_daemon(
     home: Path, settings: DaemonSettings | None = None

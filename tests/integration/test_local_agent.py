@@ -20,7 +20,7 @@ from pokeralphd.store import documents
 from tests.fakes.ollama_api import Call, OllamaAPI, ScriptServer, Text, Tools
 from tests.fakes.openai_api import OpenAIAPI
 from tests.helpers import REPO_ROOT, make_git_repo
-from tests.inproc import InProcDaemon, running_daemon
+from tests.inproc import InProcDaemon, running_daemon, setup_task
 
 pytestmark = pytest.mark.anyio
 MODEL = "qwen2.5-coder:7b"
@@ -38,34 +38,21 @@ def _exact(value: dict[str, Any]) -> str:
 
 
 async def _setup(d: InProcDaemon, repo: Path, api: ScriptServer, kind: str, **config: Any) -> str:
-    await d.call("repo.register", {"path": str(repo)})
-    patch: dict[str, Any] = {
-        "agent": {
-            "backend": "local",
-            "model": MODEL,
-            "local": {"baseUrl": api.url, "api": kind, "maxTurns": 10},
-            "env": _xdg(d.home),
-        },
-        "mode": "yolo",
-        "maxIterationsPerTask": 1,
+    agent = {
+        "backend": "local",
+        "model": MODEL,
+        "local": {"baseUrl": api.url, "api": kind, "maxTurns": 10},
+        "env": _xdg(d.home),
+    }
+    config = {
         "phases": ["implementation"],  # the scripted model answers no QA prompt
-        "feedbackLoops": ["test"],
         "feedbackCommands": {"test": "python3 hello.py"},
         "timeoutMinutes": 2,
         "idleTimeoutMinutes": 2,
         **config,
     }
-    await d.call("config.update", {"repo": str(repo), "patch": patch})
-    task = await d.call(
-        "task.create",
-        {
-            "repo": str(repo),
-            "title": "Hello",
-            "description": "Write hello.py that prints hello",
-            "acceptanceCriteria": ["python3 hello.py prints hello"],
-        },
-    )
-    return str(task["task"]["id"])
+    hello = ("Hello", "Write hello.py that prints hello", "python3 hello.py prints hello")
+    return await setup_task(d, repo, agent, hello, **config)
 
 
 async def _allow(d: InProcDaemon, repo: Path, tool: str, tool_input: dict[str, Any]) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import FAKES, make_git_repo
-from tests.inproc import Client, InProcDaemon, running_daemon
+from tests.inproc import Client, InProcDaemon, running_daemon, setup_task
 
 pytestmark = pytest.mark.anyio
 COMMAND = "touch permission-bash.txt"
@@ -25,30 +25,12 @@ EXACT = (
 
 
 async def _setup(d: InProcDaemon, repo: Path, **config: Any) -> str:
-    await d.call("repo.register", {"path": str(repo)})
-    patch: dict[str, Any] = {
-        "agent": {
-            "backend": "claude",
-            "command": str(FAKES / "fake_claude"),
-            "env": {"FAKE_CLAUDE_MODE": "permission_bash"},
-        },
-        "mode": "yolo",
-        "maxIterationsPerTask": 1,
-        "feedbackLoops": ["test"],
-        "feedbackCommands": {"test": "true"},
-        **config,
+    agent = {
+        "backend": "claude",
+        "command": str(FAKES / "fake_claude"),
+        "env": {"FAKE_CLAUDE_MODE": "permission_bash"},
     }
-    await d.call("config.update", {"repo": str(repo), "patch": patch})
-    task = await d.call(
-        "task.create",
-        {
-            "repo": str(repo),
-            "title": "Run it",
-            "description": "Run the command",
-            "acceptanceCriteria": ["it ran"],
-        },
-    )
-    return str(task["task"]["id"])
+    return await setup_task(d, repo, agent, ("Run it", "Run the command", "it ran"), **config)
 
 
 async def _battle(d: InProcDaemon, watcher: Client, repo: Path, task: str) -> list[dict[str, Any]]:

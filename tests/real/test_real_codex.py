@@ -50,7 +50,7 @@ from tests.fakes.responses_api import (
 )
 from tests.fakes.responses_api import Usage as ApiUsage
 from tests.helpers import make_git_repo
-from tests.inproc import InProcDaemon, running_daemon
+from tests.inproc import InProcDaemon, running_daemon, setup_task
 
 ROOT = Path(__file__).resolve().parents[2]
 E = TypeVar("E")
@@ -309,27 +309,14 @@ def test_no_socket_but_loopback_under_strace(codex_bin: Path, home: Path, repo: 
 
 
 async def _setup(d: InProcDaemon, repo: Path, env: dict[str, str], codex: Path) -> str:
-    await d.call("repo.register", {"path": str(repo)})
-    patch: dict[str, Any] = {
-        "agent": {"backend": "codex", "command": str(codex), "env": env},
-        "mode": "yolo",
-        "maxIterationsPerTask": 1,
-        "feedbackLoops": ["test"],
-        "feedbackCommands": {"test": "true"},
-        "autoCommit": False,
-        "phases": ["implementation"],  # what these prove ends with the implementer
-    }
-    await d.call("config.update", {"repo": str(repo), "patch": patch})
-    task = await d.call(
-        "task.create",
-        {
-            "repo": str(repo),
-            "title": "Write codex.txt",
-            "description": "Put hi into codex.txt",
-            "acceptanceCriteria": ["codex.txt says hi"],
-        },
+    return await setup_task(
+        d,
+        repo,
+        {"backend": "codex", "command": str(codex), "env": env},
+        ("Write codex.txt", "Put hi into codex.txt", "codex.txt says hi"),
+        autoCommit=False,
+        phases=["implementation"],  # what these prove ends with the implementer
     )
-    return str(task["task"]["id"])
 
 
 END = {"battle_complete", "battle_failed", "battle_paused"}

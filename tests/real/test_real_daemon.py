@@ -18,7 +18,7 @@ import pytest
 from pokeralphd.protocol.codes import ErrorCode
 from tests.fakes.messages_api import ApiError, MessagesAPI, Text, ToolUse, Turn, result_text
 from tests.helpers import make_git_repo
-from tests.inproc import Client, InProcDaemon, RpcError, running_daemon
+from tests.inproc import Client, InProcDaemon, RpcError, running_daemon, setup_task
 from tests.real.conftest import claude_env
 
 pytestmark = pytest.mark.anyio
@@ -38,29 +38,15 @@ def repo(home: Path) -> Path:
 async def _setup(
     d: InProcDaemon, repo: Path, api: MessagesAPI, claude: Path, home: Path, **config: Any
 ) -> str:
-    await d.call("repo.register", {"path": str(repo)})
-    patch: dict[str, Any] = {
-        "agent": {"backend": "claude", "command": str(claude), "env": claude_env(api, home / "h")},
-        "mode": "yolo",
-        "maxIterationsPerTask": 1,
-        "feedbackLoops": ["test"],
-        "feedbackCommands": {"test": "true"},
+    (home / "h").mkdir(exist_ok=True)
+    agent = {"backend": "claude", "command": str(claude), "env": claude_env(api, home / "h")}
+    config = {
         "autoCommit": False,
         "phases": ["implementation"],  # what these prove ends with the implementer
         **config,
     }
-    (home / "h").mkdir(exist_ok=True)
-    await d.call("config.update", {"repo": str(repo), "patch": patch})
-    task = await d.call(
-        "task.create",
-        {
-            "repo": str(repo),
-            "title": "Run the tests",
-            "description": "Run make test",
-            "acceptanceCriteria": ["the tests ran"],
-        },
-    )
-    return str(task["task"]["id"])
+    tests = ("Run the tests", "Run make test", "the tests ran")
+    return await setup_task(d, repo, agent, tests, **config)
 
 
 async def _battle(d: InProcDaemon, repo: Path, task: str) -> list[dict[str, Any]]:
