@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from pokeralphctl.client import RequestFailed
+from pokeralphctl.client import Connection, RequestFailed
 from tests.helpers import DaemonProcess, events_of, make_git_repo, wait_until
 
 AGENT = """\
@@ -108,39 +108,53 @@ def leftovers(home: Path, repo: Path) -> tuple[list[str], list[str]]:
     return folders, [b for b in branches.splitlines() if b]
 
 
+def start_running(
+    daemon: DaemonProcess, conn: Connection, repo: Path, ids: list[str]
+) -> list[dict[str, Any]]:
+    """Start each of ``ids`` and read ``conn``'s events (subscribed already) until every
+    one has begun its first iteration: all their agents run at that moment. The events."""
+    for task in ids:
+        daemon.call("battle.start", {"repo": str(repo), "taskId": task})
+    started: set[str] = set()
+    seen: list[dict[str, Any]] = []
+    for event in events_of(conn, lambda e: False, 60):
+        seen.append(event)
+        if event["type"] == "iteration_start":
+            started.add(event["taskId"])
+            if started == set(ids):
+                break
+    assert started == set(ids)
+    return seen
+
+
+def until_ended(conn: Connection, ids: list[str]) -> list[dict[str, Any]]:
+    """``conn``'s events until every battle of ``ids`` has completed, failed or escalated."""
+    ended: set[str] = set()
+
+    def over(e: dict[str, Any]) -> bool:
+        if e["type"] in ("battle_complete", "battle_escalated", "battle_failed"):
+            ended.add(e["taskId"])
+        return ended == set(ids)
+
+    return list(events_of(conn, over, 60))
+
+
 def start_gated(
     daemon: DaemonProcess, repo: Path, ids: list[str], gate: Path
 ) -> list[dict[str, Any]]:
-    """Start every battle, wait for all their iteration_start events, open the gate and
-    collect events until every battle has completed or escalated."""
-    ended: set[str] = set()
+    """Start every battle, wait until all their agents run, open the gate and collect
+    events until every battle has completed or escalated."""
     with daemon.connect(timeout=90) as conn:
         conn.call("events.subscribe", {"repo": str(repo)})
-        for task in ids:
-            daemon.call("battle.start", {"repo": str(repo), "taskId": task})
-        started: set[str] = set()
-        seen: list[dict[str, Any]] = []
-        for event in events_of(conn, lambda e: False, 60):
-            seen.append(event)
-            if event["type"] == "iteration_start":
-                started.add(event["taskId"])
-                if started == set(ids):
-                    break
-        # both agents are running at this moment, each in its own worktree
-        assert started == set(ids)
+        seen = start_running(daemon, conn, repo, ids)
+        # all agents are running at this moment, each in its own worktree
         summaries = daemon.call("battle.current", {"repo": str(repo)})["battles"]
         assert {s["taskId"] for s in summaries} == set(ids)
         trees = {s["worktree"] for s in summaries}
         assert len(trees) == len(ids) and None not in trees
         assert all(str(worktree_root(daemon.home)) in t for t in trees)
         gate.write_text("open")
-
-        def over(e: dict[str, Any]) -> bool:
-            if e["type"] in ("battle_complete", "battle_escalated", "battle_failed"):
-                ended.add(e["taskId"])
-            return ended == set(ids)
-
-        seen += list(events_of(conn, over, 60))
+        seen += until_ended(conn, ids)
     return seen
 
 
@@ -327,14 +341,7 @@ def test_cancel_leaves_no_worktree_or_branch_and_ambiguous_controls_are_refused(
     ids = setup(daemon, repo, ["One", "Two", "Three"], gate=gate)
     with daemon.connect(timeout=60) as conn:
         conn.call("events.subscribe", {"repo": str(repo)})
-        daemon.call("battle.start", {"repo": str(repo), "taskId": ids[0]})
-        daemon.call("battle.start", {"repo": str(repo), "taskId": ids[1]})
-        started: set[str] = set()
-        for e in events_of(conn, lambda e: False, 30):
-            if e["type"] == "iteration_start":
-                started.add(e["taskId"])
-                if len(started) == 2:
-                    break
+        start_running(daemon, conn, repo, ids[:2])
     shown = daemon.ctl("--repo", str(repo), "battle", "show")
     assert f"branch pokeralph/{ids[0]} in {worktree_root(home)}" in shown.stdout
     # a third is refused: parallelBattles is 2
@@ -359,14 +366,7 @@ def test_kill9_with_two_worktree_battles_then_restart_resumes_both(home: Path) -
         ids = setup(first, repo, ["North", "South"], gate=gate)
         with first.connect(timeout=60) as conn:
             conn.call("events.subscribe", {"repo": str(repo)})
-            for task in ids:
-                first.call("battle.start", {"repo": str(repo), "taskId": task})
-            started: set[str] = set()
-            for e in events_of(conn, lambda e: False, 30):
-                if e["type"] == "iteration_start":
-                    started.add(e["taskId"])
-                    if started == set(ids):
-                        break
+            start_running(first, conn, repo, ids)
         first.kill9()
     finally:
         if first.proc is not None and first.proc.poll() is None:
@@ -386,14 +386,7 @@ def test_kill9_with_two_worktree_battles_then_restart_resumes_both(home: Path) -
             conn.call("events.subscribe", {"repo": str(repo)})
             for task in ids:
                 second.call("battle.resume", {"repo": str(repo), "taskId": task})
-            done: set[str] = set()
-
-            def over(e: dict[str, Any]) -> bool:
-                if e["type"] in ("battle_complete", "battle_failed", "battle_escalated"):
-                    done.add(e["taskId"])
-                return done == set(ids)
-
-            events = list(events_of(conn, over, 60))
+            events = until_ended(conn, ids)
         assert {e["taskId"] for e in of(events, "battle_complete")} == set(ids)
         for task in ids:
             assert (repo / f"{task}.txt").read_text() == f"written by {task}\n"
@@ -436,14 +429,7 @@ def test_after_a_restart_a_cancelled_worktree_battle_leaves_nothing(home: Path) 
         ids = setup(first, repo, ["Kept", "Dropped"], gate=gate)
         with first.connect(timeout=60) as conn:
             conn.call("events.subscribe", {"repo": str(repo)})
-            for task in ids:
-                first.call("battle.start", {"repo": str(repo), "taskId": task})
-            started: set[str] = set()
-            for e in events_of(conn, lambda e: False, 30):
-                if e["type"] == "iteration_start":
-                    started.add(e["taskId"])
-                    if started == set(ids):
-                        break
+            start_running(first, conn, repo, ids)
     finally:
         first.stop()  # a clean stop: both left paused, their worktrees kept
     assert len(leftovers(home, repo)[0]) == 2
