@@ -56,7 +56,14 @@ class TerminalApprover:
             )
         if self.unmatched == "allow":
             return Approval(True, "policy")
-        if self.unmatched == "deny" or self.tty is None:
+        if self.unmatched == "deny":
+            return Approval(
+                False,
+                "policy",
+                f"no approval rule allows this {spec.name} call and permissions.unmatched is "
+                "deny (add a rule with `pokeralphctl rules add --user`)",
+            )
+        if self.tty is None:
             return Approval(
                 False,
                 "policy",

@@ -42,6 +42,7 @@ from pokeralphd.paths import Paths
 
 if TYPE_CHECKING:
     from pokeralphd.domain.models import LocalAgentConfig
+    from pokeralphd.localagent.approve import Unmatched
     from pokeralphd.localagent.chat import ChatClient, Reply
     from pokeralphd.localagent.session import ToolCall, ToolResult
     from pokeralphd.localagent.toolspec import ToolSpec
@@ -114,7 +115,9 @@ class Settings:
         self.cwd = cwd
         self.paths = paths
         self.rules: list[Any] = []
-        self.unmatched = "allow" if args.yes else "ask"
+        # what a call no rule decides gets at the terminal: as in a battle,
+        # permissions.unmatched (--yes allows); in a battle the daemon decides
+        self.unmatched: Unmatched = "allow" if args.yes else "ask"
         defaults: dict[str, Any] = {}
         model = None
         if not args.stream_json:
@@ -122,6 +125,8 @@ class Settings:
             defaults = config.agent.local.model_dump()
             model = config.agent.model
             self.rules = list(config.approval_rules)
+            if not args.yes:
+                self.unmatched = config.permissions.unmatched
         self.model: str | None = args.model or model
         local = self._local(args, defaults)
         self.api: str = local.api
@@ -400,13 +405,11 @@ async def _standalone(args: argparse.Namespace, settings: Settings) -> int:
             )
         session = _new_session(settings, tools, plan=False)
     if settings.unmatched == "allow" and not args.json:
-        print("pokeralph-agent: --yes: every call no rule decides is allowed", file=sys.stderr)
+        why = "--yes" if args.yes else "permissions.unmatched is allow"
+        print(f"pokeralph-agent: {why}: every call no rule decides is allowed", file=sys.stderr)
     events = HumanEvents(quiet=args.json)
     approver = TerminalApprover(
-        settings.rules,
-        "allow" if settings.unmatched == "allow" else "ask",
-        settings.paths.user_config_file,
-        open_tty(),
+        settings.rules, settings.unmatched, settings.paths.user_config_file, open_tty()
     )
     loop = AgentLoop(
         settings.client(),

@@ -303,6 +303,29 @@ def test_a_model_in_a_loop_is_stopped_at_max_turns(home: Path) -> None:
     assert "this exact call 3 times" in api.tool_messages()[-1]["content"]
 
 
+@pytest.mark.parametrize("unmatched", ["deny", "allow"])
+def test_the_command_follows_permissions_unmatched_as_a_battle_does(
+    home: Path, unmatched: str
+) -> None:
+    """Standalone, a call no rule decides gets what permissions.unmatched says (it was
+    always asked, or refused for want of a terminal)."""
+    from pokeralphd.store import config_layers
+
+    work = home / "work"
+    work.mkdir()
+    user = home / "config" / "pokeralph" / "config.json"
+    config_layers.update_user_layer(user, {"permissions": {"unmatched": unmatched}})
+    script: list[Any] = [Tools([Call("run_in_terminal", {"command": "touch x"})]), Text("ok")]
+    with OllamaAPI(script) as api:
+        done = _json(_agent(home, work, "--model", MODEL, "--base-url", api.url, "-p", "go"))
+    (call,) = done["toolCalls"]
+    if unmatched == "deny":
+        assert call["status"] == "rejected" and "permissions.unmatched is deny" in call["error"]
+        assert not (work / "x").exists()
+    else:
+        assert call["status"] == "executed" and (work / "x").exists()
+
+
 def test_a_server_that_is_down_says_how_to_start_it(home: Path) -> None:
     work = home / "work"
     work.mkdir()
