@@ -8,8 +8,6 @@ and neither ``--no-autostart`` nor ``POKERALPH_NO_AUTOSTART=1`` opts out.
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -20,8 +18,8 @@ NO_AUTOSTART_ENV = "POKERALPH_NO_AUTOSTART"
 DIAGNOSTIC = frozenset({"ping", "status", "daemon", "service", "completion"})
 
 
-def allowed(args: object) -> bool:
-    if getattr(args, "no_autostart", False) or os.environ.get(NO_AUTOSTART_ENV, "") not in (
+def allowed(ctx: Context, args: object) -> bool:
+    if getattr(args, "no_autostart", False) or ctx.term.env.get(NO_AUTOSTART_ENV, "") not in (
         "",
         "0",
     ):
@@ -30,7 +28,7 @@ def allowed(args: object) -> bool:
         return False
     from pokeralphctl.service import installed_units
 
-    return not installed_units()
+    return not installed_units(ctx.term)
 
 
 def start(ctx: Context) -> bool:
@@ -38,8 +36,9 @@ def start(ctx: Context) -> bool:
     from pokeralphctl.commands import daemon
     from pokeralphctl.paths import socket_path
 
-    log = daemon.log_file()
-    pid = daemon.spawn(daemon.daemon_command(socket_path()), log)
+    log = daemon.log_file(ctx.term)
+    socket = socket_path(environ=ctx.term.env)
+    pid = daemon.spawn(daemon.daemon_command(socket), log, ctx.term.env)
     deadline = time.monotonic() + daemon.START_DEADLINE
     delay = 0.01
     while not daemon.ping(ctx):
@@ -47,9 +46,8 @@ def start(ctx: Context) -> bool:
             return False
         time.sleep(delay)
         delay = min(delay * 2, 0.2)
-    print(
+    ctx.term.stderr.write(
         f"pokeralphctl: started pokeralphd in the background (pid {pid}, log {log}); "
-        "`pokeralphctl service install` makes it a service",
-        file=sys.stderr,
+        "`pokeralphctl service install` makes it a service\n"
     )
     return True

@@ -27,6 +27,7 @@ from pokeralphctl.commands import (
 )
 from pokeralphctl.output import Output, field_of, hint_for
 from pokeralphctl.paths import SOCKET_ENV
+from pokeralphctl.terminal import Terminal
 
 TYPE_CHECKING = False  # typing costs ~3 ms of start-up: imported for mypy only
 if TYPE_CHECKING:
@@ -198,22 +199,23 @@ def build_parser(argv: Sequence[str]) -> tuple[Parser, dict[str, Parser]]:
     return parser, built
 
 
-def _repo(args: argparse.Namespace | QuickArgs) -> tuple[str | None, bool]:
+def _repo(term: Terminal, args: argparse.Namespace | QuickArgs) -> tuple[str | None, bool]:
     if args.repo:
-        return repo_argument(args.repo), True
-    try:
-        return os.getcwd(), False
-    except OSError:  # the working directory was deleted
-        return None, False
+        return repo_argument(term, args.repo), True
+    return term.cwd, False  # None when the working directory was deleted
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, term: Terminal | None = None) -> int:
+    """Run one command line; ``term`` is what it runs in (this process's environment,
+    working directory and standard streams by default)."""
+    term = term or Terminal.of_process()
     argv = list(sys.argv[1:] if argv is None else argv)
     args: argparse.Namespace | QuickArgs | None = quick_args(argv)
     if args is None:
         from pokeralphctl.parsing import Parser
 
         Parser.json_errors = "--json" in argv
+        Parser.terminal = term
         parser, built = build_parser(argv)
         try:
             args = parser.parse_args(argv)
@@ -221,15 +223,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             return exc.code if isinstance(exc.code, int) else EXIT_USAGE
         if getattr(args, "handler", None) is None:
             shown = built.get(args.command) if args.command else None
-            (shown or parser).print_help(sys.stderr)
+            (shown or parser).print_help(term.stderr)
             return EXIT_USAGE
     if args.socket:
         # $POKERALPH_SOCKET wins in pokeralphctl.paths; --socket must win over it here,
         # and a daemon started by `daemon start` inherits it.
-        os.environ[SOCKET_ENV] = os.path.abspath(os.path.expanduser(args.socket))
-    out = Output(json_mode=args.json, verbose=args.verbose)
-    repo, given = _repo(args)
-    return run(args.handler, Context(out, repo, given), args)
+        term = term.with_env(**{SOCKET_ENV: term.abspath(args.socket)})
+    out = Output(
+        json_mode=args.json,
+        stdout=term.stdout,
+        stderr=term.stderr,
+        verbose=args.verbose,
+        environ=term.env,
+    )
+    repo, given = _repo(term, args)
+    return run(args.handler, Context(term, out, repo, given), args)
 
 
 def run(
@@ -239,12 +247,12 @@ def run(
     out = ctx.out
     try:
         code = int(handler(ctx, args))
-        sys.stdout.flush()
+        ctx.term.stdout.flush()
         return code
     except DaemonNotRunning as exc:
         from pokeralphctl import autostart
 
-        if not retried and autostart.allowed(args) and autostart.start(ctx):
+        if not retried and autostart.allowed(ctx, args) and autostart.start(ctx):
             return run(handler, ctx, args, retried=True)
         out.error("daemon_not_running", str(exc), {"socket": str(exc.path)})
         return EXIT_NOT_RUNNING
@@ -262,9 +270,11 @@ def run(
         out.error("interrupted", "interrupted", None)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
-        # stdout went away (`pokeralphctl task list | head -1`): stop quietly.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        # stdout went away (`pokeralphctl task list | head -1`): stop quietly (and keep
+        # Python from failing again when it flushes stdout at exit).
+        if ctx.term.stdout is sys.stdout:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
     except (ConnectionError, TimeoutError) as exc:
         out.error(
@@ -278,7 +288,7 @@ def run(
         if out.verbose:
             import traceback
 
-            traceback.print_exc()
+            traceback.print_exc(file=ctx.term.stderr)
         out.error(
             "internal",
             f"unexpected error: {type(exc).__name__}: {exc}",

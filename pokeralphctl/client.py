@@ -47,7 +47,7 @@ from pokeralphctl.paths import socket_path
 
 TYPE_CHECKING = False  # typing costs ~3 ms of start-up: imported for mypy only
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
     from typing import Any
 
 __all__ = [
@@ -213,8 +213,13 @@ class EventCursor:
 class Connection:
     """One connection to the daemon; use as a context manager."""
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, timeout: float | None = 30):
-        self.path = socket_path(path)
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        timeout: float | None = 30,
+        environ: Mapping[str, str] | None = None,
+    ):
+        self.path = socket_path(path, environ)
         check_socket_file(self.path)
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.settimeout(timeout)

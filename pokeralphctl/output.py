@@ -29,7 +29,7 @@ from pokeralphctl import codes
 TYPE_CHECKING = False  # typing costs ~3 ms of start-up: imported for mypy only
 if TYPE_CHECKING:
     import re
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
     from typing import Any, TextIO
 
 #: Error codes of the client side, as they appear in a ``--json`` error envelope.
@@ -77,9 +77,10 @@ STATUS_STYLES = {
 }
 
 
-def wants_color(stream: TextIO) -> bool:
-    """Colour only for a terminal, and never when ``$NO_COLOR`` is set (no-color.org)."""
-    if "NO_COLOR" in os.environ:
+def wants_color(stream: TextIO, environ: Mapping[str, str] | None = None) -> bool:
+    """Colour only for a terminal, and never when ``$NO_COLOR`` is set (no-color.org);
+    ``environ`` is the environment to read (the process's by default)."""
+    if "NO_COLOR" in (os.environ if environ is None else environ):
         return False
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty())
@@ -172,13 +173,14 @@ class Output:
         stdout: TextIO | None = None,
         stderr: TextIO | None = None,
         verbose: int = 0,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
         self.json = json_mode
         self.stdout = stdout or sys.stdout
         self.stderr = stderr or sys.stderr
         self.verbose = verbose
-        self.color = not json_mode and wants_color(self.stdout)
-        self.err_color = wants_color(self.stderr)
+        self.color = not json_mode and wants_color(self.stdout, environ)
+        self.err_color = wants_color(self.stderr, environ)
 
     # -- styling
     def style(self, text: str, *styles: str, err: bool = False) -> str:

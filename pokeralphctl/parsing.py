@@ -17,6 +17,10 @@ TYPE_CHECKING = False  # typing costs ~3 ms of start-up: imported for mypy only
 if TYPE_CHECKING:
     from typing import Any, NoReturn
 
+    from _typeshed import SupportsWrite
+
+    from pokeralphctl.terminal import Terminal
+
 # argparse looks up a translation of each of its messages with gettext, and every lookup
 # probes the locale folders on disk (and imports ``locale``). CPython ships no catalog for
 # argparse, so the lookups only cost start-up time: skip them.
@@ -24,16 +28,33 @@ argparse._ = str  # type: ignore[attr-defined]
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error honours ``--json`` and exits with code 2."""
+    """argparse, but a usage error honours ``--json`` and exits with code 2, and what it
+    prints (help, version, usage errors) goes to the command's terminal.
+
+    The command line sets both class attributes before it parses (argparse makes the
+    subcommands' parsers itself, so they cannot be handed to each instance).
+    """
 
     json_errors = False
+    terminal: Terminal | None = None
 
     def error(self, message: str) -> NoReturn:
+        term = Parser.terminal
         if Parser.json_errors:
-            Output(json_mode=True).error("usage", f"{self.prog}: {message}", None)
+            out = Output(json_mode=True, stdout=term.stdout if term else None)
+            out.error("usage", f"{self.prog}: {message}", None)
             raise SystemExit(EXIT_USAGE)
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\nsee `{self.prog} --help`\n")
+
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        term = Parser.terminal
+        if term is not None:
+            if file is None or file is sys.stderr:
+                file = term.stderr
+            elif file is sys.stdout:
+                file = term.stdout
+        super()._print_message(message, file)
 
 
 _common: Parser | None = None

@@ -16,30 +16,34 @@ from pathlib import Path
 
 from pokeralphctl import units
 
+TYPE_CHECKING = False  # typing costs ~3 ms of start-up: imported for mypy only
+if TYPE_CHECKING:
+    from pokeralphctl.terminal import Terminal
+
 
 class ServiceError(Exception):
     """Raised when installing or removing the units cannot be done; the message says why."""
 
 
-def systemd_dir() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME", "").strip() or str(Path.home() / ".config")
+def systemd_dir(term: Terminal) -> Path:
+    base = term.env.get("XDG_CONFIG_HOME", "").strip() or term.abspath("~/.config")
     return Path(base) / "systemd" / "user"
 
 
-def launchd_file() -> Path:
-    return Path.home() / "Library" / "LaunchAgents" / f"{units.LABEL}.plist"
+def launchd_file(term: Terminal) -> Path:
+    return Path(term.abspath("~")) / "Library" / "LaunchAgents" / f"{units.LABEL}.plist"
 
 
 def is_macos() -> bool:
     return sys.platform == "darwin"
 
 
-def pokeralphd_path() -> str:
+def pokeralphd_path(term: Terminal) -> str:
     """The installed ``pokeralphd`` beside this interpreter, else the one on PATH."""
     beside = Path(sys.executable).parent / "pokeralphd"
     if beside.is_file() and os.access(beside, os.X_OK):
         return str(beside.absolute())
-    found = shutil.which("pokeralphd")
+    found = shutil.which("pokeralphd", path=term.env.get("PATH"))
     if found:
         return str(Path(found).absolute())
     raise ServiceError(
@@ -47,30 +51,31 @@ def pokeralphd_path() -> str:
     )
 
 
-def planned(socket: bool = True) -> dict[Path, str]:
+def planned(term: Terminal, socket: bool = True) -> dict[Path, str]:
     """Where each unit goes and what it holds, for this platform."""
-    binary = pokeralphd_path()
-    home = str(Path.home())
+    binary = pokeralphd_path(term)
+    home = term.abspath("~")
     if is_macos():
-        return {launchd_file(): units.render(units.PLIST, binary, home)}
-    out = {systemd_dir() / "pokeralphd.service": units.render(units.SERVICE, binary, home)}
+        return {launchd_file(term): units.render(units.PLIST, binary, home)}
+    folder = systemd_dir(term)
+    out = {folder / "pokeralphd.service": units.render(units.SERVICE, binary, home)}
     if socket:
-        out[systemd_dir() / "pokeralphd.socket"] = units.SOCKET
+        out[folder / "pokeralphd.socket"] = units.SOCKET
     return out
 
 
-def installed_units() -> list[Path]:
+def installed_units(term: Terminal) -> list[Path]:
     candidates = (
-        [launchd_file()]
+        [launchd_file(term)]
         if is_macos()
-        else [systemd_dir() / "pokeralphd.service", systemd_dir() / "pokeralphd.socket"]
+        else [systemd_dir(term) / "pokeralphd.service", systemd_dir(term) / "pokeralphd.socket"]
     )
     return [p for p in candidates if p.exists()]
 
 
-def enable_command(socket: bool = True) -> str:
+def enable_command(term: Terminal, socket: bool = True) -> str:
     if is_macos():
-        return f"launchctl bootstrap gui/$(id -u) {launchd_file()}"
+        return f"launchctl bootstrap gui/$(id -u) {launchd_file(term)}"
     unit = "pokeralphd.socket" if socket else "pokeralphd.service"
     return f"systemctl --user daemon-reload && systemctl --user enable --now {unit}"
 
@@ -81,8 +86,8 @@ def disable_command() -> str:
     return "systemctl --user disable --now pokeralphd.socket pokeralphd.service && systemctl --user daemon-reload"
 
 
-def install(socket: bool = True, force: bool = False) -> list[Path]:
-    plan = planned(socket)
+def install(term: Terminal, socket: bool = True, force: bool = False) -> list[Path]:
+    plan = planned(term, socket)
     for path, content in plan.items():
         if path.exists() and path.read_text() != content and not force:
             raise ServiceError(f"{path} exists and differs; pass --force to replace it")
@@ -94,13 +99,15 @@ def install(socket: bool = True, force: bool = False) -> list[Path]:
         os.replace(tmp, path)
         written.append(path)
     if is_macos():
-        (Path.home() / "Library" / "Logs" / "pokeralph").mkdir(parents=True, exist_ok=True)
+        (Path(term.abspath("~")) / "Library" / "Logs" / "pokeralph").mkdir(
+            parents=True, exist_ok=True
+        )
     return written
 
 
-def uninstall() -> list[Path]:
+def uninstall(term: Terminal) -> list[Path]:
     removed = []
-    for path in installed_units():
+    for path in installed_units(term):
         path.unlink()
         removed.append(path)
     return removed

@@ -9,8 +9,6 @@ and ``ping`` run without it.
 
 from __future__ import annotations
 
-import os
-
 from pokeralphctl import codes
 from pokeralphctl.client import Connection, RequestFailed
 
@@ -20,6 +18,7 @@ if TYPE_CHECKING:
 
     from pokeralphctl.commands.stream import EventStream
     from pokeralphctl.output import Output
+    from pokeralphctl.terminal import Terminal
 
 #: Exit codes, documented in ``pokeralphctl --help``.
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NOT_RUNNING, EXIT_INTERRUPTED = 0, 1, 2, 3, 4
@@ -46,9 +45,11 @@ class CommandError(Exception):
 
 
 class Context:
-    """What every handler needs: where the daemon is, which repository, how to print."""
+    """What every handler needs: where the daemon is, which repository, how to print, and
+    the terminal the command runs in (its environment, working directory and stdin)."""
 
-    def __init__(self, out: Output, repo: str | None, repo_given: bool) -> None:
+    def __init__(self, term: Terminal, out: Output, repo: str | None, repo_given: bool) -> None:
+        self.term = term
         self.out = out
         #: ``repo`` as sent to the daemon: a short name, or an absolute path (cwd by default).
         self.repo = repo
@@ -56,7 +57,7 @@ class Context:
         self.repo_given = repo_given
 
     def connect(self, timeout: float | None = CALL_TIMEOUT) -> Connection:
-        return Connection(None, timeout=timeout)
+        return Connection(None, timeout=timeout, environ=self.term.env)
 
     def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
         """One request on a fresh connection (cheap on a Unix socket)."""
@@ -84,8 +85,8 @@ class Context:
         return out
 
 
-def repo_argument(value: str) -> str:
+def repo_argument(term: Terminal, value: str) -> str:
     """A repository as the daemon resolves it: a name as is, a path made absolute."""
     if "/" in value or value in (".", "..") or value.startswith("~"):
-        return os.path.abspath(os.path.expanduser(value))
+        return term.abspath(value)
     return value

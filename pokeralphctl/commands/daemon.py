@@ -21,8 +21,10 @@ from pokeralphctl.paths import APP, socket_path
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Mapping
 
     from pokeralphctl.commands import Context
+    from pokeralphctl.terminal import Terminal
 
 START_DEADLINE = 10.0
 STOP_DEADLINE = 20.0
@@ -42,17 +44,18 @@ def add_daemon(parser: argparse.ArgumentParser) -> None:
     p.set_defaults(handler=status)
 
 
-def state_dir() -> Path:
+def state_dir(term: Terminal) -> Path:
     """The user state dir, as the daemon's platformdirs computes it (standard library)."""
+    home = Path(term.abspath("~"))
     if sys.platform == "darwin":
-        return Path.home() / "Library" / "Application Support" / APP
-    env = os.environ.get("XDG_STATE_HOME", "").strip()
-    base = Path(env) if env and os.path.isabs(env) else Path.home() / ".local" / "state"
+        return home / "Library" / "Application Support" / APP
+    env = term.env.get("XDG_STATE_HOME", "").strip()
+    base = Path(env) if env and os.path.isabs(env) else home / ".local" / "state"
     return base / APP
 
 
-def log_file() -> Path:
-    return state_dir() / LOG_NAME
+def log_file(term: Terminal) -> Path:
+    return state_dir(term) / LOG_NAME
 
 
 def ping(ctx: Context) -> bool:
@@ -76,8 +79,8 @@ def daemon_command(socket: str | Path) -> list[str]:
     return [sys.executable, "-m", "pokeralphd", "--socket", str(socket)]
 
 
-def spawn(argv: list[str], log: Path) -> int:
-    """Start the daemon detached from this terminal; return its pid."""
+def spawn(argv: list[str], log: Path, env: Mapping[str, str]) -> int:
+    """Start the daemon detached from this terminal, with ``env``; return its pid."""
     log.parent.mkdir(parents=True, exist_ok=True)
     actions = [
         (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
@@ -85,9 +88,9 @@ def spawn(argv: list[str], log: Path) -> int:
         (os.POSIX_SPAWN_DUP2, 1, 2),
     ]
     try:
-        return os.posix_spawn(argv[0], argv, os.environ, file_actions=actions, setsid=True)
+        return os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True)
     except NotImplementedError:  # no POSIX_SPAWN_SETSID: a process group of its own
-        return os.posix_spawn(argv[0], argv, os.environ, file_actions=actions, setpgroup=0)
+        return os.posix_spawn(argv[0], argv, env, file_actions=actions, setpgroup=0)
 
 
 def exited(pid: int) -> int | None:
@@ -109,7 +112,7 @@ def log_tail(path: Path, lines: int = 15) -> str:
 def start(ctx: Context, args: argparse.Namespace) -> int:
     """Invoked when calling ``pokeralphctl daemon start``."""
     out = ctx.out
-    path = socket_path()
+    path = socket_path(environ=ctx.term.env)
     if ping(ctx):
         if out.json:
             out.ok({"started": False, "running": True, "socket": str(path)})
@@ -117,10 +120,10 @@ def start(ctx: Context, args: argparse.Namespace) -> int:
             out.line(f"pokeralphd is already running on {path}")
         return 0
     if args.foreground:
-        sys.stdout.flush()
-        os.execv(sys.executable, daemon_command(path))
-    log = log_file()
-    pid = spawn(daemon_command(path), log)
+        ctx.term.stdout.flush()
+        os.execve(sys.executable, daemon_command(path), ctx.term.env)  # becomes the daemon
+    log = log_file(ctx.term)
+    pid = spawn(daemon_command(path), log, ctx.term.env)
     deadline = time.monotonic() + START_DEADLINE
     delay = 0.01
     while not ping(ctx):
@@ -150,7 +153,7 @@ def start(ctx: Context, args: argparse.Namespace) -> int:
 def stop(ctx: Context, args: argparse.Namespace) -> int:
     """Invoked when calling ``pokeralphctl daemon stop``."""
     out = ctx.out
-    path = socket_path()
+    path = socket_path(environ=ctx.term.env)
     try:
         conn = ctx.connect(STOP_DEADLINE)
     except DaemonNotRunning:
@@ -173,7 +176,7 @@ def stop(ctx: Context, args: argparse.Namespace) -> int:
         if time.monotonic() > deadline:
             raise CommandError(
                 f"pokeralphd (pid {pid}) still answers after {STOP_DEADLINE:.0f}s",
-                f"see its log ({log_file()}); end it with `kill {pid}` if it hangs",
+                f"see its log ({log_file(ctx.term)}); end it with `kill {pid}` if it hangs",
                 data={"pid": pid},
             )
         time.sleep(delay)
@@ -188,7 +191,7 @@ def stop(ctx: Context, args: argparse.Namespace) -> int:
 def status(ctx: Context, args: argparse.Namespace) -> int:
     """Invoked when calling ``pokeralphctl daemon status``."""
     result = fetch_status(ctx)
-    result["log"] = str(log_file())
+    result["log"] = str(log_file(ctx.term))
     if ctx.out.json:
         ctx.out.ok(result)
     else:

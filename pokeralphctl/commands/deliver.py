@@ -9,8 +9,6 @@ answerable: `pokeralphctl inbox show ID`), others as every command.
 from __future__ import annotations
 
 import json
-import os
-import sys
 from typing import TYPE_CHECKING, Any
 
 from pokeralphctl.commands import CommandError
@@ -74,10 +72,10 @@ def deliver(ctx: Context, args: argparse.Namespace) -> int:
     """Invoked when calling ``pokeralphctl deliver``."""
     body = ""
     if args.body == "-":
-        body = sys.stdin.read()
+        body = ctx.term.stdin.read()
     elif args.body:
         try:
-            with open(args.body, encoding="utf-8") as handle:
+            with open(ctx.term.abspath(args.body), encoding="utf-8") as handle:
                 body = handle.read()
         except OSError as exc:
             raise CommandError(f"cannot read {args.body}: {exc.strerror}") from exc
@@ -85,15 +83,15 @@ def deliver(ctx: Context, args: argparse.Namespace) -> int:
     mode = "blocking" if args.blocking else ("interactive" if schema else "passive")
     if args.blocking and schema is None:
         raise CommandError("--blocking needs --schema (what kind of answer to wait for)")
-    if not ctx.repo_given and os.environ.get("POKERALPH_REPO_PATH"):
-        ctx.repo = os.environ["POKERALPH_REPO_PATH"]
+    if not ctx.repo_given and ctx.term.env.get("POKERALPH_REPO_PATH"):
+        ctx.repo = ctx.term.env["POKERALPH_REPO_PATH"]
     params = ctx.params(
         title=args.title,
         body=body,
         mode=mode,
         schema=schema,
         timeoutSeconds=args.timeout if args.blocking else None,
-        taskId=os.environ.get("POKERALPH_TASK_ID") or None,
+        taskId=ctx.term.env.get("POKERALPH_TASK_ID") or None,
     )
     created = ctx.call("inbox.create", params)
     delivery = created["delivery"]

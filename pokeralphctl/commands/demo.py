@@ -23,6 +23,7 @@ from pokeralphctl.commands import CommandError
 
 if TYPE_CHECKING:
     from pokeralphctl.commands import Context
+    from pokeralphctl.terminal import Terminal
 
 TASK_ID = "001-implement-text-statistics"
 
@@ -46,7 +47,7 @@ def _fresh(path: Path) -> Path:
     return candidate
 
 
-def _git(repo: Path, *args: str) -> None:
+def _git(term: Terminal, repo: Path, *args: str) -> None:
     subprocess.run(
         [
             "git",
@@ -60,10 +61,11 @@ def _git(repo: Path, *args: str) -> None:
         ],
         check=True,
         stdout=subprocess.DEVNULL,
+        env=term.env,
     )
 
 
-def make_sample(target: Path) -> dict[str, Any]:
+def make_sample(term: Terminal, target: Path) -> dict[str, Any]:
     """Copy the sample into ``target`` as a fresh git repository; return its PRD."""
     sample = resources.files("pokeralphd.demo") / "sample"
     target.mkdir(parents=True, exist_ok=True)
@@ -74,9 +76,9 @@ def make_sample(target: Path) -> dict[str, Any]:
         elif item.is_file() and not item.name.endswith(".pyc"):
             (target / item.name).write_bytes(item.read_bytes())
     (target / ".gitignore").write_text("__pycache__/\n")
-    subprocess.run(["git", "init", "-q", str(target)], check=True)
-    _git(target, "add", "-A")
-    _git(target, "commit", "-q", "-m", "The textstats sample, with two stubs")
+    subprocess.run(["git", "init", "-q", str(target)], check=True, env=term.env)
+    _git(term, target, "add", "-A")
+    _git(term, target, "commit", "-q", "-m", "The textstats sample, with two stubs")
     return prd
 
 
@@ -100,13 +102,13 @@ def ensure_daemon(ctx: Context) -> bool:
 
 def run(ctx: Context, args: argparse.Namespace) -> int:
     """Invoked when calling ``pokeralphctl demo``."""
-    if shutil.which("git") is None:
+    if shutil.which("git", path=ctx.term.env.get("PATH")) is None:
         raise CommandError(
             "git is not installed", "install git, then run `pokeralphctl demo` again"
         )
     out = ctx.out
-    target = _fresh(Path(args.directory).expanduser().resolve())
-    prd = make_sample(target)
+    target = _fresh(Path(ctx.term.abspath(args.directory)).resolve())
+    prd = make_sample(ctx.term, target)
     out.note(f"sample repository: {target}  (a DEMO agent will edit it; no account needed)")
     ensure_daemon(ctx)
     ctx.repo = str(target)
@@ -136,6 +138,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
             capture_output=True,
             text=True,
             check=False,
+            env=ctx.term.env,
         ).stdout
         out.line("")
         out.line(f"git log in {target}:")

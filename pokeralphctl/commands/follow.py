@@ -7,7 +7,6 @@ offset each time an ``iteration_*`` event says the agent wrote something.
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Any
 
 from pokeralphctl import codes
@@ -63,7 +62,7 @@ def follow_events(ctx: Context, stream: EventStream, task_id: str) -> int:
         kind = str(event.get("type"))
         if kind in TERMINAL:
             return TERMINAL[kind]
-        if kind == "await_approval" and not out.json and sys.stdin.isatty():
+        if kind == "await_approval" and not out.json and ctx.term.interactive():
             ask_approval(ctx, task_id, event.get("payload") or {})
     return 1
 
@@ -85,7 +84,7 @@ def ask_approval(ctx: Context, task_id: str, payload: dict[str, Any]) -> None:
     number = clean(payload.get("iteration"))
     while True:
         try:
-            answer = input(f"Approve iteration {number}? [y/n/note] ")
+            answer = ctx.term.ask(f"Approve iteration {number}? [y/n/note] ")
         except EOFError:
             ctx.out.note(f"no answer: approve later with `pokeralphctl battle approve {task_id}`")
             return

@@ -7,7 +7,6 @@ choice, each form field, a rating), or takes the values as flags for scripts.
 from __future__ import annotations
 
 import json
-import sys
 from typing import TYPE_CHECKING, Any
 
 from pokeralphctl.commands import CommandError
@@ -160,13 +159,15 @@ def _ask(ctx: Context, schema: dict[str, Any]) -> dict[str, Any]:
     kind = schema.get("type")
     prompt = clean(schema.get("prompt") or "Answer")
     if kind == "confirm":
-        reply = input(f"{prompt} [y/n] ").strip().lower()
+        reply = ctx.term.ask(f"{prompt} [y/n] ").strip().lower()
         return {"value": reply in ("y", "yes")}
     if kind == "select":
         options = schema.get("options", [])
         for n, option in enumerate(options, 1):
             ctx.out.line(f"  {n}. {clean(option)}")
-        reply = input(f"{prompt} (number{'s, comma-separated' if schema.get('multiple') else ''}) ")
+        reply = ctx.term.ask(
+            f"{prompt} (number{'s, comma-separated' if schema.get('multiple') else ''}) "
+        )
         picked = [
             options[int(x) - 1]
             for x in reply.replace(" ", "").split(",")
@@ -176,13 +177,13 @@ def _ask(ctx: Context, schema: dict[str, Any]) -> dict[str, Any]:
             "value": picked if schema.get("multiple") else (picked[0] if picked else reply.strip())
         }
     if kind == "rating":
-        reply = input(f"{prompt} (1-{schema.get('max', 5)}) ").strip()
+        reply = ctx.term.ask(f"{prompt} (1-{schema.get('max', 5)}) ").strip()
         return {"value": int(reply) if reply.isdigit() else reply}
     values: dict[str, Any] = {}
     for spec in schema.get("fields", []):
         label = clean(spec.get("label") or spec["name"])
         extra = clean(f" [{'/'.join(spec['options'])}]") if spec.get("options") else ""
-        reply = input(f"{label}{extra}{' *' if spec.get('required') else ''}: ")
+        reply = ctx.term.ask(f"{label}{extra}{' *' if spec.get('required') else ''}: ")
         if reply:
             values[spec["name"]] = _typed(spec["type"], reply)
     return {"values": values}
@@ -198,7 +199,7 @@ def answer(ctx: Context, args: argparse.Namespace) -> int:
         )
     values = _from_flags(schema, args)
     if values is None:
-        if not sys.stdin.isatty() or ctx.out.json:
+        if not ctx.term.interactive() or ctx.out.json:
             raise CommandError(
                 f"no answer given for {args.id}", f"pass it as flags: {describe(schema)}"
             )

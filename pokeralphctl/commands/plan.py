@@ -9,7 +9,6 @@ answered later with ``pokeralphctl plan --answer "…"``.
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING, Any
 
 from pokeralphctl.commands import CommandError
@@ -47,7 +46,7 @@ def plan(ctx: Context, args: argparse.Namespace) -> int:
         out.ok(result) if out.json else out.line("planning reset")
         return 0
     answers = list(args.answer or [])
-    interactive = sys.stdin.isatty() and not out.json
+    interactive = ctx.term.interactive() and not out.json
     stream = ctx.stream(repo=ctx.repo, types=EVENTS)
     try:
         stream.open()
@@ -75,7 +74,7 @@ def plan(ctx: Context, args: argparse.Namespace) -> int:
                 reply = answers.pop(0) if answers else None
                 if reply is None and interactive:
                     out.line(clean(event["payload"]["question"], multiline=True))
-                    reply = _read_multiline()
+                    reply = _read_multiline(ctx)
                 if not reply:
                     if not out.json:
                         out.note('answer with `pokeralphctl plan --answer "…"` (or in the inbox)')
@@ -86,12 +85,13 @@ def plan(ctx: Context, args: argparse.Namespace) -> int:
         stream.close()
 
 
-def _read_multiline() -> str:
-    print("your answer (an empty line ends it):", flush=True)
+def _read_multiline(ctx: Context) -> str:
+    ctx.out.line("your answer (an empty line ends it):")
+    ctx.out.stdout.flush()
     lines = []
     while True:
         try:
-            line = input("> ")
+            line = ctx.term.ask("> ")
         except EOFError:
             break
         if not line:
@@ -126,7 +126,7 @@ def _finish(ctx: Context, args: argparse.Namespace, interactive: bool) -> int:
         )
     save = args.yes
     if not save and interactive:
-        save = input(f"save this PRD ({merge})? [y/N] ").strip().lower() in ("y", "yes")
+        save = ctx.term.ask(f"save this PRD ({merge})? [y/N] ").strip().lower() in ("y", "yes")
     if not save:
         if out.json:
             out.ok(preview)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from typing import TYPE_CHECKING, Any
 
 from pokeralphctl.commands import CommandError
@@ -14,6 +13,7 @@ if TYPE_CHECKING:
     import argparse
 
     from pokeralphctl.commands import Context
+    from pokeralphctl.terminal import Terminal
 
 
 def add_prd(parser: argparse.ArgumentParser) -> None:
@@ -89,13 +89,13 @@ def set_description(ctx: Context, args: argparse.Namespace) -> int:
     return _update(ctx, description=args.description)
 
 
-def read_prd(path: str) -> dict[str, Any]:
+def read_prd(term: Terminal, path: str) -> dict[str, Any]:
     """The PRD in ``path`` (``-``: stdin); an object, or ``{"prd": {...}}`` as prd.get gives."""
     try:
         if path == "-":
-            text = sys.stdin.read()
+            text = term.stdin.read()
         else:
-            with open(path, encoding="utf-8") as fh:
+            with open(term.abspath(path), encoding="utf-8") as fh:
                 text = fh.read()
     except OSError as exc:
         raise CommandError(
@@ -120,4 +120,4 @@ def read_prd(path: str) -> dict[str, Any]:
 
 def import_(ctx: Context, args: argparse.Namespace) -> int:
     """Invoked when calling ``pokeralphctl prd import``."""
-    return _update(ctx, prd=read_prd(args.file))
+    return _update(ctx, prd=read_prd(ctx.term, args.file))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 from pokeralphctl import codes
@@ -68,7 +67,7 @@ def list_repos(ctx: Context, args: argparse.Namespace) -> int:
 
 def init(ctx: Context, args: argparse.Namespace) -> int:
     """Invoked when calling ``pokeralphctl init``."""
-    path = os.path.abspath(os.path.expanduser(args.path or "."))
+    path = ctx.term.abspath(args.path or ".")
     params: dict[str, object] = {"path": path}
     if args.name:
         params["name"] = args.name
@@ -99,7 +98,7 @@ def init(ctx: Context, args: argparse.Namespace) -> int:
 
 def unregister(ctx: Context, args: argparse.Namespace) -> int:
     """Invoked when calling ``pokeralphctl unregister``."""
-    target = repo_argument(args.target) if args.target else ctx.repo
+    target = repo_argument(ctx.term, args.target) if args.target else ctx.repo
     result = ctx.call("repo.unregister", {"repo": target} if target else {})
     if ctx.out.json:
         ctx.out.ok(result)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from typing import TYPE_CHECKING, Any
 
-from pokeralphctl.client import Connection, DaemonNotRunning
+from pokeralphctl.client import DaemonNotRunning
 from pokeralphctl.commands import CommandError
 
 if TYPE_CHECKING:
@@ -31,11 +31,11 @@ def service(ctx: Context, args: argparse.Namespace) -> int:
     out = ctx.out
     try:
         if args.action == "install":
-            written = svc.install(socket=not args.no_socket, force=args.force)
-            command = svc.enable_command(socket=not args.no_socket)
+            written = svc.install(ctx.term, socket=not args.no_socket, force=args.force)
+            command = svc.enable_command(ctx.term, socket=not args.no_socket)
             result: dict[str, Any] = {"installed": [str(p) for p in written], "enable": command}
             if args.enable:
-                subprocess.run(command, shell=True, check=True)
+                subprocess.run(command, shell=True, check=True, env=ctx.term.env, cwd=ctx.term.cwd)
             if out.json:
                 out.ok(result)
             else:
@@ -44,7 +44,7 @@ def service(ctx: Context, args: argparse.Namespace) -> int:
                 out.line(f"{'enabled with' if args.enable else 'enable it with'}: {command}")
             return 0
         if args.action == "uninstall":
-            removed = svc.uninstall()
+            removed = svc.uninstall(ctx.term)
             result = {"removed": [str(p) for p in removed], "disable": svc.disable_command()}
             if out.json:
                 out.ok(result)
@@ -65,15 +65,15 @@ def service(ctx: Context, args: argparse.Namespace) -> int:
         ) from exc
     answering = True
     try:
-        with Connection(None, timeout=5) as conn:
+        with ctx.connect(5) as conn:
             conn.call("daemon.ping")
     except DaemonNotRunning:
         answering = False
-    installed = [str(p) for p in svc.installed_units()]
+    installed = [str(p) for p in svc.installed_units(ctx.term)]
     status: dict[str, Any] = {
         "installed": installed,
         "answering": answering,
-        "enable": svc.enable_command(),
+        "enable": svc.enable_command(ctx.term),
     }
     if out.json:
         out.ok(status)

@@ -55,7 +55,7 @@ def add_untrust(parser: argparse.ArgumentParser) -> None:
 
 
 def _params(ctx: Context, args: argparse.Namespace) -> dict[str, Any]:
-    target = repo_argument(args.target) if args.target else ctx.repo
+    target = repo_argument(ctx.term, args.target) if args.target else ctx.repo
     params: dict[str, Any] = {"repo": target} if target else {}
     if args.hash:
         params["hash"] = args.hash

@@ -48,7 +48,7 @@ def login_url(socket: str) -> str:
 def web(ctx: Context, args: argparse.Namespace) -> int:
     """Invoked when calling ``pokeralphctl web``."""
     ctx.call("daemon.ping")  # the files may be left from a daemon that is gone
-    url = login_url(socket_path())
+    url = login_url(socket_path(environ=ctx.term.env))
     opened = False
     if args.open:
         import webbrowser

@@ -15,6 +15,7 @@ from pokeralphctl.commands.config import nested_patch, parse_value, split_key
 from pokeralphctl.commands.follow import next_offset, parse_answer
 from pokeralphctl.commands.render import render
 from pokeralphctl.output import Output
+from pokeralphctl.terminal import Terminal
 from tests.cli.conftest import Ctl, envelope
 from tests.helpers import FAKES
 
@@ -22,8 +23,10 @@ from tests.helpers import FAKES
 def parse(*argv: str) -> tuple[Context, Any]:
     parser, _ = build_parser(list(argv))
     args = parser.parse_args(list(argv))
-    out = Output(json_mode=args.json, stdout=io.StringIO(), stderr=io.StringIO())
-    return Context(out, "/work/repo", False), args
+    stdout, stderr = io.StringIO(), io.StringIO()
+    out = Output(json_mode=args.json, stdout=stdout, stderr=stderr)
+    term = Terminal({}, "/work/repo", io.StringIO(), stdout, stderr)
+    return Context(term, out, "/work/repo", False), args
 
 
 def test_battle_start_params() -> None:

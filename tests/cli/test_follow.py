@@ -14,6 +14,7 @@ from pokeralphctl.commands import Context
 from pokeralphctl.commands.follow import follow_log, start_and_follow
 from pokeralphctl.commands.stream import EventStream
 from pokeralphctl.output import Output
+from pokeralphctl.terminal import Terminal
 
 
 class FakeStream(EventStream):
@@ -43,10 +44,12 @@ class FakeStream(EventStream):
 class FakeDaemon(Context):
     """A Context whose requests are answered by a dict of handlers and recorded."""
 
-    def __init__(self, json_mode: bool = False) -> None:
+    def __init__(self, json_mode: bool = False, stdin: io.StringIO | None = None) -> None:
         self.buffer = io.StringIO()
-        out = Output(json_mode=json_mode, stdout=self.buffer, stderr=io.StringIO())
-        super().__init__(out, "/work/shop", False)
+        err = io.StringIO()
+        out = Output(json_mode=json_mode, stdout=self.buffer, stderr=err)
+        term = Terminal({}, "/work/shop", stdin or io.StringIO(), self.buffer, err)
+        super().__init__(term, out, "/work/shop", False)
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.events: list[dict[str, Any]] = []
         self.filters: dict[str, Any] = {}
@@ -98,22 +101,21 @@ def event(kind: str, **payload: Any) -> dict[str, Any]:
     }
 
 
-class Terminal(io.StringIO):
+class TypedInput(io.StringIO):
+    """What a person types at a terminal."""
+
     def isatty(self) -> bool:
         return True
 
 
 @pytest.mark.parametrize(("last", "code"), [("battle_complete", 0), ("battle_failed", 1)])
-def test_follow_asks_for_approval_on_a_terminal(
-    monkeypatch: pytest.MonkeyPatch, last: str, code: int
-) -> None:
-    ctx = FakeDaemon()
+def test_follow_asks_for_approval_on_a_terminal(last: str, code: int) -> None:
+    ctx = FakeDaemon(stdin=TypedInput("\nadd a test\n"))
     ctx.events = [
         event("iteration_output", iteration=1, chunks=[{"kind": "text", "text": "working"}]),
         event("await_approval", iteration=1, result="success"),
         event(last, iterations=1, costUsd=0.1, error="boom"),
     ]
-    monkeypatch.setattr("sys.stdin", Terminal("\nadd a test\n"))
     args = argparse.Namespace()
     assert start_and_follow(ctx, args, ctx.params(taskId="001-x", mode="hitl")) == code
     assert ctx.filters == {"repo": "/work/shop", "task_id": "001-x"}
@@ -127,11 +129,10 @@ def test_follow_asks_for_approval_on_a_terminal(
     assert "working" in ctx.stdout()
 
 
-def test_follow_without_a_terminal_only_shows_the_hint(monkeypatch: pytest.MonkeyPatch) -> None:
-    ctx = FakeDaemon(json_mode=True)
+def test_follow_without_a_terminal_only_shows_the_hint() -> None:
+    ctx = FakeDaemon(json_mode=True, stdin=io.StringIO("y\n"))
     ctx.events = [event("await_approval", iteration=2, result="success")]
     ctx.events.append(event("battle_cancelled", iterations=2))
-    monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
     assert start_and_follow(ctx, argparse.Namespace(), ctx.params(taskId="001-x")) == 1
     assert [m for m, _ in ctx.calls] == ["battle.start"]
     lines = [json.loads(line) for line in ctx.stdout().splitlines()]

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from pokeralphctl.commands.demo import make_sample
+from pokeralphctl.terminal import Terminal
 from pokeralphctl.weblink import info_path, login_query, token_path
 from tests.helpers import short_tmpdir
 from tests.inproc import ThreadedDaemon
@@ -49,7 +50,7 @@ class WebDaemon:
 
 def demo_repo(daemon: ThreadedDaemon, target: Path, mode: str = "hitl") -> Path:
     """The demo sample registered with the demo agent (no account, no network)."""
-    prd = make_sample(target)
+    prd = make_sample(Terminal.of_process(), target)
     daemon.call("repo.register", {"path": str(target)})
     daemon.call("prd.update", {"repo": str(target), "prd": prd})
     daemon.call(

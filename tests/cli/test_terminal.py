@@ -1,0 +1,65 @@
+"""A command runs in the Terminal it is given: its environment, directory and streams,
+never the process's own (the tests run pokeralphctl in-process on this)."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+
+import pytest
+
+from pokeralphctl.cli import main
+from pokeralphctl.terminal import Terminal
+from tests.helpers import DaemonProcess, make_git_repo
+
+
+def terminal(env: dict[str, str], cwd: Path, typed: str = "") -> Terminal:
+    return Terminal(env, str(cwd), io.StringIO(typed), io.StringIO(), io.StringIO())
+
+
+def output(term: Terminal) -> str:
+    assert isinstance(term.stdout, io.StringIO)
+    return term.stdout.getvalue()
+
+
+def test_socket_option_leaves_the_process_environment_alone(
+    daemon: DaemonProcess, home: Path
+) -> None:
+    env = {k: v for k, v in daemon.env.items() if k != "POKERALPH_SOCKET"}
+    before = dict(os.environ)
+    term = terminal(env, home)
+    assert main(["--socket", str(daemon.socket), "ping"], term) == 0
+    assert output(term).startswith("pong")
+    assert dict(os.environ) == before
+
+
+def test_relative_paths_resolve_in_the_terminals_directory(
+    daemon: DaemonProcess, home: Path
+) -> None:
+    repo = make_git_repo(home / "work" / "shop")
+    assert os.getcwd() != str(repo.parent)
+    term = terminal(daemon.env, repo.parent)
+    assert main(["init", "shop"], term) == 0, term.stderr
+    assert str(repo) in output(term)
+    term = terminal(daemon.env, repo)
+    assert main(["status"], term) == 0
+    assert any(str(repo) in line for line in output(term).splitlines())
+
+
+def test_home_comes_from_the_terminals_environment(tmp_path: Path) -> None:
+    term = terminal({"HOME": str(tmp_path)}, Path("/"))
+    assert term.abspath("~/x/../y") == str(tmp_path / "y")
+    assert term.abspath("z") == "/z"
+    gone = Terminal({}, None, io.StringIO(), io.StringIO(), io.StringIO())
+    with pytest.raises(FileNotFoundError):
+        gone.abspath("relative")
+
+
+def test_ask_reads_a_line_at_a_time_then_ends() -> None:
+    term = terminal({}, Path("/"), "yes\nno")
+    assert (term.ask("one? "), term.ask("two? ")) == ("yes", "no")
+    with pytest.raises(EOFError):
+        term.ask("three? ")
+    assert output(term) == "one? two? three? "
+    assert not term.interactive()
