@@ -1,34 +1,19 @@
-"""Fixtures for the CLI tests: run ``pokeralphctl`` in a registered repository."""
+"""Fixtures for the CLI tests: run ``pokeralphctl`` in a registered repository (in this
+process unless a test asks for the console script: see :func:`tests.helpers.run_ctl`)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers import DaemonProcess
+from tests.helpers import DaemonProcess, run_ctl
 
 Ctl = Callable[..., subprocess.CompletedProcess[str]]
-
-
-def run_ctl(
-    env: dict[str, str], *args: str, cwd: Path | None = None, input: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    """``pokeralphctl ARGS`` in ``cwd`` with ``env``; never a shell."""
-    return subprocess.run(
-        [sys.executable, "-m", "pokeralphctl", *args],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        input=input,
-        timeout=60,
-    )
 
 
 def envelope(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
@@ -51,7 +36,9 @@ def registered(daemon: DaemonProcess, repo: Path) -> Path:
 def ctl(daemon: DaemonProcess, registered: Path) -> Ctl:
     """Run ``pokeralphctl`` inside the registered repository (the default --repo)."""
 
-    def run(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
-        return run_ctl(daemon.env, *args, cwd=registered, input=input)
+    def run(
+        *args: str, input: str | None = None, process: bool = False
+    ) -> subprocess.CompletedProcess[str]:
+        return run_ctl(daemon.env, *args, cwd=registered, input=input, process=process)
 
     return run

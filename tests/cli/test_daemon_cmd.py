@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import envelope, run_ctl
-from tests.helpers import pid_alive, short_tmpdir, wait_until
+from tests.cli.conftest import envelope
+from tests.helpers import pid_alive, run_ctl, short_tmpdir, wait_until
 
 
 def end(pid: int) -> None:

@@ -18,8 +18,8 @@ import pytest
 
 from pokeralphctl.commands.render import SUMMARIES, render
 from pokeralphctl.output import Output, clean, dumps
-from tests.cli.conftest import Ctl, envelope, run_ctl
-from tests.helpers import DaemonProcess, make_git_repo
+from tests.cli.conftest import Ctl, envelope
+from tests.helpers import DaemonProcess, make_git_repo, run_ctl
 
 #: OSC (retitle the terminal, BEL-terminated), clear screen, a colour, a C1 CSI, the RTL
 #: override and an isolate, NEL, NUL, DEL, a carriage return, a lone surrogate's cousin
@@ -42,6 +42,18 @@ def unsafe(text: str) -> list[str]:
         or c in BIDI
         or c in LINE_SEPARATORS
     ]
+
+
+@pytest.fixture
+def ctl(daemon: DaemonProcess, registered: Path) -> Ctl:
+    """The console script itself, not the in-process run: what reaches a real pipe is
+    the point here (a lone surrogate let through would fail the stream's encoding, where
+    a StringIO takes anything)."""
+
+    def run(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        return run_ctl(daemon.env, *args, cwd=registered, input=input, process=True)
+
+    return run
 
 
 def inert(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
@@ -332,8 +344,8 @@ def test_status_and_repos_with_a_hostile_path(daemon: DaemonProcess, home: Path)
     repo = make_git_repo(home / "r\x1b]0;pwned\x07\u202e\x9b")
     assert daemon.call("repo.register", {"path": str(repo)})["path"] == str(repo)
     for args in (("status",), ("repos",), ("daemon", "status")):
-        proc = inert(run_ctl(daemon.env, *args))
+        proc = inert(run_ctl(daemon.env, *args, process=True))
         assert proc.returncode == 0, proc.stderr
         assert "r\\x1b]0;pwned\\x07\\u202e\\x9b" in proc.stdout
-    repos = envelope(inert(run_ctl(daemon.env, "repos", "--json")))["result"]
+    repos = envelope(inert(run_ctl(daemon.env, "repos", "--json", process=True)))["result"]
     assert [r["path"] for r in repos] == [str(repo)]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tests.cli.conftest import Ctl, envelope, run_ctl
-from tests.helpers import DaemonProcess, short_tmpdir
+from tests.cli.conftest import Ctl, envelope
+from tests.helpers import DaemonProcess, run_ctl, short_tmpdir
 
 
 def test_no_daemon_exits_3_and_says_how_to_start_it() -> None:
@@ -14,13 +14,13 @@ def test_no_daemon_exits_3_and_says_how_to_start_it() -> None:
     env = dict(os.environ, POKERALPH_SOCKET="/nonexistent/elsewhere.sock")
     env["POKERALPH_NO_AUTOSTART"] = "1"  # say so, rather than start a daemon on demand
     for command in ("ping", "status"):
-        proc = run_ctl(env, "--socket", str(nothing), command)
+        proc = run_ctl(env, "--socket", str(nothing), command, process=True)
         assert proc.returncode == 3
         assert str(nothing) in proc.stderr  # --socket wins over $POKERALPH_SOCKET
         assert "pokeralphctl daemon start" in proc.stderr
         assert "systemctl --user start pokeralphd" in proc.stderr
         assert "Traceback" not in proc.stderr
-    proc = run_ctl(env, "status", "--json", "--socket", str(nothing))
+    proc = run_ctl(env, "status", "--json", "--socket", str(nothing), process=True)
     assert proc.returncode == 3
     error = envelope(proc)["error"]
     assert error["code"] == "daemon_not_running"
@@ -29,7 +29,9 @@ def test_no_daemon_exits_3_and_says_how_to_start_it() -> None:
 
 
 def test_ping(daemon: DaemonProcess) -> None:
-    proc = daemon.ctl("ping")
+    # Most CLI tests run pokeralphctl in this process; this one and the one above run the
+    # console script, as a user does.
+    proc = daemon.ctl("ping", process=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("pong")
     assert envelope(daemon.ctl("ping", "--json")) == {"ok": True, "result": "pong"}

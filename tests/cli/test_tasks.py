@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.cli.conftest import Ctl, envelope, run_ctl
-from tests.helpers import DaemonProcess
+from tests.cli.conftest import Ctl, envelope
+from tests.helpers import DaemonProcess, run_ctl
 
 
 def test_task_add_list_show_edit_rm(ctl: Ctl) -> None:

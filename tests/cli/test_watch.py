@@ -17,8 +17,7 @@ from typing import IO, Any
 import pytest
 
 from pokeralphd.settings import DaemonSettings
-from tests.cli.conftest import run_ctl
-from tests.helpers import DaemonProcess
+from tests.helpers import DaemonProcess, run_ctl
 from tests.inproc import ThreadedDaemon
 
 

@@ -10,7 +10,7 @@ from tests.helpers import DaemonProcess
 
 def test_demo_runs_a_whole_battle(daemon: DaemonProcess, home: Path) -> None:
     target = home / "demo"
-    result = daemon.ctl("demo", str(target), timeout=120)
+    result = daemon.ctl("demo", str(target))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "battle_complete" in result.stdout and "DEMO agent" in result.stderr
     log = subprocess.run(
@@ -25,5 +25,5 @@ def test_demo_runs_a_whole_battle(daemon: DaemonProcess, home: Path) -> None:
     )
     assert tests.returncode == 0, tests.stderr
     # A second run makes a fresh copy beside the first.
-    again = daemon.ctl("demo", str(target), "--json", timeout=120)
+    again = daemon.ctl("demo", str(target), "--json")
     assert again.returncode == 0 and (home / "demo-2" / "textstats.py").exists()
