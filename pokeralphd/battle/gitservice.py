@@ -9,6 +9,10 @@ Every step is one ``git`` command through GitPython's command runner (``git.Git`
 ``git.Repo`` is built: a Repo starts two long-lived ``git cat-file`` children the first
 time an object is read, so a Repo per call (as this once did) left two processes per
 question behind until the garbage collector came.
+
+GitPython is imported when a repository is first asked something (``import git`` in the
+methods): it is a sixth of the daemon's imports (~0.1 s), and a daemon that only answers
+requests, or a client that only reads, never needs it.
 """
 
 from __future__ import annotations
@@ -19,12 +23,12 @@ import os
 import subprocess
 from typing import TYPE_CHECKING
 
-import git
-
 from pokeralphd.errors import InvalidState, StorageError
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    import git
 
 RUNTIME = ".pokeralph"
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's empty tree
@@ -65,11 +69,15 @@ class GitService:
         if self._cmd is None:
             if not (self.root / ".git").exists():
                 raise InvalidState(f"{self.root} is not a git repository", path=str(self.root))
+            import git
+
             self._cmd = git.Git(self.root)
         return self._cmd
 
     def head(self) -> str | None:
         """HEAD's hash, or None before the first commit."""
+        import git
+
         try:
             return str(self._git.rev_parse("--verify", "-q", "HEAD^{commit}")).strip() or None
         except git.GitCommandError:
@@ -170,6 +178,8 @@ class GitService:
     def restore(self, paths: list[str]) -> list[str]:
         """Put ``paths`` back as HEAD has them: a tracked path is checked out again (a
         deleted one comes back), one git does not know is removed. The paths put back."""
+        import git
+
         if not paths:
             return []
         cmd = self._git
@@ -194,6 +204,8 @@ class GitService:
     def _identity(self) -> dict[str, str]:
         """Environment for committing: the user's identity where git has one, else ours
         (a fresh machine or a CI runner has none, and git would refuse to commit)."""
+        import git
+
         try:
             found = str(self._git.config(*IDENTITY_QUERY))
         except git.GitCommandError:  # exit 1: neither is set
@@ -206,6 +218,8 @@ class GitService:
 
     def commit(self, paths: list[str], message: str, include_runtime: bool = False) -> str | None:
         """Stage exactly ``paths`` (deletions too) and commit; the new hash, or None if nothing changed."""
+        import git
+
         if not include_runtime:
             paths = [p for p in paths if not _runtime(p)]
         if not paths:
@@ -249,6 +263,8 @@ class GitService:
 
     def revert_last(self, expected_message_prefix: str | None) -> str:
         """Undo HEAD with a new revert commit, if HEAD is the expected PokéRalph commit."""
+        import git
+
         head = self.head()
         if head is None:
             raise InvalidState("the repository has no commits to revert")
