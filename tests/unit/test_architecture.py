@@ -4,6 +4,10 @@ layers point one way, and nothing but the entry points knows the daemon."""
 from __future__ import annotations
 
 import ast
+import functools
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,6 +53,12 @@ def _modules(package: str) -> dict[str, Path]:
             parts = parts[:-1]
         out[".".join(parts)] = path
     return out
+
+
+@functools.cache
+def _package_imports(package: str) -> dict[str, frozenset[str]]:
+    """The import graph of ``package``, parsed once per test process (three tests read it)."""
+    return {name: frozenset(targets) for name, targets in _imports(_modules(package)).items()}
 
 
 def _imports(modules: dict[str, Path]) -> dict[str, set[str]]:
@@ -118,11 +128,12 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_no_import_cycle() -> None:
-    assert _cycles(_imports(_modules("pokeralphd"))) == []
+    edges = _package_imports("pokeralphd")
+    assert _cycles({name: set(targets) for name, targets in edges.items()}) == []
 
 
 def test_layers_point_one_way() -> None:
-    edges = _imports(_modules("pokeralphd"))
+    edges = _package_imports("pokeralphd")
     upward = [
         f"{source} -> {target}"
         for source, targets in sorted(edges.items())
@@ -133,7 +144,7 @@ def test_layers_point_one_way() -> None:
 
 
 def test_only_the_entry_points_know_the_daemon() -> None:
-    edges = _imports(_modules("pokeralphd"))
+    edges = _package_imports("pokeralphd")
     knowing = {source for source, targets in edges.items() if "pokeralphd.daemon" in targets}
     assert knowing <= ENTRY_POINTS
 
@@ -145,3 +156,18 @@ def test_the_client_needs_nothing_of_the_daemon_package() -> None:
                 assert not node.module.startswith("pokeralphd"), path
             if isinstance(node, ast.Import):
                 assert not any(a.name.startswith("pokeralphd") for a in node.names), path
+
+
+# What the daemon loads only when first needed: GitPython (a sixth of its imports) when a
+# repository is first asked something, the web stack when the dashboard starts, httpx
+# with the local agent. A daemon that starts to answer a client pays for none of them.
+LAZY = ("git", "starlette", "hypercorn", "httpx")
+
+
+def test_the_daemon_starts_without_what_it_loads_on_demand() -> None:
+    probe = "import json, sys, pokeralphd.cli; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    loaded = {name.split(".")[0] for name in json.loads(out)}
+    assert [name for name in LAZY if name in loaded] == []
