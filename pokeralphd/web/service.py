@@ -14,6 +14,7 @@ them and waits, as the Unix server does, for their last replies to go out.
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import os
@@ -122,6 +123,9 @@ class WebService(ConnectionSet):
             self._done.set()
 
     async def _run(self, task_status: TaskStatus[None]) -> None:
+        # Hypercorn and Starlette take ~0.2 s to import: in a worker thread, so the socket
+        # (already serving) answers meanwhile; the imports below then find them loaded.
+        await anyio.to_thread.run_sync(_import_web_stack)
         from hypercorn.asyncio import serve
         from hypercorn.config import Config
 
@@ -170,3 +174,10 @@ class WebService(ConnectionSet):
         with anyio.move_on_after(grace):
             await self.close_connections(grace)
             await self._done.wait()  # the server's own ending (HTTP keep-alives)
+
+
+def _import_web_stack() -> None:
+    """Load Hypercorn, Starlette and the app (when the dashboard starts: a daemon started
+    with --no-web never loads them)."""
+    for name in ("hypercorn.asyncio", "hypercorn.config", "pokeralphd.web.app"):
+        importlib.import_module(name)

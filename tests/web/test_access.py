@@ -9,18 +9,24 @@ import http.client
 import json
 import os
 import stat
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.to_thread
 import pytest
 import websocket
 
+from pokeralphctl.client import Connection
 from pokeralphctl.weblink import link_mac, login_query
+from pokeralphd.daemon import Daemon
 from pokeralphd.settings import DaemonSettings
+from pokeralphd.web import service
 from pokeralphd.web.auth import COOKIE, Gate, load_or_create_secret
 from tests.helpers import short_tmpdir
-from tests.inproc import ThreadedDaemon
+from tests.inproc import ThreadedDaemon, paths_for
 from tests.web.conftest import WebDaemon
 
 
@@ -207,3 +213,39 @@ def test_no_web_serves_nothing_and_leaves_no_file() -> None:
     assert info.exists()
     started.stop()
     assert not info.exists()  # removed at shutdown
+
+
+@pytest.mark.anyio
+async def test_the_socket_answers_while_the_dashboard_loads(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loading the web stack (~0.2 s) happens off the event loop: clients of the socket are
+    answered meanwhile, and the daemon is ready once the dashboard is up."""
+    loading, release = threading.Event(), threading.Event()
+    load = service._import_web_stack
+
+    def held() -> None:
+        loading.set()
+        release.wait(20)
+        load()
+
+    monkeypatch.setattr(service, "_import_web_stack", held)
+    paths = paths_for(home)
+    daemon = Daemon(paths, None)
+
+    def ping() -> Any:
+        with Connection(str(paths.socket), timeout=5) as conn:
+            return conn.call("daemon.ping")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: daemon.run(handle_signals=False))
+        try:
+            assert await anyio.to_thread.run_sync(loading.wait, 20)
+            assert await anyio.to_thread.run_sync(ping) == "pong"
+            assert not daemon.ready.is_set()
+        finally:
+            release.set()
+        with anyio.fail_after(20):
+            await daemon.ready.wait()
+        assert (paths.socket.parent / "d.web.json").exists()
+        daemon.shutdown_requested.set()
