@@ -173,10 +173,18 @@ def run_ctl(
 
 
 class DaemonProcess:
-    def __init__(self, home: Path, extra_args: list[str] | None = None) -> None:
+    """A real ``pokeralphd`` process: for what needs a process boundary (signals, kill -9,
+    socket activation, a daemon's own start). Without the dashboard unless ``web``: loading
+    the web stack is a third of a daemon's start (~0.25 s of CPU), and the dashboard's
+    tests run it in-process."""
+
+    def __init__(
+        self, home: Path, extra_args: list[str] | None = None, *, web: bool = False
+    ) -> None:
         self.home = home
         self.socket = home / "run" / "d.sock"
-        self.extra_args = extra_args or []
+        self.web = web
+        self.extra_args = (extra_args or []) + ([] if web else ["--no-web"])
         self.env = dict(os.environ)
         self.env.update(
             {
@@ -341,7 +349,7 @@ class SettingsDaemon(DaemonProcess):
         self, home: Path, settings: dict[str, Any] | None = None, nofile: int | None = None
     ) -> None:
         super().__init__(home)
-        self.settings = settings or {}
+        self.settings = {"web": False, **(settings or {})}
         self.nofile = nofile or 0
 
     def start(self, wait: bool = True) -> SettingsDaemon:
