@@ -65,6 +65,7 @@ _ENCODE_ERRORS = (TypeError, ValueError, OverflowError, RecursionError, msgspec.
 _concurrent_cache: weakref.WeakKeyDictionary[Dispatcher, frozenset[str]] = (
     weakref.WeakKeyDictionary()
 )
+_sync_cache: weakref.WeakKeyDictionary[Dispatcher, frozenset[str]] = weakref.WeakKeyDictionary()
 
 
 def _concurrent_methods(dispatcher: Dispatcher) -> frozenset[str]:
@@ -73,6 +74,13 @@ def _concurrent_methods(dispatcher: Dispatcher) -> frozenset[str]:
         names = _concurrent_cache[dispatcher] = frozenset(
             name for name, method in dispatcher.table.methods.items() if method.concurrent
         )
+    return names
+
+
+def _sync_methods(dispatcher: Dispatcher) -> frozenset[str]:
+    names = _sync_cache.get(dispatcher)
+    if names is None:
+        names = _sync_cache[dispatcher] = dispatcher.sync_methods()
     return names
 
 
@@ -157,6 +165,7 @@ class ClientConnection:
         self.subscriptions: set[int] = set()
         self._reader_scope = anyio.CancelScope()
         self._concurrent = _concurrent_methods(host.dispatcher)
+        self._sync = _sync_methods(host.dispatcher)
         self._replies: list[bytes] = []  # encoded reply bodies waiting for the next flush
         self._reply_bytes = 0
         self._slice_end = 0.0
@@ -542,7 +551,9 @@ class ClientConnection:
         :meth:`_encode` inlined, the reply bytes counted in a local (written back
         whenever another method may add replies, so the bounds stay exact)."""
         concurrent = self._concurrent
+        sync = self._sync
         call = self.host.dispatcher.call
+        call_now = self.host.dispatcher.call_now
         services = self.host.services
         encode = jsonrpc.encode
         clock = monotonic
@@ -566,7 +577,10 @@ class ClientConnection:
                 else:
                     if refs(ctx) != alone or refs(ctx.after_reply) != list_alone:
                         ctx = CallContext(services, self)  # kept by someone: theirs now
-                    answer = await call(request, ctx)
+                    if request.method in sync:
+                        answer = call_now(request, ctx)  # no coroutine to make and run
+                    else:
+                        answer = await call(request, ctx)
                     if ctx.after_reply:  # rare (a replay): the reply goes out before them
                         self._reply_bytes = gathered
                         self._reply_then_hooks(answer, ctx.after_reply)

@@ -9,6 +9,7 @@ anything unexpected is logged and reported as -32603 without killing the connect
 
 from __future__ import annotations
 
+import inspect
 import logging
 import re
 import time
@@ -38,7 +39,9 @@ if TYPE_CHECKING:
     from pokeralphd.server.context import CallContext
 
 log = logging.getLogger(__name__)
-Handler = Callable[["CallContext", Any], Awaitable[Any]]
+#: ``async def handler(ctx, params)``, or a plain ``def`` for a method that never waits
+#: (``daemon.ping``): the dispatcher then calls it without making a coroutine.
+Handler = Callable[["CallContext", Any], Awaitable[Any]] | Callable[["CallContext", Any], Any]
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,7 @@ class Method:
     result: Any  # the msgspec type of the result (a results struct, a list or a literal)
     concurrent: bool = False  # may wait a long time: run beside the connection's reader
     agent: bool = False  # an agent's connection may call it (for its own repository and task)
+    sync: bool = False  # the handler is a plain function (see Handler)
 
 
 class MethodTable:
@@ -97,7 +101,12 @@ class MethodTable:
         def decorate(handler: Handler) -> Handler:
             if name in self.methods:
                 raise ValueError(f"method {name} registered twice")
-            self.methods[name] = Method(name, handler, params, summary, result, concurrent, agent)
+            sync = not inspect.iscoroutinefunction(handler)
+            if sync and concurrent:
+                raise ValueError(f"method {name}: a synchronous handler cannot be concurrent")
+            self.methods[name] = Method(
+                name, handler, params, summary, result, concurrent, agent, sync
+            )
             self._discover = None
             return handler
 
@@ -179,64 +188,96 @@ class Dispatcher:
         # Params structs of methods called without params, decoded once (they are never mutated).
         self._no_params: dict[str, Params] = {}
 
+    def sync_methods(self) -> frozenset[str]:
+        """The methods :meth:`call_now` runs: their handlers are plain functions."""
+        return frozenset(name for name, method in self.table.methods.items() if method.sync)
+
     async def call(self, request: jsonrpc.Request, ctx: CallContext) -> dict[str, Any] | None:
         """Run one request; the response dict, or None for a notification."""
         method = self.table.methods.get(request.method)
-        rid: jsonrpc.Id = None if isinstance(request.id, msgspec.UnsetType) else request.id
         if method is None:
-            if request.is_notification:
-                return None
-            return jsonrpc.error_response(
-                rid,
-                ErrorCode.METHOD_NOT_FOUND,
-                "Method not found",
-                {"method": request.method, "hint": "call rpc.discover for the list of methods"},
-            )
+            return self._not_found(request)
         try:
-            if ctx.scope is not None and not method.agent:
-                raise OutOfScope(ctx.scope, f"{method.name} is not for agents", method.name)
-            if request.params_or_none is None and method.name in self._no_params:
-                params = self._no_params[method.name]
-            else:
-                params = decode_params(method, request.params_or_none)
-                if request.params_or_none is None:
-                    self._no_params[method.name] = params
-            result = await method.handler(ctx, params)
-        except PokeralphError as exc:
-            if isinstance(exc, OutOfScope):
-                self.refusals.record(ctx, request.method, exc)
-            if request.is_notification:
-                return None
+            params = self._params(method, request, ctx)
+            result = method.handler(ctx, params)
+            if not method.sync:
+                result = await result
+        except Exception as exc:
+            return self._failed(request, ctx, exc)
+        if request.is_notification:
+            return None
+        return jsonrpc.result_response(_rid(request), result)
+
+    def call_now(self, request: jsonrpc.Request, ctx: CallContext) -> dict[str, Any] | None:
+        """:meth:`call` for a method in :meth:`sync_methods`, without a coroutine (the hot
+        path of a client pipelining pings)."""
+        method = self.table.methods[request.method]
+        try:
+            result = method.handler(ctx, self._params(method, request, ctx))
+        except Exception as exc:
+            return self._failed(request, ctx, exc)
+        if request.is_notification:
+            return None
+        return jsonrpc.result_response(_rid(request), result)
+
+    def _params(self, method: Method, request: jsonrpc.Request, ctx: CallContext) -> Params:
+        """The request's params as the method's struct, once it may be called at all."""
+        if ctx.scope is not None and not method.agent:
+            raise OutOfScope(ctx.scope, f"{method.name} is not for agents", method.name)
+        raw = request.params_or_none
+        if raw is None:
+            params = self._no_params.get(method.name)
+            if params is None:
+                params = self._no_params[method.name] = decode_params(method, None)
+            return params
+        return decode_params(method, raw)
+
+    def _not_found(self, request: jsonrpc.Request) -> dict[str, Any] | None:
+        if request.is_notification:
+            return None
+        return jsonrpc.error_response(
+            _rid(request),
+            ErrorCode.METHOD_NOT_FOUND,
+            "Method not found",
+            {"method": request.method, "hint": "call rpc.discover for the list of methods"},
+        )
+
+    def _failed(
+        self, request: jsonrpc.Request, ctx: CallContext, exc: Exception
+    ) -> dict[str, Any] | None:
+        """The error reply for what a call raised (None for a notification); a bug is
+        logged and answered as an internal error, and the connection goes on."""
+        if isinstance(exc, OutOfScope):
+            self.refusals.record(ctx, request.method, exc)
+        if not isinstance(exc, PokeralphError | InvalidId | IllegalTransition):
+            log.error("internal error in %s", request.method, exc_info=exc)
+        if request.is_notification:
+            return None
+        rid = _rid(request)
+        if isinstance(exc, PokeralphError):
             return jsonrpc.error_response(rid, exc.code, exc.message, exc.data or None)
-        except InvalidId as exc:
-            if request.is_notification:
-                return None
+        if isinstance(exc, InvalidId):
             data = {"field": exc.field or _ID_PARAMS.get(exc.kind, exc.kind + "Id")}
             if exc.value is not None:
                 data["value"] = str(exc.value)
             return jsonrpc.error_response(rid, ErrorCode.INVALID_PARAMS, str(exc), data)
-        except IllegalTransition as exc:
-            if request.is_notification:
-                return None
+        if isinstance(exc, IllegalTransition):
             return jsonrpc.error_response(
                 rid,
                 ErrorCode.ILLEGAL_TRANSITION,
                 str(exc),
                 {"from": exc.old, "to": exc.new, "kind": exc.kind},
             )
-        except Exception:
-            log.exception("internal error in %s", request.method)
-            if request.is_notification:
-                return None
-            return jsonrpc.error_response(
-                rid,
-                ErrorCode.INTERNAL_ERROR,
-                "Internal error",
-                {"method": request.method, "hint": "see the daemon log"},
-            )
-        if request.is_notification:
-            return None
-        return jsonrpc.result_response(rid, result)
+        return jsonrpc.error_response(
+            rid,
+            ErrorCode.INTERNAL_ERROR,
+            "Internal error",
+            {"method": request.method, "hint": "see the daemon log"},
+        )
+
+
+def _rid(request: jsonrpc.Request) -> jsonrpc.Id:
+    return None if isinstance(request.id, msgspec.UnsetType) else request.id
 
 
 REFUSALS_PER_MINUTE = 60  # refusals recorded one by one; past it, only counted

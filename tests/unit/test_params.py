@@ -400,3 +400,62 @@ def test_json_nested_too_deep_is_a_decode_error_not_a_crash(depth: int) -> None:
     assert jsonrpc.decode_many_fast([body, body]) is None
     with pytest.raises(jsonrpc.ParseError, match="nested deeper than"):
         jsonrpc.decode(body)
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (InvalidParams("nope", field="x"), -32602),
+        (TaskNumbersExhausted(999_999), -32602),
+        (RuntimeError("a bug"), -32603),
+    ],
+)
+@pytest.mark.anyio
+async def test_a_synchronous_handler_answers_alike_on_either_path(
+    error: Exception, code: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A plain-function handler (daemon.ping's kind) runs without a coroutine through
+    call_now, the pipelining hot path, and through call: the same replies either way, a
+    bug logged and answered as an internal error."""
+    from pokeralphd.server.context import CallContext
+    from pokeralphd.server.dispatch import MethodTable
+
+    table = MethodTable()
+
+    @table.add("x.ok", P.NoParams, "answers", result=str)
+    def ok(ctx: CallContext, params: P.NoParams) -> str:
+        return "fine"
+
+    @table.add("x.fails", P.NoParams, "raises", result=type(None))
+    def fails(ctx: CallContext, params: P.NoParams) -> None:
+        raise error
+
+    dispatcher = Dispatcher(table)
+    assert dispatcher.sync_methods() == {"x.ok", "x.fails"}
+    ctx = CallContext(None, None)  # type: ignore[arg-type]
+    for method, expected in (("x.ok", None), ("x.fails", code)):
+        request = jsonrpc.Request("2.0", method, msgspec.UNSET, 7)
+        now = dispatcher.call_now(request, ctx)
+        later = await dispatcher.call(request, ctx)
+        assert now == later
+        assert now is not None
+        if expected is None:
+            assert now == {"jsonrpc": "2.0", "id": 7, "result": "fine"}
+        else:
+            assert now["error"]["code"] == expected
+        notification = jsonrpc.Request("2.0", method, msgspec.UNSET, msgspec.UNSET)
+        assert dispatcher.call_now(notification, ctx) is None
+    logged = [r for r in caplog.records if "internal error in x.fails" in r.getMessage()]
+    assert len(logged) == (3 if code == -32603 else 0)
+
+
+def test_a_synchronous_handler_cannot_be_concurrent() -> None:
+    from pokeralphd.server.context import CallContext
+    from pokeralphd.server.dispatch import MethodTable
+
+    table = MethodTable()
+    with pytest.raises(ValueError, match="cannot be concurrent"):
+
+        @table.add("x.wait", P.NoParams, "waits", result=str, concurrent=True)
+        def wait(ctx: CallContext, params: P.NoParams) -> str:
+            return "never"

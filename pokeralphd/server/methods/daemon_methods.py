@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 def register(table: MethodTable) -> None:
     @table.add("daemon.ping", NoParams, 'Liveness check; answers "pong".', result=Pong, agent=True)
-    async def ping(ctx: CallContext, params: NoParams) -> Pong:
+    def ping(ctx: CallContext, params: NoParams) -> Pong:  # never waits: a plain function
         return "pong"
 
     @table.add(
