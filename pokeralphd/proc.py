@@ -44,7 +44,7 @@ import anyio
 import psutil
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+    from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 
     from anyio.abc import ByteReceiveStream, Process
 
@@ -186,19 +186,11 @@ class ProcessOwner:
         time). Returns how many processes were ended.
         """
         prefix = self.scope + ":"
-        victims: list[psutil.Process] = []
-        me = os.getpid()
-        for proc in psutil.process_iter(["pid"]):
-            if proc.pid == me:
-                continue
-            try:
-                mark = proc.environ().get(OWNER_VAR, "")
-            except (psutil.Error, OSError):
-                continue
-            if not mark.startswith(prefix) or mark == self.mark:
-                continue
-            if not _owner_alive(mark):
-                victims.append(proc)
+        victims = _processes(
+            pid
+            for pid, mark in marked(OWNER_VAR)
+            if mark.startswith(prefix) and mark != self.mark and not _owner_alive(mark)
+        )
         if _kill_all(victims, wait=5):
             log.warning("ended %d process(es) a previous daemon left running", len(victims))
         return len(victims)
@@ -334,19 +326,58 @@ async def iter_lines(stream: ByteReceiveStream, max_line: int = MAX_LINE) -> Asy
         yield bytes(buf)
 
 
-def token_processes(token: str) -> list[psutil.Process]:
-    """Every process (but us) whose environment carries ``token``."""
-    found = []
+def marked(var: str) -> Iterator[tuple[int, str]]:
+    """``(pid, value)`` of every process but us whose environment sets ``var`` (those we
+    may read: the user's own).
+
+    On Linux each ``/proc/PID/environ`` is read and searched as bytes, and nothing is made
+    for the processes without ``var``: six times faster than asking psutil for every
+    process's parsed environment (~0.65 ms against ~4 ms for 70 processes; a desktop runs
+    hundreds, and this runs at every agent's end and at start-up).
+    """
     me = os.getpid()
-    for proc in psutil.process_iter(["pid"]):
-        if proc.pid == me:
+    if not sys.platform.startswith("linux") or not os.path.isdir("/proc"):
+        for proc in psutil.process_iter(["pid"]):
+            if proc.pid == me:
+                continue
+            try:
+                value = proc.environ().get(var)
+            except (psutil.Error, OSError):
+                continue
+            if value is not None:
+                yield proc.pid, value
+        return
+    key = var.encode() + b"="
+    for entry in os.scandir("/proc"):
+        name = entry.name
+        if not name.isdigit() or int(name) == me:
             continue
         try:
-            if proc.environ().get(TOKEN_VAR) == token:
-                found.append(proc)
-        except (psutil.Error, OSError):
+            with open(f"/proc/{name}/environ", "rb") as file:
+                data = file.read()
+        except OSError:  # gone, or not ours
             continue
+        at = data.find(key)
+        while at > 0 and data[at - 1] != 0:  # only at the start of an entry
+            at = data.find(key, at + 1)
+        if at < 0:
+            continue
+        end = data.find(b"\0", at)
+        value = data[at + len(key) : end if end >= 0 else len(data)]
+        yield int(name), value.decode(errors="surrogateescape")
+
+
+def _processes(pids: Iterable[int]) -> list[psutil.Process]:
+    found = []
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            found.append(psutil.Process(pid))
     return found
+
+
+def token_processes(token: str) -> list[psutil.Process]:
+    """Every process (but us) whose environment carries ``token``."""
+    return _processes(pid for pid, value in marked(TOKEN_VAR) if value == token)
 
 
 def end_tree(pid: int, token: str | None, grace: float) -> None:

@@ -11,7 +11,7 @@ import anyio
 import psutil
 import pytest
 
-from pokeralphd.proc import OWNER_VAR, ProcessOwner, iter_lines, spawn
+from pokeralphd.proc import OWNER_VAR, ProcessOwner, iter_lines, marked, spawn
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.anyio
@@ -120,3 +120,38 @@ async def test_ending_a_tree_leaves_our_childs_exit_status_to_the_event_loop() -
         await anyio.to_thread.run_sync(end_tree, process.pid, None, 5.0)
         assert await process.wait() == -15
         await process.aclose()
+
+
+@pytest.mark.parametrize("platform", ["linux", "other"])
+def test_marked_finds_the_variable_only_as_a_whole_entry(
+    platform: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``marked`` reads /proc as bytes on Linux and asks psutil elsewhere: both find a
+    process by the variable's own entry, never by a name that ends with it or a value
+    that holds it."""
+    var = f"PRX_MARK_{os.getpid()}"
+    env = dict(os.environ)
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(60)"], env={**env, **extra}
+        )
+        for extra in (
+            {var: "one é"},
+            {"X" + var: "no", "OTHER": f"{var}=no"},
+            {var: ""},
+        )
+    ]
+    if platform == "other":
+        monkeypatch.setattr(sys, "platform", "darwin")
+    try:
+        wait_until(
+            lambda: all(psutil.Process(c.pid).environ() for c in children),
+            10,
+            "the children to start",
+        )
+        found = {pid: value for pid, value in marked(var)}
+        assert found == {children[0].pid: "one é", children[2].pid: ""}
+    finally:
+        for child in children:
+            child.kill()
+            child.wait()
