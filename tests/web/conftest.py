@@ -72,7 +72,7 @@ def demo_repo(daemon: ThreadedDaemon, target: Path, mode: str = "hitl") -> Path:
 @pytest.fixture(scope="module")
 def web() -> Iterator[WebDaemon]:
     home = short_tmpdir()
-    daemon = ThreadedDaemon(home).start()
+    daemon = ThreadedDaemon(home, web=True).start()
     try:
         yield WebDaemon(daemon, home, demo_repo(daemon, home / "demo"))
     finally:

@@ -187,7 +187,7 @@ def test_events_resume_with_since_over_the_websocket(web: WebDaemon) -> None:
 
 def test_a_message_past_max_message_is_the_same_error(tmp_path: Path) -> None:
     home = short_tmpdir()
-    daemon = ThreadedDaemon(home, DaemonSettings(max_message=1024)).start()
+    daemon = ThreadedDaemon(home, DaemonSettings(max_message=1024), web=True).start()
     try:
         web = WebDaemon(daemon, home, home)
         sock = ws(web)
@@ -208,7 +208,7 @@ def test_no_web_serves_nothing_and_leaves_no_file() -> None:
         assert not (home / "run" / "d.web.json").exists()
     finally:
         daemon.stop()
-    started = ThreadedDaemon(home).start()
+    started = ThreadedDaemon(home, web=True).start()
     info = home / "run" / "d.web.json"
     assert info.exists()
     started.stop()
