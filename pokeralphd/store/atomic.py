@@ -127,16 +127,29 @@ def remove_stale_temp_files(
     this process is stale; otherwise only those whose process is gone. ``recursive``
     walks sub-folders, never entering a link.
     """
+    return sweep(folder, recursive=recursive, exclusive=exclusive)[0]
+
+
+def sweep(
+    folder: Path, *, recursive: bool = False, exclusive: bool = False
+) -> tuple[list[Path], Path | None]:
+    """:func:`remove_stale_temp_files`, and the first link left in ``folder`` after that
+    (never entered), in one walk: the daemon checks every repository's ``.pokeralph/`` so
+    at each start."""
     removed: list[Path] = []
+    link: Path | None = None
     for entry in safefs.walk(folder, max_depth=8 if recursive else 0):
         if entry.kind not in ("file", "link"):
             continue
         match = TEMP_RE.match(entry.name)
-        if match is None or not _stale(int(match["pid"]), exclusive):
-            continue
-        try:
-            os.unlink(entry.name, dir_fd=entry.dir_fd)
-        except OSError:
-            continue  # gone already, or not ours to remove: harmless either way
-        removed.append(entry.path)
-    return removed
+        if match is not None and _stale(int(match["pid"]), exclusive):
+            try:
+                os.unlink(entry.name, dir_fd=entry.dir_fd)
+            except OSError:
+                pass  # gone already, or not ours to remove: harmless either way
+            else:
+                removed.append(entry.path)
+                continue
+        if entry.kind == "link" and link is None:
+            link = entry.path
+    return removed, link

@@ -32,7 +32,7 @@ from pokeralphd.domain.ids import validate_task_id
 from pokeralphd.domain.models import PRD, Battle, Progress
 from pokeralphd.domain.reports import ReviewReport, VerificationReport
 from pokeralphd.store import documents, safefs
-from pokeralphd.store.atomic import append_bytes, atomic_write, remove_stale_temp_files
+from pokeralphd.store.atomic import append_bytes, atomic_write, sweep
 from pokeralphd.store.documents import DocumentKind, Loaded
 
 if TYPE_CHECKING:
@@ -136,11 +136,11 @@ class FileManager:
         repository's own links and files) is left alone.
         """
         safefs.makedirs(self.dir / "battles")
-        removed = remove_stale_temp_files(self.dir, exclusive=True)
-        link = safefs.first_link(self.dir, max_depth=0)
+        removed, link = sweep(self.dir, exclusive=True)
         for sub in OWN_FOLDERS:
-            removed += remove_stale_temp_files(self.dir / sub, recursive=True, exclusive=True)
-            link = link or safefs.first_link(self.dir / sub)
+            gone, found = sweep(self.dir / sub, recursive=True, exclusive=True)
+            removed += gone
+            link = link or found
         if link is not None:
             raise safefs.link_refused(link)
         if not safefs.is_file(self.config_path):

@@ -281,15 +281,6 @@ def walk(path: Path, max_depth: int = 8) -> Generator[Entry, None, None]:
         os.close(fd)
 
 
-def first_link(path: Path, max_depth: int = 8) -> Path | None:
-    """The first link :func:`walk` meets under folder ``path``, if any."""
-    with contextlib.closing(walk(path, max_depth)) as entries:
-        for entry in entries:
-            if entry.kind == "link":
-                return entry.path
-    return None
-
-
 def _walk_fd(fd: int, path: Path, depth: int) -> Iterator[Entry]:
     with os.scandir(fd) as entries:
         found = list(entries)
