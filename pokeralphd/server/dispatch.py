@@ -101,7 +101,8 @@ class MethodTable:
         def decorate(handler: Handler) -> Handler:
             if name in self.methods:
                 raise ValueError(f"method {name} registered twice")
-            sync = not inspect.iscoroutinefunction(handler)
+            # (a decorator's wrapper around an async handler returns a coroutine too)
+            sync = not inspect.iscoroutinefunction(inspect.unwrap(handler))
             if sync and concurrent:
                 raise ValueError(f"method {name}: a synchronous handler cannot be concurrent")
             self.methods[name] = Method(

@@ -459,3 +459,31 @@ def test_a_synchronous_handler_cannot_be_concurrent() -> None:
         @table.add("x.wait", P.NoParams, "waits", result=str, concurrent=True)
         def wait(ctx: CallContext, params: P.NoParams) -> str:
             return "never"
+
+
+@pytest.mark.anyio
+async def test_an_async_handler_behind_a_decorator_is_awaited() -> None:
+    import functools
+
+    from pokeralphd.server.context import CallContext
+    from pokeralphd.server.dispatch import MethodTable
+
+    def logged(handler: Any) -> Any:
+        @functools.wraps(handler)
+        def wrapper(ctx: CallContext, params: P.NoParams) -> Any:
+            return handler(ctx, params)  # the coroutine, for the dispatcher to await
+
+        return wrapper
+
+    table = MethodTable()
+
+    @table.add("x.later", P.NoParams, "answers later", result=str)
+    @logged
+    async def later(ctx: CallContext, params: P.NoParams) -> str:
+        return "done"
+
+    dispatcher = Dispatcher(table)
+    assert dispatcher.sync_methods() == frozenset()
+    request = jsonrpc.Request("2.0", "x.later", msgspec.UNSET, 1)
+    reply = await dispatcher.call(request, CallContext(None, None))  # type: ignore[arg-type]
+    assert reply == {"jsonrpc": "2.0", "id": 1, "result": "done"}
