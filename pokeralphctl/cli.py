@@ -216,11 +216,13 @@ def main(argv: Sequence[str] | None = None, term: Terminal | None = None) -> int
 
         Parser.json_errors = "--json" in argv
         Parser.terminal = term
-        parser, built = build_parser(argv)
         try:
+            parser, built = build_parser(argv)
             args = parser.parse_args(argv)
         except SystemExit as exc:  # --help, --version, usage errors
             return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+        finally:
+            Parser.json_errors, Parser.terminal = False, None
         if getattr(args, "handler", None) is None:
             shown = built.get(args.command) if args.command else None
             (shown or parser).print_help(term.stderr)

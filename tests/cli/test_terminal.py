@@ -63,3 +63,18 @@ def test_ask_reads_a_line_at_a_time_then_ends() -> None:
         term.ask("three? ")
     assert output(term) == "one? two? three? "
     assert not term.interactive()
+
+
+def test_help_and_usage_errors_go_to_the_terminals_streams(tmp_path: Path) -> None:
+    from pokeralphctl.parsing import Parser
+
+    term = terminal({}, tmp_path)
+    assert main(["task", "add"], term) == 2  # TITLE missing
+    assert isinstance(term.stderr, io.StringIO)
+    assert "the following arguments are required" in term.stderr.getvalue()
+    assert output(term) == ""
+    term = terminal({}, tmp_path)
+    assert main(["--help"], term) == 0
+    assert "exit codes:" in output(term)
+    # nothing of a command line stays behind for the next one
+    assert Parser.terminal is None and Parser.json_errors is False
