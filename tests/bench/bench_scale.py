@@ -35,8 +35,8 @@ def run(table: Table, idle_seconds: float = 5.0) -> None:
         make_repos(home, count)
         # The registry was written by hand: a first start creates each .pokeralph/ (as
         # repo.register would have); the start measured is a restart, as in real life.
-        DaemonProcess(home).start().stop()
-        daemon = DaemonProcess(home)
+        DaemonProcess(home, web=True).start().stop()
+        daemon = DaemonProcess(home, web=True)  # as a user runs it: with the dashboard
         t0 = time.perf_counter()
         daemon.start()
         started = time.perf_counter() - t0

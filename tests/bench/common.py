@@ -25,7 +25,8 @@ class Table:
 
 
 def start_daemon(*args: str) -> DaemonProcess:
-    return DaemonProcess(short_tmpdir("prb"), list(args)).start()
+    """A daemon as a user runs it: with the dashboard (the tests' default is without)."""
+    return DaemonProcess(short_tmpdir("prb"), list(args), web=True).start()
 
 
 def timed(func: Callable[[], object], runs: int) -> list[float]:
