@@ -10,9 +10,9 @@ Every step is one ``git`` command through GitPython's command runner (``git.Git`
 time an object is read, so a Repo per call (as this once did) left two processes per
 question behind until the garbage collector came.
 
-GitPython is imported when a repository is first asked something (``import git`` in the
-methods): it is a sixth of the daemon's imports (~0.1 s), and a daemon that only answers
-requests, or a client that only reads, never needs it.
+GitPython is imported when a repository is first asked something (:func:`_gitpython`): it
+is a sixth of the daemon's imports (~0.1 s), and a daemon that only answers requests, or a
+client that only reads, never needs it.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from pokeralphd.errors import InvalidState, StorageError
 
 if TYPE_CHECKING:
+    import types
     from pathlib import Path
 
     import git
@@ -53,6 +54,19 @@ def has_identity(query_output: str) -> bool:
     return keys >= {"user.name", "user.email"}
 
 
+def _gitpython() -> types.ModuleType:
+    """GitPython, imported on first use; a missing or broken ``git`` executable (GitPython
+    checks it as it is imported) is a clear error, not an internal one."""
+    try:
+        import git
+    except ImportError as exc:
+        raise InvalidState(
+            f"cannot run git: {exc}",
+            hint="install git (or set GIT_PYTHON_GIT_EXECUTABLE to it), then retry",
+        ) from exc
+    return git
+
+
 def _runtime(path: str) -> bool:
     return path == RUNTIME or path.startswith(RUNTIME + "/")
 
@@ -69,15 +83,12 @@ class GitService:
         if self._cmd is None:
             if not (self.root / ".git").exists():
                 raise InvalidState(f"{self.root} is not a git repository", path=str(self.root))
-            import git
-
-            self._cmd = git.Git(self.root)
+            self._cmd = _gitpython().Git(self.root)
         return self._cmd
 
     def head(self) -> str | None:
         """HEAD's hash, or None before the first commit."""
-        import git
-
+        git = _gitpython()
         try:
             return str(self._git.rev_parse("--verify", "-q", "HEAD^{commit}")).strip() or None
         except git.GitCommandError:
@@ -178,8 +189,7 @@ class GitService:
     def restore(self, paths: list[str]) -> list[str]:
         """Put ``paths`` back as HEAD has them: a tracked path is checked out again (a
         deleted one comes back), one git does not know is removed. The paths put back."""
-        import git
-
+        git = _gitpython()
         if not paths:
             return []
         cmd = self._git
@@ -204,8 +214,7 @@ class GitService:
     def _identity(self) -> dict[str, str]:
         """Environment for committing: the user's identity where git has one, else ours
         (a fresh machine or a CI runner has none, and git would refuse to commit)."""
-        import git
-
+        git = _gitpython()
         try:
             found = str(self._git.config(*IDENTITY_QUERY))
         except git.GitCommandError:  # exit 1: neither is set
@@ -218,8 +227,7 @@ class GitService:
 
     def commit(self, paths: list[str], message: str, include_runtime: bool = False) -> str | None:
         """Stage exactly ``paths`` (deletions too) and commit; the new hash, or None if nothing changed."""
-        import git
-
+        git = _gitpython()
         if not include_runtime:
             paths = [p for p in paths if not _runtime(p)]
         if not paths:
@@ -263,8 +271,7 @@ class GitService:
 
     def revert_last(self, expected_message_prefix: str | None) -> str:
         """Undo HEAD with a new revert commit, if HEAD is the expected PokéRalph commit."""
-        import git
-
+        git = _gitpython()
         head = self.head()
         if head is None:
             raise InvalidState("the repository has no commits to revert")

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -301,3 +302,15 @@ def test_an_agents_events_show_the_same_for_every_role(tmp_path: Path) -> None:
         "[pokeralph] Bash allowed by rule r-1",
         "[pokeralph] Bash denied by a person: not now",
     ]
+
+
+def test_git_that_cannot_run_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GitPython is imported on first use, and refuses to import without a runnable git:
+    that is an InvalidState naming the cause and the remedy, not an internal error."""
+    repo = make_git_repo(tmp_path / "repo")
+    monkeypatch.setitem(sys.modules, "git", None)  # import git -> ImportError
+    with pytest.raises(InvalidState) as info:
+        GitService(repo).head()
+    assert "cannot run git" in info.value.message and "install git" in info.value.data["hint"]
