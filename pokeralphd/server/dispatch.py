@@ -101,8 +101,12 @@ class MethodTable:
         def decorate(handler: Handler) -> Handler:
             if name in self.methods:
                 raise ValueError(f"method {name} registered twice")
-            # (a decorator's wrapper around an async handler returns a coroutine too)
-            sync = not inspect.iscoroutinefunction(inspect.unwrap(handler))
+            # Plain only if neither the handler nor what it wraps is async (a decorator's
+            # wrapper may be either around the other).
+            sync = not (
+                inspect.iscoroutinefunction(handler)
+                or inspect.iscoroutinefunction(inspect.unwrap(handler))
+            )
             if sync and concurrent:
                 raise ValueError(f"method {name}: a synchronous handler cannot be concurrent")
             self.methods[name] = Method(
@@ -198,16 +202,13 @@ class Dispatcher:
         method = self.table.methods.get(request.method)
         if method is None:
             return self._not_found(request)
+        if method.sync:
+            return self.call_now(request, ctx)
         try:
-            params = self._params(method, request, ctx)
-            result = method.handler(ctx, params)
-            if not method.sync:
-                result = await result
+            result = await method.handler(ctx, self._params(method, request, ctx))
         except Exception as exc:
             return self._failed(request, ctx, exc)
-        if request.is_notification:
-            return None
-        return jsonrpc.result_response(_rid(request), result)
+        return self._result(request, result)
 
     def call_now(self, request: jsonrpc.Request, ctx: CallContext) -> dict[str, Any] | None:
         """:meth:`call` for a method in :meth:`sync_methods`, without a coroutine (the hot
@@ -217,6 +218,10 @@ class Dispatcher:
             result = method.handler(ctx, self._params(method, request, ctx))
         except Exception as exc:
             return self._failed(request, ctx, exc)
+        return self._result(request, result)
+
+    @staticmethod
+    def _result(request: jsonrpc.Request, result: Any) -> dict[str, Any] | None:
         if request.is_notification:
             return None
         return jsonrpc.result_response(_rid(request), result)

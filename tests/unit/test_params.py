@@ -462,28 +462,41 @@ def test_a_synchronous_handler_cannot_be_concurrent() -> None:
 
 
 @pytest.mark.anyio
-async def test_an_async_handler_behind_a_decorator_is_awaited() -> None:
+async def test_a_handler_behind_a_decorator_is_awaited_when_either_is_async() -> None:
     import functools
 
     from pokeralphd.server.context import CallContext
     from pokeralphd.server.dispatch import MethodTable
 
-    def logged(handler: Any) -> Any:
+    def plain_wrapper(handler: Any) -> Any:
         @functools.wraps(handler)
         def wrapper(ctx: CallContext, params: P.NoParams) -> Any:
             return handler(ctx, params)  # the coroutine, for the dispatcher to await
 
         return wrapper
 
+    def async_wrapper(handler: Any) -> Any:
+        @functools.wraps(handler)
+        async def wrapper(ctx: CallContext, params: P.NoParams) -> Any:
+            return handler(ctx, params)
+
+        return wrapper
+
     table = MethodTable()
 
-    @table.add("x.later", P.NoParams, "answers later", result=str)
-    @logged
-    async def later(ctx: CallContext, params: P.NoParams) -> str:
-        return "done"
+    @table.add("x.inner", P.NoParams, "an async handler, a plain wrapper", result=str)
+    @plain_wrapper
+    async def inner(ctx: CallContext, params: P.NoParams) -> str:
+        return "inner"
+
+    @table.add("x.outer", P.NoParams, "a plain handler, an async wrapper", result=str)
+    @async_wrapper
+    def outer(ctx: CallContext, params: P.NoParams) -> str:
+        return "outer"
 
     dispatcher = Dispatcher(table)
     assert dispatcher.sync_methods() == frozenset()
-    request = jsonrpc.Request("2.0", "x.later", msgspec.UNSET, 1)
-    reply = await dispatcher.call(request, CallContext(None, None))  # type: ignore[arg-type]
-    assert reply == {"jsonrpc": "2.0", "id": 1, "result": "done"}
+    for name in ("inner", "outer"):
+        request = jsonrpc.Request("2.0", f"x.{name}", msgspec.UNSET, 1)
+        reply = await dispatcher.call(request, CallContext(None, None))  # type: ignore[arg-type]
+        assert reply == {"jsonrpc": "2.0", "id": 1, "result": name}
