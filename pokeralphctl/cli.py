@@ -163,17 +163,22 @@ def command_of(argv: Sequence[str]) -> str | None:
     return None
 
 
-def build_parser(argv: Sequence[str]) -> tuple[Parser, dict[str, Parser]]:
+def build_parser(
+    argv: Sequence[str], term: Terminal | None = None
+) -> tuple[Parser, dict[str, Parser]]:
     """The parser, with only the command named in ``argv`` (each parser costs start-up time).
 
     Without a known command every command is listed, as bare names with their help line.
+    What the parsers print goes to ``term`` (this process's streams by default), and a
+    usage error is a ``--json`` envelope when ``argv`` asks for one.
     """
     import argparse
     import importlib
 
-    from pokeralphctl.parsing import Parser, add_common, common_options
+    from pokeralphctl.parsing import add_common, common_options, parser_class
 
-    parser = Parser(
+    per_call = parser_class(term or Terminal.of_process(), json_errors="--json" in argv)
+    parser = per_call(
         prog="pokeralphctl",
         description="Control pokeralphd, the daemon that runs AI coding agents in loops.",
         epilog=EPILOG,
@@ -182,7 +187,7 @@ def build_parser(argv: Sequence[str]) -> tuple[Parser, dict[str, Parser]]:
     )
     parser.add_argument("--version", action="version", version=f"pokeralphctl {__version__}")
     add_common(parser)
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=per_call)
     chosen = command_of(argv)
     built: dict[str, Parser] = {}
     for name, (module_name, help_line) in COMMANDS.items():
@@ -212,25 +217,21 @@ def main(argv: Sequence[str] | None = None, term: Terminal | None = None) -> int
     argv = list(sys.argv[1:] if argv is None else argv)
     args: argparse.Namespace | QuickArgs | None = quick_args(argv)
     if args is None:
-        from pokeralphctl.parsing import Parser
-
-        Parser.json_errors = "--json" in argv
-        Parser.terminal = term
+        parser, built = build_parser(argv, term)
         try:
-            parser, built = build_parser(argv)
             args = parser.parse_args(argv)
         except SystemExit as exc:  # --help, --version, usage errors
             return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-        finally:
-            Parser.json_errors, Parser.terminal = False, None
         if getattr(args, "handler", None) is None:
             shown = built.get(args.command) if args.command else None
             (shown or parser).print_help(term.stderr)
             return EXIT_USAGE
-    if args.socket:
-        # $POKERALPH_SOCKET wins in pokeralphctl.paths; --socket must win over it here,
-        # and a daemon started by `daemon start` inherits it.
-        term = term.with_env(**{SOCKET_ENV: term.abspath(args.socket)})
+    socket = args.socket or term.env.get(SOCKET_ENV, "").strip()
+    if args.socket or (socket and not os.path.isabs(socket)):
+        # $POKERALPH_SOCKET wins in pokeralphctl.paths; --socket must win over it here, and
+        # a daemon started by `daemon start` inherits it; either is made absolute against
+        # the terminal's directory (not the process's).
+        term = term.with_env(**{SOCKET_ENV: term.abspath(socket)})
     out = Output(
         json_mode=args.json,
         stdout=term.stdout,

@@ -31,16 +31,17 @@ class Parser(argparse.ArgumentParser):
     """argparse, but a usage error honours ``--json`` and exits with code 2, and what it
     prints (help, version, usage errors) goes to the command's terminal.
 
-    The command line sets both class attributes before it parses (argparse makes the
-    subcommands' parsers itself, so they cannot be handed to each instance).
+    Both come from the class: argparse makes the subcommands' parsers itself, from the
+    class it is given, so each command line gets a class of its own (:func:`parser_class`)
+    and two command lines in one process never share them.
     """
 
     json_errors = False
     terminal: Terminal | None = None
 
     def error(self, message: str) -> NoReturn:
-        term = Parser.terminal
-        if Parser.json_errors:
+        term = self.terminal
+        if self.json_errors:
             out = Output(json_mode=True, stdout=term.stdout if term else None)
             out.error("usage", f"{self.prog}: {message}", None)
             raise SystemExit(EXIT_USAGE)
@@ -48,13 +49,18 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\nsee `{self.prog} --help`\n")
 
     def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
-        term = Parser.terminal
+        term = self.terminal
         if term is not None:
             if file is None or file is sys.stderr:
                 file = term.stderr
             elif file is sys.stdout:
                 file = term.stdout
         super()._print_message(message, file)
+
+
+def parser_class(term: Terminal, *, json_errors: bool) -> type[Parser]:
+    """A :class:`Parser` class for one command line: its terminal and ``--json``."""
+    return type("Parser", (Parser,), {"terminal": term, "json_errors": json_errors})
 
 
 _common: Parser | None = None
