@@ -26,7 +26,9 @@ class ServiceError(Exception):
 
 
 def systemd_dir(term: Terminal) -> Path:
-    base = term.env.get("XDG_CONFIG_HOME", "").strip() or term.abspath("~/.config")
+    base = term.env.get("XDG_CONFIG_HOME", "").strip()
+    if not os.path.isabs(base):  # unset, or relative: the XDG spec says to ignore it
+        base = term.abspath("~/.config")
     return Path(base) / "systemd" / "user"
 
 

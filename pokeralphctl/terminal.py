@@ -1,11 +1,15 @@
 """What a command runs in: its environment, working directory and standard streams.
 
-The command line reads these from the process (:meth:`Terminal.of_process`), and every
-part of the client takes them from here, never from ``os.environ``, ``os.getcwd()`` or
-``sys.stdin`` directly. So a command can also run inside another program with an
-environment and streams of its own (the tests run most commands this way, beside a
-daemon in the same process), and ``--socket`` reaches a daemon that ``daemon start``
-spawns without changing the process's environment.
+The command line reads these from the process (:meth:`Terminal.of_process`), and the
+client takes them from here, not from ``os.environ``, ``os.getcwd()`` or ``sys.stdin``:
+the socket, the XDG folders, ``$HOME``, ``$NO_COLOR``, the autostart opt-out, an agent's
+``POKERALPH_*`` variables, relative paths, prompts, help and usage errors. So a command
+can also run inside another program with an environment and streams of its own (the
+tests run most commands this way, beside a daemon in the same process), and ``--socket``
+reaches a daemon that ``daemon start`` spawns without changing the process's
+environment. What still comes from the process: a spawned daemon's working directory,
+``$TMPDIR`` (for the last-resort socket folder) and ``$COLUMNS`` (help's width); and
+``daemon start --foreground`` replaces the calling process with the daemon.
 
 Standard library only, no dataclasses: this is imported on every client start.
 """

@@ -102,6 +102,19 @@ def exited(pid: int) -> int | None:
     return os.waitstatus_to_exitcode(status) if done else None
 
 
+def reap_if_ours(pid: int, deadline: float) -> None:
+    """Wait (until ``deadline``) for a stopped daemon that this process started, so a
+    program running pokeralphctl in-process keeps no zombie; nothing for anyone else's."""
+    while time.monotonic() < deadline:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return  # not our child: its parent (or init) reaps it
+        if done:
+            return
+        time.sleep(0.01)
+
+
 def log_tail(path: Path, lines: int = 15) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -181,6 +194,8 @@ def stop(ctx: Context, args: argparse.Namespace) -> int:
             )
         time.sleep(delay)
         delay = min(delay * 2, 0.2)
+    if isinstance(pid, int):
+        reap_if_ours(pid, deadline)
     if out.json:
         out.ok({"stopped": True, "pid": pid, "socket": str(path)})
     else:

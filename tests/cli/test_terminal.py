@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pokeralphctl.cli import main
+from pokeralphctl.parsing import Parser
 from pokeralphctl.terminal import Terminal
 from tests.helpers import DaemonProcess, make_git_repo
 
@@ -32,6 +33,13 @@ def test_socket_option_leaves_the_process_environment_alone(
     assert main(["--socket", str(daemon.socket), "ping"], term) == 0
     assert output(term).startswith("pong")
     assert dict(os.environ) == before
+
+
+def test_a_relative_socket_in_the_environment_is_the_terminals(daemon: DaemonProcess) -> None:
+    relative = os.path.relpath(daemon.socket, daemon.home)
+    assert not os.path.isabs(relative) and os.getcwd() != str(daemon.home)
+    term = terminal({**daemon.env, "POKERALPH_SOCKET": relative}, daemon.home)
+    assert main(["ping"], term) == 0, term.stderr
 
 
 def test_relative_paths_resolve_in_the_terminals_directory(
@@ -66,8 +74,6 @@ def test_ask_reads_a_line_at_a_time_then_ends() -> None:
 
 
 def test_help_and_usage_errors_go_to_the_terminals_streams(tmp_path: Path) -> None:
-    from pokeralphctl.parsing import Parser
-
     term = terminal({}, tmp_path)
     assert main(["task", "add"], term) == 2  # TITLE missing
     assert isinstance(term.stderr, io.StringIO)
@@ -76,5 +82,10 @@ def test_help_and_usage_errors_go_to_the_terminals_streams(tmp_path: Path) -> No
     term = terminal({}, tmp_path)
     assert main(["--help"], term) == 0
     assert "exit codes:" in output(term)
-    # nothing of a command line stays behind for the next one
+    # each command line has its own: nothing of one stays behind for the next
     assert Parser.terminal is None and Parser.json_errors is False
+    json_term = terminal({}, tmp_path)
+    assert main(["task", "add", "--json"], json_term) == 2
+    assert '"code":"usage"' in output(json_term)
+    assert isinstance(term.stderr, io.StringIO)
+    assert term.stderr.getvalue() == ""  # the --help run's stderr got nothing of it
