@@ -186,10 +186,13 @@ class ProcessOwner:
         time). Returns how many processes were ended.
         """
         prefix = self.scope + ":"
-        victims = _processes(
-            pid
-            for pid, mark in marked(OWNER_VAR)
-            if mark.startswith(prefix) and mark != self.mark and not _owner_alive(mark)
+        victims = _bound(
+            OWNER_VAR,
+            (
+                (pid, mark)
+                for pid, mark in marked(OWNER_VAR)
+                if mark.startswith(prefix) and mark != self.mark and not _owner_alive(mark)
+            ),
         )
         if _kill_all(victims, wait=5):
             log.warning("ended %d process(es) a previous daemon left running", len(victims))
@@ -367,17 +370,21 @@ def marked(var: str) -> Iterator[tuple[int, str]]:
         yield int(name), value.decode(errors="surrogateescape")
 
 
-def _processes(pids: Iterable[int]) -> list[psutil.Process]:
+def _bound(var: str, matches: Iterable[tuple[int, str]]) -> list[psutil.Process]:
+    """A psutil handle of each matched process, checked again once bound: one that ended
+    meanwhile and whose pid went to another process is left out (we signal these)."""
     found = []
-    for pid in pids:
-        with contextlib.suppress(psutil.Error):
-            found.append(psutil.Process(pid))
+    for pid, value in matches:
+        with contextlib.suppress(psutil.Error, OSError):
+            proc = psutil.Process(pid)
+            if proc.environ().get(var) == value:
+                found.append(proc)
     return found
 
 
 def token_processes(token: str) -> list[psutil.Process]:
     """Every process (but us) whose environment carries ``token``."""
-    return _processes(pid for pid, value in marked(TOKEN_VAR) if value == token)
+    return _bound(TOKEN_VAR, ((pid, value) for pid, value in marked(TOKEN_VAR) if value == token))
 
 
 def end_tree(pid: int, token: str | None, grace: float) -> None:

@@ -141,6 +141,11 @@ def test_marked_finds_the_variable_only_as_a_whole_entry(
             {var: ""},
         )
     ]
+    # the variable as the very first entry, and a false match before the real entry
+    children += [
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=first)
+        for first in ({var: "first", **env}, {"A_FIRST": f"x{var}=no", **env, var: "last"})
+    ]
     if platform == "other":
         monkeypatch.setattr(sys, "platform", "darwin")
     try:
@@ -150,7 +155,12 @@ def test_marked_finds_the_variable_only_as_a_whole_entry(
             "the children to start",
         )
         found = {pid: value for pid, value in marked(var)}
-        assert found == {children[0].pid: "one é", children[2].pid: ""}
+        assert found == {
+            children[0].pid: "one é",
+            children[2].pid: "",
+            children[3].pid: "first",
+            children[4].pid: "last",
+        }
     finally:
         for child in children:
             child.kill()
