@@ -164,7 +164,7 @@ def test_the_client_needs_nothing_of_the_daemon_package() -> None:
 LAZY = ("git", "starlette", "hypercorn", "httpx")
 
 
-def test_the_daemon_starts_without_what_it_loads_on_demand() -> None:
+def test_importing_the_daemon_loads_nothing_it_loads_on_demand() -> None:
     probe = "import json, sys, pokeralphd.cli; print(json.dumps(sorted(sys.modules)))"
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
