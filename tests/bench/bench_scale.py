@@ -4,13 +4,15 @@ repositories (no polling of idle repositories: idle CPU should be indistinguisha
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 
 import psutil
 
+from pokeralphctl.weblink import info_path
 from tests.bench.common import Table
-from tests.helpers import DaemonProcess, short_tmpdir
+from tests.helpers import DaemonProcess, short_tmpdir, wait_until
 
 
 def make_repos(home, count: int) -> None:  # type: ignore[no-untyped-def]
@@ -42,6 +44,10 @@ def run(table: Table, idle_seconds: float = 5.0) -> None:
         started = time.perf_counter() - t0
         try:
             assert len(daemon.call("repo.list")) == count
+            # The socket answers while the dashboard still loads (in a worker thread):
+            # idleness is measured once that is done too.
+            info = info_path(str(daemon.socket))
+            wait_until(lambda: os.path.exists(info), 20, "the dashboard")  # noqa: B023
             proc = psutil.Process(daemon.proc.pid)  # type: ignore[union-attr]
             rss = proc.memory_info().rss
             cpu0 = sum(proc.cpu_times()[:2])
