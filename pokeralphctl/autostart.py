@@ -34,11 +34,9 @@ def allowed(ctx: Context, args: object) -> bool:
 def start(ctx: Context) -> bool:
     """Start ``pokeralphd`` detached and wait until it answers; False if it did not."""
     from pokeralphctl.commands import daemon
-    from pokeralphctl.paths import socket_path
 
     log = daemon.log_file(ctx.term)
-    socket = socket_path(environ=ctx.term.env)
-    pid = daemon.spawn(daemon.daemon_command(socket), log, ctx.term.env)
+    pid = daemon.spawn(daemon.daemon_command(ctx.socket()), log, ctx.term.env)
     deadline = time.monotonic() + daemon.START_DEADLINE
     delay = 0.01
     while not daemon.ping(ctx):

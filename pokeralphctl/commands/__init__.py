@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pokeralphctl import codes
 from pokeralphctl.client import Connection, RequestFailed
+from pokeralphctl.paths import socket_path
 
 TYPE_CHECKING = False  # typing costs ~3 ms of start-up: imported for mypy only
 if TYPE_CHECKING:
@@ -56,8 +57,12 @@ class Context:
         #: whether ``--repo`` was given (else ``repo`` is the working directory)
         self.repo_given = repo_given
 
+    def socket(self) -> str:
+        """The daemon's socket, as this terminal's environment names it."""
+        return socket_path(environ=self.term.env)
+
     def connect(self, timeout: float | None = CALL_TIMEOUT) -> Connection:
-        return Connection(None, timeout=timeout, environ=self.term.env)
+        return Connection(self.socket(), timeout=timeout, environ=self.term.env)
 
     def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
         """One request on a fresh connection (cheap on a Unix socket)."""

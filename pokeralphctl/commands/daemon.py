@@ -17,7 +17,7 @@ from pokeralphctl.client import DaemonNotRunning, RequestFailed
 from pokeralphctl.commands import CommandError
 from pokeralphctl.commands.status import fetch_status, print_status
 from pokeralphctl.parsing import sub
-from pokeralphctl.paths import APP, socket_path
+from pokeralphctl.paths import APP
 
 if TYPE_CHECKING:
     import argparse
@@ -46,12 +46,9 @@ def add_daemon(parser: argparse.ArgumentParser) -> None:
 
 def state_dir(term: Terminal) -> Path:
     """The user state dir, as the daemon's platformdirs computes it (standard library)."""
-    home = Path(term.abspath("~"))
     if sys.platform == "darwin":
-        return home / "Library" / "Application Support" / APP
-    env = term.env.get("XDG_STATE_HOME", "").strip()
-    base = Path(env) if env and os.path.isabs(env) else home / ".local" / "state"
-    return base / APP
+        return Path(term.abspath("~/Library/Application Support")) / APP
+    return Path(term.xdg_dir("XDG_STATE_HOME", ".local/state")) / APP
 
 
 def log_file(term: Terminal) -> Path:
@@ -125,7 +122,7 @@ def log_tail(path: Path, lines: int = 15) -> str:
 def start(ctx: Context, args: argparse.Namespace) -> int:
     """Invoked when calling ``pokeralphctl daemon start``."""
     out = ctx.out
-    path = socket_path(environ=ctx.term.env)
+    path = ctx.socket()
     if ping(ctx):
         if out.json:
             out.ok({"started": False, "running": True, "socket": str(path)})
@@ -166,7 +163,7 @@ def start(ctx: Context, args: argparse.Namespace) -> int:
 def stop(ctx: Context, args: argparse.Namespace) -> int:
     """Invoked when calling ``pokeralphctl daemon stop``."""
     out = ctx.out
-    path = socket_path(environ=ctx.term.env)
+    path = ctx.socket()
     try:
         conn = ctx.connect(STOP_DEADLINE)
     except DaemonNotRunning:

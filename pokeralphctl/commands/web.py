@@ -13,7 +13,6 @@ import time
 from typing import TYPE_CHECKING
 
 from pokeralphctl.commands import CommandError
-from pokeralphctl.paths import socket_path
 from pokeralphctl.weblink import LINK_TTL, info_path, login_query, read_secret, token_path
 
 if TYPE_CHECKING:
@@ -48,7 +47,7 @@ def login_url(socket: str) -> str:
 def web(ctx: Context, args: argparse.Namespace) -> int:
     """Invoked when calling ``pokeralphctl web``."""
     ctx.call("daemon.ping")  # the files may be left from a daemon that is gone
-    url = login_url(socket_path(environ=ctx.term.env))
+    url = login_url(ctx.socket())
     opened = False
     if args.open:
         import webbrowser
