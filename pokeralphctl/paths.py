@@ -49,11 +49,12 @@ def runtime_dir(environ: Mapping[str, str] | None = None) -> str:
     Plain strings, not pathlib: this runs on every client start (pathlib, tempfile and
     typing would cost more than the rest of the client).
     """
-    env = (os.environ if environ is None else environ).get("XDG_RUNTIME_DIR", "").strip()
+    environ = os.environ if environ is None else environ
+    env = environ.get("XDG_RUNTIME_DIR", "").strip()
     if env and os.path.isabs(env) and _private_dir(env):
         return env
     if sys.platform == "darwin":
-        home = (os.environ if environ is None else environ).get("HOME") or os.path.expanduser("~")
+        home = environ.get("HOME") or os.path.expanduser("~")
         return os.path.join(home, "Library", "Caches", "TemporaryItems")
     run_user = f"/run/user/{os.getuid()}"
     if _private_dir(run_user):

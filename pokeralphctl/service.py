@@ -26,10 +26,7 @@ class ServiceError(Exception):
 
 
 def systemd_dir(term: Terminal) -> Path:
-    base = term.env.get("XDG_CONFIG_HOME", "").strip()
-    if not os.path.isabs(base):  # unset, or relative: the XDG spec says to ignore it
-        base = term.abspath("~/.config")
-    return Path(base) / "systemd" / "user"
+    return Path(term.xdg_dir("XDG_CONFIG_HOME", ".config")) / "systemd" / "user"
 
 
 def launchd_file(term: Terminal) -> Path:

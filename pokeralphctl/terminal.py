@@ -72,6 +72,12 @@ class Terminal:
             path = os.path.join(self.cwd, path)
         return os.path.normpath(path)
 
+    def xdg_dir(self, var: str, fallback: str) -> str:
+        """An XDG base folder: ``$var`` when it is an absolute path (the spec says to
+        ignore a relative one), else ``fallback`` under ``~`` (``".config"``)."""
+        value = self.env.get(var, "").strip()
+        return value if os.path.isabs(value) else self.abspath("~/" + fallback)
+
     def interactive(self) -> bool:
         """Whether a person can answer prompts (stdin is a terminal)."""
         isatty = getattr(self.stdin, "isatty", None)

@@ -64,6 +64,15 @@ def test_home_comes_from_the_terminals_environment(tmp_path: Path) -> None:
         gone.abspath("relative")
 
 
+def test_xdg_folders_come_from_the_environment_when_absolute(tmp_path: Path) -> None:
+    env = {"HOME": str(tmp_path), "XDG_STATE_HOME": "/xdg/state", "XDG_CONFIG_HOME": "rel"}
+    term = terminal(env, Path("/elsewhere"))
+    assert term.xdg_dir("XDG_STATE_HOME", ".local/state") == "/xdg/state"
+    # relative: ignored, as the XDG spec says (not resolved against the directory)
+    assert term.xdg_dir("XDG_CONFIG_HOME", ".config") == str(tmp_path / ".config")
+    assert term.xdg_dir("XDG_CACHE_HOME", ".cache") == str(tmp_path / ".cache")
+
+
 def test_ask_reads_a_line_at_a_time_then_ends() -> None:
     term = terminal({}, Path("/"), "yes\nno")
     assert (term.ask("one? "), term.ask("two? ")) == ("yes", "no")
