@@ -35,7 +35,7 @@ RUNTIME = ".pokeralph"
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's empty tree
 FALLBACK_NAME = "pokeralph"
 FALLBACK_EMAIL = "pokeralph@localhost"
-FALLBACK_IDENTITY = {
+FALLBACK_IDENTITY_ENV = {
     "GIT_AUTHOR_NAME": FALLBACK_NAME,
     "GIT_AUTHOR_EMAIL": FALLBACK_EMAIL,
     "GIT_COMMITTER_NAME": FALLBACK_NAME,
@@ -219,7 +219,7 @@ class GitService:
             found = str(self._git.config(*IDENTITY_QUERY))
         except git.GitCommandError:  # exit 1: neither is set
             found = ""
-        return {} if has_identity(found) else FALLBACK_IDENTITY
+        return {} if has_identity(found) else FALLBACK_IDENTITY_ENV
 
     def _committer(self) -> contextlib.AbstractContextManager[None]:
         """Run the git commands inside with a committer identity (see :meth:`_identity`)."""

@@ -40,7 +40,7 @@ from pokeralphd.errors import InvalidState
 
 BRANCH_PREFIX = "pokeralph/"
 GIT_TIMEOUT = 120.0  # seconds for one git command (a rebase of many commits included)
-FALLBACK_IDENTITY = ("-c", f"user.name={FALLBACK_NAME}", "-c", f"user.email={FALLBACK_EMAIL}")
+FALLBACK_IDENTITY_FLAGS = ("-c", f"user.name={FALLBACK_NAME}", "-c", f"user.email={FALLBACK_EMAIL}")
 MAX_FILES = 50  # conflicting files named in a message
 
 
@@ -117,7 +117,7 @@ async def _identity(cwd: Path) -> tuple[str, ...]:
     """Flags giving git an identity for the commits we write here (a rebase's, the
     leftovers'), when the user has none: the same rule as the git service's."""
     found = await git(cwd, *IDENTITY_QUERY, check=False)
-    return () if has_identity(found) else FALLBACK_IDENTITY
+    return () if has_identity(found) else FALLBACK_IDENTITY_FLAGS
 
 
 async def create(repo_path: Path, root: Path, task_id: str) -> BattleWorktree:
