@@ -195,6 +195,17 @@ def _lookup(layer: dict[str, Any], dotted: str) -> tuple[bool, Any]:
     return True, node
 
 
+def dotted_patch(dotted: str, value: Any) -> dict[str, Any]:
+    """The patch setting the dotted key: ``budget.perDay`` -> ``{"budget": {"perDay": v}}``."""
+    patch: dict[str, Any] = {}
+    node = patch
+    *parents, last = dotted.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[last] = value
+    return patch
+
+
 def sensitive_keys(layer: dict[str, Any]) -> list[str]:
     """The :data:`SENSITIVE_KEYS` a layer sets (even to an empty value: ``[]`` replaces)."""
     return [key for key in SENSITIVE_KEYS if _lookup(layer, key)[0]]

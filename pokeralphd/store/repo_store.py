@@ -140,10 +140,7 @@ class RepoStore:
         when that sets the key and applies, else the user's (a sensitive key of an
         untrusted repository layer is ignored, so writing it there would change nothing).
         The layer written: "repo" or "user"."""
-        *parents, last = dotted.split(".")
-        patch: dict[str, Any] = {last: value}
-        for part in reversed(parents):
-            patch = {part: patch}
+        patch = config_layers.dotted_patch(dotted, value)
         async with self.write_lock:
             loaded = await self.io(
                 config_layers.load, self._user_config_file, self.files.config_path, self.path

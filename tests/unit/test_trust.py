@@ -282,3 +282,11 @@ def test_a_user_layer_edited_meanwhile_is_not_overwritten(
     with pytest.raises(VersionConflict):
         files.trust()
     assert files.user_doc() == {"version": 4, "mode": "hitl"}
+
+
+def test_a_dotted_key_becomes_the_patch_that_sets_it() -> None:
+    assert layers.dotted_patch("budget.perDay", 3) == {"budget": {"perDay": 3}}
+    assert layers.dotted_patch("mode", "yolo") == {"mode": "yolo"}
+    patch = layers.dotted_patch("roles.reviewer.model", "m")
+    assert patch == {"roles": {"reviewer": {"model": "m"}}}
+    assert layers._lookup(patch, "roles.reviewer.model") == (True, "m")
