@@ -95,7 +95,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-#: The flag that sets each ``agent.local`` key, for naming it in an error.
+#: The flag that sets each ``agent.local`` key (and names it in an error).
 FLAGS = {
     "api": "--api",
     "base_url": "--base-url",
@@ -146,14 +146,8 @@ class Settings:
 
         from pokeralphd.domain.models import LocalAgentConfig
 
-        given = {
-            "api": args.api,
-            "base_url": args.base_url,
-            "max_turns": args.max_turns,
-            "context_messages": args.context_messages,
-            "timeout_seconds": args.timeout,
-            "fetch_webpage": args.fetch_webpage,
-        }
+        # each flag's value, by the key it sets (argparse names it after the flag)
+        given = {key: getattr(args, flag[2:].replace("-", "_")) for key, flag in FLAGS.items()}
         try:
             return LocalAgentConfig.model_validate(
                 {**defaults, **{k: v for k, v in given.items() if v is not None}}
