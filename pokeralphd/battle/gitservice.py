@@ -49,9 +49,33 @@ IDENTITY_QUERY = ("config", "--get-regexp", r"^user\.(name|email)$")
 
 
 def has_identity(query_output: str) -> bool:
-    """Whether git has both a name and an email to commit with."""
-    keys = {line.split(" ", 1)[0] for line in query_output.splitlines() if " " in line}
+    """Whether git has both a name and an email to commit with (an empty one does not
+    count: git refuses to commit with an empty name)."""
+    keys = set()
+    for line in query_output.splitlines():
+        key, _, value = line.partition(" ")
+        if value.strip():
+            keys.add(key)
     return keys >= {"user.name", "user.email"}
+
+
+def git_executable() -> str:
+    """The git we run ourselves: the one GitPython runs (``$GIT_PYTHON_GIT_EXECUTABLE``),
+    else ``git`` on PATH."""
+    return os.environ.get("GIT_PYTHON_GIT_EXECUTABLE") or "git"
+
+
+def missing_git(exc: FileNotFoundError) -> bool:
+    """Whether a failed start was for want of git itself (not of the folder to run it in)."""
+    return exc.filename in (git_executable(), None)
+
+
+def cannot_run_git(exc: Exception) -> InvalidState:
+    """The error for a git that is missing or cannot run, with what to do."""
+    return InvalidState(
+        f"cannot run git: {exc}",
+        hint="install git (or set GIT_PYTHON_GIT_EXECUTABLE to it), then retry",
+    )
 
 
 def _gitpython() -> types.ModuleType:
@@ -60,10 +84,7 @@ def _gitpython() -> types.ModuleType:
     try:
         import git
     except ImportError as exc:
-        raise InvalidState(
-            f"cannot run git: {exc}",
-            hint="install git (or set GIT_PYTHON_GIT_EXECUTABLE to it), then retry",
-        ) from exc
+        raise cannot_run_git(exc) from exc
     return git
 
 
@@ -143,13 +164,19 @@ class GitService:
     def _bounded(self, args: list[str], limit: int) -> str:
         """``git ARGS``' output, at most ``limit`` bytes of it (a huge diff is never held
         whole); the rest is cut and git stopped."""
-        with subprocess.Popen(
-            ["git", *args],
-            cwd=self.root,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            stdin=subprocess.DEVNULL,
-        ) as proc:
+        try:
+            proc = subprocess.Popen(
+                [git_executable(), *args],
+                cwd=self.root,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                stdin=subprocess.DEVNULL,
+            )
+        except FileNotFoundError as exc:
+            if missing_git(exc):
+                raise cannot_run_git(exc) from exc
+            raise
+        with proc:
             assert proc.stdout is not None
             data = proc.stdout.read(limit + 1)
             if len(data) > limit:
@@ -250,9 +277,15 @@ class GitService:
         """``git show`` of ``commit`` (stat and patch, no external diff or textconv), at most
         ``limit`` bytes of it (read no further: a huge commit costs nothing), and whether it
         was cut."""
-        args = ["git", "-C", str(self.root), "show", "--no-color", "--no-ext-diff"]
+        args = [git_executable(), "-C", str(self.root), "show", "--no-color", "--no-ext-diff"]
         args += ["--no-textconv", "--stat", "--patch", "--format=fuller", commit, "--"]
-        with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        try:
+            proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        except FileNotFoundError as exc:
+            if missing_git(exc):
+                raise cannot_run_git(exc) from exc
+            raise
+        with proc:
             assert proc.stdout is not None and proc.stderr is not None
             data = proc.stdout.read(limit + 1)
             truncated = len(data) > limit

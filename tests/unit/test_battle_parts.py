@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from pokeralphd.battle.completion import SIGIL, completion_problems, detect_completion
 from pokeralphd.battle.feedback import detect_loops, resolve_loops, run_loop
-from pokeralphd.battle.gitservice import GitService
+from pokeralphd.battle.gitservice import GitService, has_identity
 from pokeralphd.battle.prompt import MAX_PROMPT, build_task_prompt
 from pokeralphd.domain.models import PRD, FeedbackResult, Iteration, Task
 from pokeralphd.errors import InvalidState
@@ -313,4 +313,33 @@ def test_git_that_cannot_run_is_a_clear_error(
     monkeypatch.setitem(sys.modules, "git", None)  # import git -> ImportError
     with pytest.raises(InvalidState) as info:
         GitService(repo).head()
+    assert "cannot run git" in info.value.message and "install git" in info.value.data["hint"]
+
+
+def test_an_empty_name_or_email_is_no_identity() -> None:
+    """git refuses to commit with an empty name: then we commit as pokeralph."""
+    assert has_identity("user.name Ada\nuser.email ada@example.com\n")
+    assert not has_identity("user.name \nuser.email ada@example.com\n")
+    assert not has_identity("user.name Ada\n")
+    assert not has_identity("")
+
+
+def test_git_named_by_gitpython_setting_runs_without_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commands we start ourselves (show, diff, the worktrees') run the git GitPython
+    runs: $GIT_PYTHON_GIT_EXECUTABLE when PATH has none. Without either, the error says so."""
+    real = shutil.which("git")
+    assert real is not None
+    repo = make_git_repo(tmp_path / "repo")
+    head = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    monkeypatch.setenv("PATH", "")
+    monkeypatch.setenv("GIT_PYTHON_GIT_EXECUTABLE", real)
+    shown, cut = GitService(repo).show(head, 10_000)
+    assert "initial" in shown and not cut
+    monkeypatch.delenv("GIT_PYTHON_GIT_EXECUTABLE")
+    with pytest.raises(InvalidState) as info:
+        GitService(repo).show(head, 10_000)
     assert "cannot run git" in info.value.message and "install git" in info.value.data["hint"]
