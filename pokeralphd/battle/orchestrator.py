@@ -683,7 +683,16 @@ class BattleOrchestrator:
         )
         if delivery_id is None:  # not through a hook's own question: each settles its own
             for hook in self.host.escalation_hooks:
-                await hook.answered(self, active, escalation)
+                try:
+                    await hook.answered(self, active, escalation)
+                except PokeralphError as exc:  # bookkeeping: the answer stands and is acted on
+                    log.warning(
+                        "%s: escalation %d answered, but %s could not record it: %s",
+                        active.task_id,
+                        escalation.number,
+                        type(hook).__name__,
+                        exc.message,
+                    )
         if action == "cancel":
             escalation.resolution.applied = True
             return await self.cancel(active.task_id)

@@ -322,3 +322,30 @@ def test_battle_resolve_answers_the_escalation_and_settles_its_inbox_item(
     assert item["delivery"]["status"] == "completed"
     assert item["feedback"][-1]["values"]["values"]["action"] == "retry"
     assert "TRY THE OTHER WAY" in prompts(home, "implementer")[-1]
+
+
+def test_an_answer_the_inbox_cannot_record_is_still_acted_on(
+    daemon: DaemonProcess, repo: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Settling the inbox item after `battle resolve` is bookkeeping: a disk that refuses
+    it is logged, and the person's answer still cancels the battle (it once stayed
+    escalated, with its answer saved, so that a second resolve was refused)."""
+    from pokeralphd.errors import StorageError
+    from pokeralphd.inbox.battle_hooks import InboxEscalations
+
+    async def refused(*args: Any) -> None:
+        raise StorageError("the disk is full")
+
+    monkeypatch.setattr(InboxEscalations, "answered", refused)
+    task = setup(
+        daemon, repo, home, verifier=["request_changes", "approve"], maxVerificationCycles=1
+    )
+    escalated(start(daemon, repo, task))
+    with daemon.connect(timeout=60) as conn:
+        conn.call("events.subscribe", {"repo": str(repo)})
+        daemon.call("battle.resolve", {"repo": str(repo), "taskId": task, "action": "cancel"})
+        rest = list(events_of(conn, lambda e: e["type"] in END))
+    assert types(rest)[-1] == "battle_cancelled"
+    assert any(
+        "could not record it: the disk is full" in line for line in daemon.logs().splitlines()
+    )
