@@ -244,6 +244,11 @@ class AgentBackend(abc.ABC):
         (its approval rules and ``permissions.unmatched`` apply only then)."""
         return False
 
+    def unrouted(self, config: AgentConfig) -> str:
+        """Who does not ask before a tool runs, for a warning (when :meth:`can_route` is
+        false)."""
+        return f"the {self.name} backend"
+
     def routes_permissions(self, request: AgentRequest) -> bool:
         """Whether this run asks the daemon before a tool runs."""
         return (

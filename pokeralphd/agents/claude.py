@@ -90,6 +90,9 @@ class ClaudeBackend(AgentBackend):
         # as a stream-json user message and stdin stays open for the answers.
         return config.prompt_via == "stdin"
 
+    def unrouted(self, config: AgentConfig) -> str:
+        return f"the {self.name} backend with promptVia argument"
+
     def argv(self, request: AgentRequest) -> list[str]:
         cfg = request.config
         argv = [self.executable(request), "-p", "--output-format", "stream-json", "--verbose"]

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from pokeralphd.agents import get_backend
 from pokeralphd.agents.base import AgentPermissionRequest, ApprovalMethod, PermissionAnswer
 from pokeralphd.clock import wait_or_timeout
 from pokeralphd.domain.approval import ApprovalRule, canonical
@@ -221,13 +222,11 @@ class PermissionRouter:
 
 def policy_warnings(config: Config) -> list[str]:
     """What a person should know about a battle's permissions before trusting it."""
-    from pokeralphd.agents import get_backend
-
+    backend = get_backend(config.agent)
     warnings = []
-    if not get_backend(config.agent).can_route(config.agent):
-        how = " with promptVia argument" if config.agent.backend == "claude" else ""
+    if not backend.can_route(config.agent):
         warnings.append(
-            f"the {config.agent.backend} backend{how} does not ask before a tool runs: "
+            f"{backend.unrouted(config.agent)} does not ask before a tool runs: "
             "approval rules and permissions.unmatched do not apply to it"
         )
     elif config.permissions.unmatched == "allow":
