@@ -154,7 +154,9 @@ class Ledger:
 
     # -- reading
     def load(self) -> None:
-        """Read every month's file into the totals."""
+        """Read every month's file into the totals. The file lock is held throughout, so
+        no append lands between the reading and the counting (its entry would be counted,
+        then cleared); queries wait only for the counting."""
         entries: list[LedgerEntry] = []
         skipped = 0
         with self._file_lock:
@@ -163,11 +165,11 @@ class Ledger:
                     read, bad = self._read(path)
                     entries += read
                     skipped += bad
-        with self._lock:
-            self._cells.clear()
-            self.skipped = skipped
-            for entry in entries:
-                self._count(entry)
+            with self._lock:
+                self._cells.clear()
+                self.skipped = skipped
+                for entry in entries:
+                    self._count(entry)
 
     def _read(self, path: Path) -> tuple[list[LedgerEntry], int]:
         """The file's entries, and how many lines were skipped."""
