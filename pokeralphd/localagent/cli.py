@@ -75,7 +75,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--base-url", help="default: agent.local.baseUrl")
     p.add_argument("--max-turns", type=int, help="default: agent.local.maxTurns")
     p.add_argument("--context-messages", type=int, help="default: agent.local.contextMessages")
-    p.add_argument("--timeout", type=float, help="seconds (default: agent.local.timeoutSeconds)")
+    p.add_argument(
+        "--timeout",
+        dest="timeout_seconds",  # the agent.local key it sets, as the other flags' names are
+        type=float,
+        help="seconds (default: agent.local.timeoutSeconds)",
+    )
     p.add_argument("--fetch-webpage", action="store_true", default=None, help="offer fetch_webpage")
     p.add_argument(
         "--no-default-rules", action="store_true", help="do not install the read-only default rules"
@@ -146,8 +151,7 @@ class Settings:
 
         from pokeralphd.domain.models import LocalAgentConfig
 
-        # each flag's value, by the key it sets (argparse names it after the flag)
-        given = {key: getattr(args, flag[2:].replace("-", "_")) for key, flag in FLAGS.items()}
+        given = {key: getattr(args, key) for key in FLAGS}  # each flag's dest is its key
         try:
             return LocalAgentConfig.model_validate(
                 {**defaults, **{k: v for k, v in given.items() if v is not None}}

@@ -184,3 +184,13 @@ def test_a_refused_key_names_what_to_set_for_each_backend() -> None:
     local = _error_of(LocalBackend(), outcome, []) or ""
     assert "config set agent.local.apiKey KEY" in local and "log in" not in local
     assert "run `claude` once by hand to log in" in (_error_of(ClaudeBackend(), outcome, []) or "")
+
+
+def test_each_agent_local_flag_is_stored_under_the_key_it_sets() -> None:
+    from pokeralphd.domain.models import LocalAgentConfig
+    from pokeralphd.localagent.cli import FLAGS, parser
+
+    options = {o for action in parser()._actions for o in action.option_strings}
+    dests = vars(parser().parse_args([]))
+    for key, flag in FLAGS.items():
+        assert flag in options and key in dests and key in LocalAgentConfig.model_fields
