@@ -18,7 +18,6 @@ from __future__ import annotations
 import itertools
 import logging
 import sys
-import weakref
 from time import monotonic
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -61,27 +60,6 @@ FLUSH_BYTES = 1 << 20  # replies gathered before they are sent, at most
 TIME_SLICE = 0.002  # seconds of one connection's work before the others get a turn
 SHUTDOWN_GRACE = 5.0  # seconds a client gets to take its last replies at shutdown
 _ENCODE_ERRORS = (TypeError, ValueError, OverflowError, RecursionError, msgspec.MsgspecError)
-
-_concurrent_cache: weakref.WeakKeyDictionary[Dispatcher, frozenset[str]] = (
-    weakref.WeakKeyDictionary()
-)
-_sync_cache: weakref.WeakKeyDictionary[Dispatcher, frozenset[str]] = weakref.WeakKeyDictionary()
-
-
-def _concurrent_methods(dispatcher: Dispatcher) -> frozenset[str]:
-    names = _concurrent_cache.get(dispatcher)
-    if names is None:
-        names = _concurrent_cache[dispatcher] = frozenset(
-            name for name, method in dispatcher.table.methods.items() if method.concurrent
-        )
-    return names
-
-
-def _sync_methods(dispatcher: Dispatcher) -> frozenset[str]:
-    names = _sync_cache.get(dispatcher)
-    if names is None:
-        names = _sync_cache[dispatcher] = dispatcher.sync_methods()
-    return names
 
 
 def _request_id(reply: dict[str, Any]) -> jsonrpc.Id:
@@ -164,8 +142,7 @@ class ClientConnection:
         self._refused = 0
         self.subscriptions: set[int] = set()
         self._reader_scope = anyio.CancelScope()
-        self._concurrent = _concurrent_methods(host.dispatcher)
-        self._sync = _sync_methods(host.dispatcher)
+        self._concurrent, self._sync = host.dispatcher.method_kinds()
         self._replies: list[bytes] = []  # encoded reply bodies waiting for the next flush
         self._reply_bytes = 0
         self._slice_end = 0.0

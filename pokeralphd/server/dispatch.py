@@ -192,10 +192,18 @@ class Dispatcher:
         self.refusals = RefusalLog()
         # Params structs of methods called without params, decoded once (they are never mutated).
         self._no_params: dict[str, Params] = {}
+        self._kinds: tuple[int, frozenset[str], frozenset[str]] | None = None
 
-    def sync_methods(self) -> frozenset[str]:
-        """The methods :meth:`call_now` runs: their handlers are plain functions."""
-        return frozenset(name for name, method in self.table.methods.items() if method.sync)
+    def method_kinds(self) -> tuple[frozenset[str], frozenset[str]]:
+        """The names of the concurrent methods (run beside a connection's reader) and of
+        the synchronous ones (:meth:`call_now` runs them): made once per set of methods
+        (methods are only ever added), read by every new connection."""
+        methods = self.table.methods
+        if self._kinds is None or self._kinds[0] != len(methods):
+            concurrent = frozenset(m.name for m in methods.values() if m.concurrent)
+            sync = frozenset(m.name for m in methods.values() if m.sync)
+            self._kinds = (len(methods), concurrent, sync)
+        return self._kinds[1], self._kinds[2]
 
     async def call(self, request: jsonrpc.Request, ctx: CallContext) -> dict[str, Any] | None:
         """Run one request; the response dict, or None for a notification."""
@@ -211,8 +219,8 @@ class Dispatcher:
         return self._result(request, result)
 
     def call_now(self, request: jsonrpc.Request, ctx: CallContext) -> dict[str, Any] | None:
-        """:meth:`call` for a method in :meth:`sync_methods`, without a coroutine (the hot
-        path of a client pipelining pings)."""
+        """:meth:`call` for a synchronous method (see :meth:`method_kinds`), without a
+        coroutine (the hot path of a client pipelining pings)."""
         method = self.table.methods[request.method]
         try:
             result = method.handler(ctx, self._params(method, request, ctx))

@@ -431,7 +431,7 @@ async def test_a_synchronous_handler_answers_alike_on_either_path(
         raise error
 
     dispatcher = Dispatcher(table)
-    assert dispatcher.sync_methods() == {"x.ok", "x.fails"}
+    assert dispatcher.method_kinds() == (frozenset(), frozenset({"x.ok", "x.fails"}))
     ctx = CallContext(None, None)  # type: ignore[arg-type]
     for method, expected in (("x.ok", None), ("x.fails", code)):
         request = jsonrpc.Request("2.0", method, msgspec.UNSET, 7)
@@ -495,7 +495,7 @@ async def test_a_handler_behind_a_decorator_is_awaited_when_either_is_async() ->
         return "outer"
 
     dispatcher = Dispatcher(table)
-    assert dispatcher.sync_methods() == frozenset()
+    assert dispatcher.method_kinds()[1] == frozenset()
     for name in ("inner", "outer"):
         request = jsonrpc.Request("2.0", f"x.{name}", msgspec.UNSET, 1)
         reply = await dispatcher.call(request, CallContext(None, None))  # type: ignore[arg-type]
