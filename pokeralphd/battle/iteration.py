@@ -335,10 +335,9 @@ class IterationRun:
                     result=IterationResult.TIMEOUT,
                     error=outcome.error or "the agent printed nothing for too long and was stopped",
                 )
-            elif outcome.rate_limited_until is not None:
-                data.update(result=IterationResult.CANCELLED, error=outcome.error or "rate limited")
             elif outcome.api_failure is not None:
-                # The API's doing, not the agent's: recorded, never counted.
+                # The API's doing, not the agent's (the CLI's own rate-limit event included:
+                # see transient_failure): recorded, never counted.
                 data.update(
                     result=IterationResult.CANCELLED,
                     error=outcome.error or f"API error: {outcome.api_failure.message}",
