@@ -98,8 +98,6 @@ async def offer_more(orch: BattleControl, active: ActiveBattle, over: Overrun) -
         active.task_id,
     )
     inbox = orch.inbox
-    if inbox is None:
-        return
     if active.budget_delivery is not None:  # asked before and not answered: ask anew
         with contextlib.suppress(PokeralphError):
             await inbox.close(active.budget_delivery, "asked again")

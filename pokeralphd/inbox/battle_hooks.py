@@ -62,8 +62,6 @@ class InboxApprovals:
 
     async def opened(self, orch: BattleControl, active: ActiveBattle, iteration: int) -> None:
         inbox = orch.inbox
-        if inbox is None:
-            return
 
         async def on_answer(delivery: Delivery, feedback: Feedback) -> None:
             if orch.battle_of(active.task_id) is active and active.approval_delivery == delivery.id:
@@ -94,7 +92,7 @@ class InboxApprovals:
     async def closed(self, orch: BattleControl, active: ActiveBattle, iteration: int) -> None:
         inbox = orch.inbox
         delivery_id, active.approval_delivery = active.approval_delivery, None
-        if inbox is None or delivery_id is None:
+        if delivery_id is None:
             return
         if active.pause_requested and active.approved:
             await inbox.close(delivery_id, "the battle was paused")
@@ -108,7 +106,7 @@ async def offer_retry(orch: BattleControl, active: ActiveBattle) -> None:
     """Failure hook: after max iterations, offer a retry with more iterations, or stop."""
     inbox = orch.inbox
     error = active.battle.error or ""
-    if inbox is None or not error.startswith("max iterations"):
+    if not error.startswith("max iterations"):
         return
     more = (active.battle.max_iterations or 0) + RETRY_MORE
     retry = f"retry with {more} iterations"
@@ -219,8 +217,6 @@ class InboxEscalations:
         self, orch: BattleControl, active: ActiveBattle, escalation: Escalation
     ) -> None:
         inbox = orch.inbox
-        if inbox is None:
-            return
         delivery = await inbox.create(
             f"{active.task_id} is escalated: {REASONS[escalation.reason]}"[:200],
             _escalation_body(active, escalation),
@@ -254,7 +250,7 @@ class InboxEscalations:
         self, orch: BattleControl, active: ActiveBattle, escalation: Escalation
     ) -> None:
         inbox = orch.inbox
-        if inbox is None or escalation.delivery_id is None:
+        if escalation.delivery_id is None:
             return
         listener = self._listener(orch, active, escalation)
         try:
@@ -272,7 +268,7 @@ class InboxEscalations:
     ) -> None:
         """Answered with ``battle.resolve``: the inbox item keeps the same answer."""
         inbox, resolution = orch.inbox, escalation.resolution
-        if inbox is None or escalation.delivery_id is None or resolution is None:
+        if escalation.delivery_id is None or resolution is None:
             return
         values: dict[str, Any] = {"action": resolution.action}
         if resolution.guidance:
@@ -283,7 +279,7 @@ class InboxEscalations:
         self, orch: BattleControl, active: ActiveBattle, escalation: Escalation, reason: str
     ) -> None:
         inbox = orch.inbox
-        if inbox is None or escalation.delivery_id is None:
+        if escalation.delivery_id is None:
             return
         with contextlib.suppress(PokeralphError):
             await inbox.close(escalation.delivery_id, reason)
