@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pokeralphctl.client import RequestFailed
+from pokeralphctl.client import Connection, RequestFailed
 from tests.helpers import DaemonProcess, events_of, pid_alive, reap, wait_until
 from tests.integration.battle_helpers import advance_to, fake_clock, setup_repo, types
 from tests.integration.test_agent_failures import SLOW
@@ -36,6 +36,14 @@ def answer(daemon: DaemonProcess, delivery: str, action: str, guidance: str = ""
     if guidance:
         values["guidance"] = guidance
     return daemon.call("inbox.answer", {"id": delivery, "values": {"values": values}})
+
+
+def start_until_blocked(daemon: DaemonProcess, conn: Connection, repo: Path, task: str) -> Any:
+    """Subscribe ``conn``, start the battle (one iteration), and wait for it to be blocked:
+    the ``battle_blocked`` payload."""
+    conn.call("events.subscribe", {"repo": str(repo)})
+    daemon.call("battle.start", {"repo": str(repo), "taskId": task, "maxIterations": 1})
+    return list(events_of(conn, lambda e: e["type"] == "battle_blocked"))[-1]["payload"]
 
 
 def escalated(events: list[dict[str, Any]]) -> dict[str, Any]:
@@ -137,9 +145,7 @@ def test_a_transient_verifier_failure_blocks_and_retries_without_burning_a_cycle
     clock = fake_clock(daemon)
     task = setup(daemon, repo, home, verifier=[step, "approve"], **SLOW)
     with daemon.connect(timeout=60) as conn:
-        conn.call("events.subscribe", {"repo": str(repo)})
-        daemon.call("battle.start", {"repo": str(repo), "taskId": task, "maxIterations": 1})
-        blocked = list(events_of(conn, lambda e: e["type"] == "battle_blocked"))[-1]["payload"]
+        blocked = start_until_blocked(daemon, conn, repo, task)
         assert blocked["phase"] == "verification" and blocked["retry"] == 1
         assert blocked["retryAt"] == pytest.approx(clock.time() + 60)
         battle = history(daemon, repo, task)
@@ -169,9 +175,7 @@ def test_a_rate_limited_verifier_waits_for_the_reset_without_burning_a_cycle(
     clock = fake_clock(daemon, start=time.time())  # the fake stamps its reset in real time
     task = setup(daemon, repo, home, verifier=["rate_limited", "approve"], maxVerificationCycles=1)
     with daemon.connect(timeout=60) as conn:
-        conn.call("events.subscribe", {"repo": str(repo)})
-        daemon.call("battle.start", {"repo": str(repo), "taskId": task, "maxIterations": 1})
-        blocked = list(events_of(conn, lambda e: e["type"] == "battle_blocked"))[-1]["payload"]
+        blocked = start_until_blocked(daemon, conn, repo, task)
         assert blocked["phase"] == "verification" and blocked["kind"] == "rate_limit"
         assert blocked["retryAt"] == pytest.approx(clock.time() + 3600, abs=5)
         assert history(daemon, repo, task)["verification"]["count"] == 0
@@ -189,9 +193,7 @@ def test_a_transient_exit_code_of_the_implementer_burns_no_iteration(
     fake_clock(daemon)  # the backoff would wait on it; battle.resume cuts it short
     task = setup_repo(daemon, repo, env={"FAKE_CLAUDE_MODE": "exit:124"}, **SLOW)
     with daemon.connect(timeout=60) as conn:
-        conn.call("events.subscribe", {"repo": str(repo)})
-        daemon.call("battle.start", {"repo": str(repo), "taskId": task, "maxIterations": 1})
-        blocked = list(events_of(conn, lambda e: e["type"] == "battle_blocked"))[-1]["payload"]
+        blocked = start_until_blocked(daemon, conn, repo, task)
         assert blocked["kind"] == "exit_code" and blocked["phase"] == "implementation"
         assert "transient exit status" in blocked["reason"]
         daemon.call(
