@@ -46,6 +46,25 @@ def start_until_blocked(daemon: DaemonProcess, conn: Connection, repo: Path, tas
     return list(events_of(conn, lambda e: e["type"] == "battle_blocked"))[-1]["payload"]
 
 
+def retried_and_approved(
+    daemon: DaemonProcess,
+    conn: Connection,
+    clock: Any,
+    blocked: dict[str, Any],
+    repo: Path,
+    task: str,
+) -> Any:
+    """Advance the clock to the blocked battle's retry and wait for its end: it completes,
+    with one verification cycle, approving. The battle's history."""
+    advance_to(daemon, clock, blocked["retryAt"])
+    rest = list(events_of(conn, lambda e: e["type"] in END))
+    assert types(rest)[-1] == "battle_complete"
+    battle = history(daemon, repo, task)
+    assert battle["verification"]["count"] == 1
+    assert battle["verification"]["reports"][0]["outcome"] == "approve"
+    return battle
+
+
 def escalated(events: list[dict[str, Any]]) -> dict[str, Any]:
     escalation: dict[str, Any] = payloads(events, "battle_escalated")[-1]["escalation"]
     return escalation
@@ -156,13 +175,8 @@ def test_a_transient_verifier_failure_blocks_and_retries_without_burning_a_cycle
         )
         summary = daemon.call("battle.current", {"repo": str(repo)})["battles"][0]
         assert summary["status"] == "blocked" and summary["retryAt"] == blocked["retryAt"]
-        advance_to(daemon, clock, blocked["retryAt"])
-        rest = list(events_of(conn, lambda e: e["type"] in END))
-    assert types(rest)[-1] == "battle_complete"
-    battle = history(daemon, repo, task)
+        battle = retried_and_approved(daemon, conn, clock, blocked, repo, task)
     # the failed run wrote no report and counted no cycle
-    assert battle["verification"]["count"] == 1
-    assert battle["verification"]["reports"][0]["outcome"] == "approve"
     assert battle["transientFailures"] == 0 and battle["blocked"] is None
 
 
@@ -179,12 +193,7 @@ def test_a_rate_limited_verifier_waits_for_the_reset_without_burning_a_cycle(
         assert blocked["phase"] == "verification" and blocked["kind"] == "rate_limit"
         assert blocked["retryAt"] == pytest.approx(clock.time() + 3600, abs=5)
         assert history(daemon, repo, task)["verification"]["count"] == 0
-        advance_to(daemon, clock, blocked["retryAt"])
-        rest = list(events_of(conn, lambda e: e["type"] in END))
-    assert types(rest)[-1] == "battle_complete"
-    battle = history(daemon, repo, task)
-    assert battle["verification"]["count"] == 1
-    assert battle["verification"]["reports"][0]["outcome"] == "approve"
+        retried_and_approved(daemon, conn, clock, blocked, repo, task)
 
 
 def test_a_transient_exit_code_of_the_implementer_burns_no_iteration(
