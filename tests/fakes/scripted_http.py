@@ -107,7 +107,7 @@ class ScriptedHTTP(Generic[R]):
     they keep (``record_type``) and pass their handler class to ``__init__``."""
 
     record_type: type[R]
-    poll_interval = 0.5
+    poll_interval = 0.05  # how soon close() returns (serve_forever checks this often)
 
     def __init__(self, handler: type[ScriptedHandler]) -> None:
         self.requests: list[R] = []
