@@ -739,7 +739,9 @@ def test_a_slow_reader_gets_a_whole_large_reply(wire: SettingsDaemon) -> None:
             chunk = sock.recv(16 << 10)
             assert chunk, f"closed after {len(data)} bytes"
             data += chunk
-            time.sleep(0.06)  # a slow client (each 64 KiB well within the stall timeout)
+            # a slow client: 200 kB/s (each 64 KiB in ~0.33 s, well within the stall
+            # timeout), so the ~1.45 MB reply takes over 7 s whatever sizes recv returns
+            time.sleep(max(0.0, t0 + len(data) / 200_000 - time.monotonic()))
         elapsed = time.monotonic() - t0
     reply = json.loads(data)
     assert len(reply) == count and all("result" in r for r in reply), [
