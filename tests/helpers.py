@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pokeralphctl.client import Connection, DaemonNotRunning
+from tests import forkserver
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FAKES = Path(__file__).resolve().parent / "fakes"
@@ -176,12 +177,22 @@ class DaemonProcess:
     """A real ``pokeralphd`` process: for what needs a process boundary (signals, kill -9,
     socket activation, a daemon's own start). Without the dashboard unless ``web``: loading
     the web stack is a third of a daemon's start (~0.25 s of CPU), and the dashboard's
-    tests run it in-process."""
+    tests run it in-process.
+
+    Forked from this test process's fork server (:mod:`tests.forkserver`: the imports
+    done once) unless ``fork`` is false: then ``python -m pokeralphd`` is exec'd, as the
+    benchmarks and the tests of the entry point itself need."""
 
     def __init__(
-        self, home: Path, extra_args: list[str] | None = None, *, web: bool = False
+        self,
+        home: Path,
+        extra_args: list[str] | None = None,
+        *,
+        web: bool = False,
+        fork: bool = True,
     ) -> None:
         self.home = home
+        self.fork = fork and forkserver.available()
         self.socket = home / "run" / "d.sock"
         self.web = web
         self.extra_args = (extra_args or []) + ([] if web else ["--no-web"])
@@ -198,18 +209,28 @@ class DaemonProcess:
         )
         self.env.pop("NOTIFY_SOCKET", None)
         self.env.pop("LISTEN_FDS", None)
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: subprocess.Popen[bytes] | forkserver.ForkedProcess | None = None
         self.log_path = home / "daemon.log"
 
     def start(self, wait: bool = True) -> DaemonProcess:
+        return self._launch(forkserver.DAEMON_MAIN, ["-m", "pokeralphd", *self.extra_args], wait)
+
+    def _launch(self, code: str, args: list[str], wait: bool) -> DaemonProcess:
+        """Run ``python ARGS`` (``-c CODE ...`` or ``-m pokeralphd ...``) as this daemon:
+        forked (``CODE`` with ``ARGS[1:]`` as its argv) or exec'd."""
         self.log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pokeralphd", *self.extra_args],
-            env=self.env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        if self.fork:
+            self.proc = forkserver.ForkedProcess(
+                code, ["pokeralphd", *args[2:]], self.env, str(self.log_path)
+            )
+        else:
+            self.proc = subprocess.Popen(
+                [sys.executable, *args],
+                env=self.env,
+                stdout=self.log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         atexit.register(self._kill_if_running)  # no test's daemon outlives the session
         if wait:
             try:
@@ -264,6 +285,7 @@ class DaemonProcess:
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
+        assert self.proc.returncode is not None
         return self.proc.returncode
 
     def kill9(self) -> None:
@@ -353,26 +375,8 @@ class SettingsDaemon(DaemonProcess):
         self.nofile = nofile or 0
 
     def start(self, wait: bool = True) -> SettingsDaemon:
-        self.log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                _SETTINGS_LAUNCHER,
-                json.dumps(self.settings),
-                str(self.nofile),
-            ],
-            env=self.env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        if wait:
-            try:
-                wait_until(self._answers, 20, "the daemon to answer daemon.ping")
-            except BaseException:
-                self.kill9()
-                raise
+        args = ["-c", _SETTINGS_LAUNCHER, json.dumps(self.settings), str(self.nofile)]
+        self._launch(_SETTINGS_LAUNCHER, args, wait)
         return self
 
 

@@ -37,8 +37,8 @@ def run(table: Table, idle_seconds: float = 5.0) -> None:
         make_repos(home, count)
         # The registry was written by hand: a first start creates each .pokeralph/ (as
         # repo.register would have); the start measured is a restart, as in real life.
-        DaemonProcess(home, web=True).start().stop()
-        daemon = DaemonProcess(home, web=True)  # as a user runs it: with the dashboard
+        DaemonProcess(home, web=True, fork=False).start().stop()
+        daemon = DaemonProcess(home, web=True, fork=False)  # as a user runs it: with the dashboard
         t0 = time.perf_counter()
         daemon.start()
         started = time.perf_counter() - t0

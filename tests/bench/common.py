@@ -26,7 +26,7 @@ class Table:
 
 def start_daemon(*args: str) -> DaemonProcess:
     """A daemon as a user runs it: with the dashboard (the tests' default is without)."""
-    return DaemonProcess(short_tmpdir("prb"), list(args), web=True).start()
+    return DaemonProcess(short_tmpdir("prb"), list(args), web=True, fork=False).start()
 
 
 def timed(func: Callable[[], object], runs: int) -> list[float]:

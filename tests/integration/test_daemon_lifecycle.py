@@ -55,7 +55,7 @@ def test_stale_socket_is_cleaned_up(home: Path) -> None:
 
 def test_sigterm_and_sigint_exit_zero_and_remove_the_socket(home: Path) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
-        proc = DaemonProcess(home).start()
+        proc = DaemonProcess(home, fork=False).start()  # `python -m pokeralphd` itself
         assert proc.stop(sig) == 0
         assert not proc.socket.exists()
         assert "stopped" in proc.logs()
