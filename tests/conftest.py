@@ -7,6 +7,7 @@ import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -44,6 +45,26 @@ sys.dont_write_bytecode = False
 settings.register_profile("deep", max_examples=2000)
 if DEEP_FUZZ:
     settings.load_profile("deep")
+
+
+# Modules whose tests share a module-scoped browser: under xdist they run on one worker,
+# so a run starts one Chromium and one dashboard daemon, not one per worker. The rest are
+# spread one test at a time, as ``--dist load`` spreads them.
+ONE_WORKER_MODULES = frozenset({"tests/web/test_browser.py"})
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "load":
+        return None  # an explicit --dist wins
+    from xdist.scheduler import LoadScopeScheduling
+
+    class KeepModulesTogether(LoadScopeScheduling):  # type: ignore[misc]  # xdist: untyped
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if module in ONE_WORKER_MODULES else nodeid
+
+    return KeepModulesTogether(config, log)
 
 
 @pytest.fixture
