@@ -149,7 +149,10 @@ def run_ctl(
     It runs in this process (``pokeralphctl.cli.main`` with a :class:`Terminal` of its
     own: ~80 ms of CPU less than a process, several hundred times a run), unless
     ``process`` asks for the real console script: for what only a process shows (its
-    exit on a signal, what reaches a real pipe, its imports).
+    exit on a signal, a real pipe's end, its imports, a daemon it leaves running).
+    In this process its output is encoded as on a pipe under a UTF-8 locale and decoded
+    strictly, as ``text=True`` does: what a pipe refuses (a lone surrogate on stdout)
+    fails here too, where a StringIO would take anything.
     """
     if process:
         return subprocess.run(
@@ -164,13 +167,22 @@ def run_ctl(
     from pokeralphctl.cli import main
     from pokeralphctl.terminal import Terminal
 
-    stdout, stderr = io.StringIO(), io.StringIO()
+    # As Python sets up a pipe under a UTF-8 locale, but for stdout's surrogateescape:
+    # the bytes it lets through are no UTF-8, which a test's decoding refuses anyway.
+    stdout = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict")
+    stderr = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="backslashreplace")
     where = str(cwd) if cwd is not None else os.getcwd()
     term = Terminal(dict(env), where, io.StringIO(input or ""), stdout, stderr)
     code = main(list(args), term)
-    return subprocess.CompletedProcess(
-        ["pokeralphctl", *args], code, stdout.getvalue(), stderr.getvalue()
-    )
+    out, err = (_written(stream) for stream in (stdout, stderr))
+    return subprocess.CompletedProcess(["pokeralphctl", *args], code, out, err)
+
+
+def _written(stream: io.TextIOWrapper) -> str:
+    stream.flush()
+    buffer = stream.buffer
+    assert isinstance(buffer, io.BytesIO)
+    return buffer.getvalue().decode("utf-8")
 
 
 class DaemonProcess:

@@ -8,8 +8,6 @@ import os
 import shutil
 import socket
 import stat
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +16,7 @@ import pytest
 from pokeralphctl import client
 from pokeralphctl.client import Connection, DaemonNotRunning, RequestFailed, UntrustedSocket
 from pokeralphd.server.listener import BoundSocket, ListenerError, bind_socket
-from tests.helpers import DaemonProcess, make_git_repo, short_tmpdir
+from tests.helpers import DaemonProcess, make_git_repo, run_ctl, short_tmpdir
 from tests.inproc import ThreadedDaemon
 from tests.integration.battle_helpers import run_until, setup_repo
 
@@ -289,13 +287,7 @@ def test_the_cli_refuses_a_linked_socket_with_a_clear_message(
 ) -> None:
     link = home / "link.sock"
     link.symlink_to(daemon.socket)
-    result = subprocess.run(
-        [sys.executable, "-m", "pokeralphctl", "status"],
-        env=dict(daemon.env, POKERALPH_SOCKET=str(link)),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = run_ctl(dict(daemon.env, POKERALPH_SOCKET=str(link)), "status")
     assert result.returncode == 3, result.stderr
     assert "refusing to talk to" in result.stderr and str(link) in result.stderr
 

@@ -3,16 +3,16 @@ survive a restart, and status and `pokeralphctl cost` show them."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from tests.helpers import FAKES, make_git_repo
+from tests.helpers import FAKES, make_git_repo, run_ctl
 from tests.inproc import InProcDaemon, RpcError, running_daemon
 
 pytestmark = pytest.mark.anyio
@@ -37,9 +37,8 @@ async def _battle(d: InProcDaemon, repo: Path, title: str, mode: str) -> str:
 
 async def _ctl(d: InProcDaemon, *args: str) -> dict[str, Any]:
     env = {**os.environ, "POKERALPH_SOCKET": str(d.paths.socket), "POKERALPH_NO_AUTOSTART": "1"}
-    done = await anyio.run_process(
-        [sys.executable, "-m", "pokeralphctl", "--json", *args], env=env, check=False
-    )
+    # on a worker thread: the daemon answers on this thread's event loop
+    done = await anyio.to_thread.run_sync(functools.partial(run_ctl, env, "--json", *args))
     assert done.returncode == 0, done.stderr
     result: dict[str, Any] = json.loads(done.stdout)["result"]
     return result

@@ -18,7 +18,7 @@ import pytest
 
 from pokeralphctl.client import RequestFailed
 from tests.cli.conftest import envelope
-from tests.helpers import DaemonProcess, events_of, make_git_repo
+from tests.helpers import DaemonProcess, events_of, make_git_repo, run_ctl
 
 ATTACKER = "https://attacker.example"
 FLAG = "--dangerously-skip-permissions"
@@ -63,14 +63,7 @@ class Cli:
         self.cwd = cwd
 
     def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "pokeralphctl", *args],
-            env=self.daemon.env,
-            cwd=self.cwd,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        return run_ctl(self.daemon.env, *args, cwd=self.cwd)
 
     def json(self, *args: str) -> Any:
         proc = self(*args, "--json")

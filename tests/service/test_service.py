@@ -18,7 +18,7 @@ import pytest
 
 from pokeralphctl import units
 from pokeralphctl.client import Connection
-from tests.helpers import REPO_ROOT, DaemonProcess, wait_until
+from tests.helpers import REPO_ROOT, DaemonProcess, run_ctl, wait_until
 
 PYTHON_BIN = Path(sys.executable).parent
 
@@ -86,10 +86,6 @@ def test_launchd_plist_has_what_launchd_needs() -> None:
     )
 
 
-@pytest.mark.skipif(
-    shutil.which("systemd-socket-activate") is None,
-    reason="systemd-socket-activate is not installed",
-)
 def _accepts(path: Path) -> bool:
     with socket.socket(socket.AF_UNIX) as probe:
         try:
@@ -99,6 +95,10 @@ def _accepts(path: Path) -> bool:
     return True
 
 
+@pytest.mark.skipif(
+    shutil.which("systemd-socket-activate") is None,
+    reason="systemd-socket-activate is not installed",
+)
 def test_socket_activation_with_systemds_own_tool(home: Path) -> None:
     sock = home / "act" / "d.sock"
     sock.parent.mkdir(mode=0o700)
@@ -193,19 +193,9 @@ def test_abstract_notify_socket(home: Path) -> None:
         listener.close()
 
 
-def ctl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pokeralphctl", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
 def test_service_install_and_uninstall(home: Path) -> None:
     env = dict(os.environ, XDG_CONFIG_HOME=str(home / "cfg"), HOME=str(home))
-    first = ctl(env, "service", "install")
+    first = run_ctl(env, "service", "install")
     assert first.returncode == 0, first.stderr
     unit = home / "cfg" / "systemd" / "user" / "pokeralphd.service"
     text = unit.read_text()
@@ -217,12 +207,12 @@ def test_service_install_and_uninstall(home: Path) -> None:
         in first.stdout
     )
     unit.write_text(text + "\n# edited by hand\n")
-    refused = ctl(env, "service", "install")
+    refused = run_ctl(env, "service", "install")
     assert refused.returncode == 1 and "--force" in refused.stderr
-    assert ctl(env, "service", "install", "--force").returncode == 0
-    status = ctl(env, "--json", "service", "status")
+    assert run_ctl(env, "service", "install", "--force").returncode == 0
+    status = run_ctl(env, "--json", "service", "status")
     assert json.loads(status.stdout)["result"]["answering"] is False
-    removed = ctl(env, "service", "uninstall")
+    removed = run_ctl(env, "service", "uninstall")
     assert removed.returncode == 0 and not unit.exists()
 
 
@@ -235,25 +225,26 @@ def test_autostart_starts_a_daemon_on_demand(home: Path) -> None:
         POKERALPH_SOCKET=str(home / "run" / "d.sock"),
         HOME=str(home),
     )
-    ping = ctl(env, "ping")
+    ping = run_ctl(env, "ping")
     assert ping.returncode == 3  # diagnostics report the truth, they do not start anything
-    listed = ctl(env, "repos")
+    # a process: the daemon it starts must outlive it and leave its pipes closed
+    listed = run_ctl(env, "repos", process=True)
     try:
         assert listed.returncode == 0, listed.stderr
         assert "started pokeralphd in the background" in listed.stderr
-        assert ctl(env, "ping").returncode == 0
-        assert ctl(dict(env, POKERALPH_NO_AUTOSTART="1"), "repos").returncode == 0
+        assert run_ctl(env, "ping").returncode == 0
+        assert run_ctl(dict(env, POKERALPH_NO_AUTOSTART="1"), "repos").returncode == 0
     finally:
-        assert ctl(env, "daemon", "stop").returncode == 0
-    opted_out = ctl(env, "--no-autostart", "repos")
+        assert run_ctl(env, "daemon", "stop").returncode == 0
+    opted_out = run_ctl(env, "--no-autostart", "repos")
     assert opted_out.returncode == 3
 
 
 def test_completion_scripts() -> None:
     for shell in ("bash", "zsh", "fish"):
-        out = ctl(dict(os.environ), "completion", shell)
+        out = run_ctl(dict(os.environ), "completion", shell)
         assert out.returncode == 0 and "battle" in out.stdout and "approve" in out.stdout
-    script = ctl(dict(os.environ), "completion", "bash").stdout
+    script = run_ctl(dict(os.environ), "completion", "bash").stdout
     assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
 
 
