@@ -46,12 +46,11 @@ def unsafe(text: str) -> list[str]:
 
 @pytest.fixture
 def ctl(daemon: DaemonProcess, registered: Path) -> Ctl:
-    """The console script itself, not the in-process run: what reaches a real pipe is
-    the point here (a lone surrogate let through would fail the stream's encoding, where
-    a StringIO takes anything)."""
+    """The CLI in the registered repository; its output is encoded as a pipe's (see
+    :func:`run_ctl`): a lone surrogate let through fails here as it would there."""
 
     def run(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
-        return run_ctl(daemon.env, *args, cwd=registered, input=input, process=True)
+        return run_ctl(daemon.env, *args, cwd=registered, input=input)
 
     return run
 
@@ -305,6 +304,7 @@ def test_battle_follow_log_history_and_progress(
 
 
 def test_watch_escapes_live_events(daemon: DaemonProcess, registered: Path) -> None:
+    # a process: a watch runs until Ctrl-C (SIGINT), which reaches a process only
     watch = subprocess.Popen(
         [sys.executable, "-m", "pokeralphctl", "watch", "--repo", str(registered)],
         env=daemon.env,
@@ -344,8 +344,8 @@ def test_status_and_repos_with_a_hostile_path(daemon: DaemonProcess, home: Path)
     repo = make_git_repo(home / "r\x1b]0;pwned\x07\u202e\x9b")
     assert daemon.call("repo.register", {"path": str(repo)})["path"] == str(repo)
     for args in (("status",), ("repos",), ("daemon", "status")):
-        proc = inert(run_ctl(daemon.env, *args, process=True))
+        proc = inert(run_ctl(daemon.env, *args))
         assert proc.returncode == 0, proc.stderr
         assert "r\\x1b]0;pwned\\x07\\u202e\\x9b" in proc.stdout
-    repos = envelope(inert(run_ctl(daemon.env, "repos", "--json", process=True)))["result"]
+    repos = envelope(inert(run_ctl(daemon.env, "repos", "--json")))["result"]
     assert [r["path"] for r in repos] == [str(repo)]

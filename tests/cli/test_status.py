@@ -14,12 +14,13 @@ def test_no_daemon_exits_3_and_says_how_to_start_it() -> None:
     env = dict(os.environ, POKERALPH_SOCKET="/nonexistent/elsewhere.sock")
     env["POKERALPH_NO_AUTOSTART"] = "1"  # say so, rather than start a daemon on demand
     for command in ("ping", "status"):
-        proc = run_ctl(env, "--socket", str(nothing), command, process=True)
+        proc = run_ctl(env, "--socket", str(nothing), command)
         assert proc.returncode == 3
         assert str(nothing) in proc.stderr  # --socket wins over $POKERALPH_SOCKET
         assert "pokeralphctl daemon start" in proc.stderr
         assert "systemctl --user start pokeralphd" in proc.stderr
         assert "Traceback" not in proc.stderr
+    # the console script, as a user runs it: its exit code when nothing answers
     proc = run_ctl(env, "status", "--json", "--socket", str(nothing), process=True)
     assert proc.returncode == 3
     error = envelope(proc)["error"]
@@ -29,8 +30,8 @@ def test_no_daemon_exits_3_and_says_how_to_start_it() -> None:
 
 
 def test_ping(daemon: DaemonProcess) -> None:
-    # Most CLI tests run pokeralphctl in this process; this one and the one above run the
-    # console script, as a user does.
+    # Most CLI tests run pokeralphctl in this process; this one and `status --json` above
+    # run the console script, as a user does.
     proc = daemon.ctl("ping", process=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("pong")

@@ -10,7 +10,7 @@ from tests.helpers import DaemonProcess
 
 def test_demo_runs_a_whole_battle(daemon: DaemonProcess, home: Path) -> None:
     target = home / "demo"
-    result = daemon.ctl("demo", str(target), process=True)  # as the README runs it
+    result = daemon.ctl("demo", str(target))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "battle_complete" in result.stdout and "DEMO agent" in result.stderr
     log = subprocess.run(

@@ -4,11 +4,10 @@ HITL approval through the inbox, planning from `pokeralphctl plan`."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tests.helpers import FAKES, DaemonProcess, events_of, wait_until
+from tests.helpers import FAKES, DaemonProcess, events_of, run_ctl, wait_until
 from tests.integration.battle_helpers import setup_repo, types
 
 
@@ -17,28 +16,22 @@ def test_agents_blocking_question_answered_from_another_client(
 ) -> None:
     daemon.call("repo.register", {"path": str(repo)})
     env = dict(daemon.env, POKERALPH_REPO_PATH=str(repo), POKERALPH_TASK_ID="001-x")
-    asker = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pokeralphctl",
-            "deliver",
-            "--title",
-            "Deploy where?",
-            "--schema",
-            "select",
-            "--option",
-            "staging",
-            "--option",
-            "production",
-            "--blocking",
-            "--timeout",
-            "60",
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    asking = ThreadPoolExecutor(1)  # the agent's client waits on a thread of its own
+    asker = asking.submit(
+        run_ctl,
+        env,
+        "deliver",
+        "--title",
+        "Deploy where?",
+        "--schema",
+        "select",
+        "--option",
+        "staging",
+        "--option",
+        "production",
+        "--blocking",
+        "--timeout",
+        "60",
     )
     items = wait_until(
         lambda: daemon.call("inbox.list", {"status": "open"})["items"], 20, "the question"
@@ -51,9 +44,10 @@ def test_agents_blocking_question_answered_from_another_client(
     assert bad.returncode == 1 and "choose one of" in bad.stderr
     good = daemon.ctl("answer", items[0]["id"], "--value", "staging", "--note", "prod tomorrow")
     assert good.returncode == 0, good.stderr
-    out, err = asker.communicate(timeout=30)
-    assert asker.returncode == 0, err
-    answer = json.loads(out)
+    asked = asker.result(timeout=30)
+    asking.shutdown()
+    assert asked.returncode == 0, asked.stderr
+    answer = json.loads(asked.stdout)
     assert answer["status"] == "answered" and answer["answer"]["values"] == {"value": "staging"}
     assert answer["answer"]["note"] == "prod tomorrow"
 
