@@ -111,7 +111,7 @@ def test_who_a_process_is() -> None:
     owner = ProcessOwner.anonymous()
     scope = AgentScope("battle", "r", "001-x")
     env = {**os.environ, OWNER_VAR: owner.mark}
-    wait = [sys.executable, "-c", "input()"]
+    wait = ["/bin/sh", "-c", "read -r line"]  # until a line comes
     with (
         subprocess.Popen(wait, stdin=subprocess.PIPE) as root,
         subprocess.Popen(wait, stdin=subprocess.PIPE, env=env) as ours,

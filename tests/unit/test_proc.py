@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,10 @@ from pokeralphd.proc import OWNER_VAR, ProcessOwner, iter_lines, marked, spawn
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.anyio
+
+# The children these tests end, mark and look for: any program does, and sleep(1) starts
+# in a millisecond of CPU where Python takes thirty.
+SLEEP = shutil.which("sleep") or "/bin/sleep"
 
 
 async def test_an_endless_line_comes_in_bounded_pieces() -> None:
@@ -42,9 +47,7 @@ async def test_an_endless_line_comes_in_bounded_pieces() -> None:
 
 def _marked_sleeper(mark: str) -> subprocess.Popen[bytes]:
     env = dict(os.environ, **{OWNER_VAR: mark})
-    return subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(120)"], env=env, start_new_session=True
-    )
+    return subprocess.Popen([SLEEP, "120"], env=env, start_new_session=True)
 
 
 def test_the_sweep_ends_children_of_a_dead_daemon_and_spares_the_rest() -> None:
@@ -75,11 +78,7 @@ async def test_spawn_marks_the_child_and_strips_service_variables(
     monkeypatch.setenv("NOTIFY_SOCKET", "/run/x")
     owner = ProcessOwner.anonymous()
     process = await spawn(
-        [
-            sys.executable,
-            "-c",
-            "import os; print(os.environ.get('POKERALPH_OWNER'), os.environ.get('NOTIFY_SOCKET'))",
-        ],
+        ["/bin/sh", "-c", 'echo "${POKERALPH_OWNER-None} ${NOTIFY_SOCKET-None}"'],
         cwd="/",
         env={},
         owner=owner,
@@ -111,7 +110,7 @@ async def test_ending_a_tree_leaves_our_childs_exit_status_to_the_event_loop() -
 
     for _ in range(20):
         process = await spawn(
-            [sys.executable, "-c", "import time; time.sleep(60)"],
+            [SLEEP, "60"],
             cwd=".",
             env={},
             owner=ProcessOwner.anonymous(),
@@ -132,9 +131,7 @@ def test_marked_finds_the_variable_only_as_a_whole_entry(
     var = f"PRX_MARK_{os.getpid()}"
     env = dict(os.environ)
     children = [
-        subprocess.Popen(
-            [sys.executable, "-c", "import time; time.sleep(60)"], env={**env, **extra}
-        )
+        subprocess.Popen([SLEEP, "60"], env={**env, **extra})
         for extra in (
             {var: "one é"},
             {"X" + var: "no", "OTHER": f"{var}=no"},
@@ -143,7 +140,7 @@ def test_marked_finds_the_variable_only_as_a_whole_entry(
     ]
     # the variable as the very first entry, and a false match before the real entry
     children += [
-        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=first)
+        subprocess.Popen([SLEEP, "60"], env=first)
         for first in ({var: "first", **env}, {"A_FIRST": f"x{var}=no", **env, var: "last"})
     ]
     if platform == "other":

@@ -305,9 +305,9 @@ def test_battle_listing_refuses_a_battles_link(repo: Path, outside: Path) -> Non
 
 
 def _dead_pid() -> int:
-    code = "import os; print(os.getpid())"
-    proc = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
-    return int(proc.stdout)
+    with subprocess.Popen(["true"]) as proc:
+        proc.wait()
+    return proc.pid
 
 
 def test_init_removes_temp_files_of_killed_writes(repo: Path, outside: Path) -> None:
@@ -352,17 +352,24 @@ def test_many_killed_writes_leave_nothing_after_a_start(repo: Path) -> None:
     """A writer killed with SIGKILL between temp file and rename, twelve times over."""
     fm = FileManager(repo)
     fm.init()
+    # twelve writer processes, forked by one interpreter (not twelve imports of the store)
     code = (
         "import os, sys\n"
         "from pathlib import Path\n"
         "from pokeralphd.store import atomic\n"
         "def die(*a, **k): os.kill(os.getpid(), 9)\n"
         "atomic.os.replace = die\n"
-        "atomic.atomic_write(Path(sys.argv[1]), b'{}')\n"
+        "for _ in range(12):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        atomic.atomic_write(Path(sys.argv[1]), b'{}')\n"
+        "        os._exit(0)\n"
+        "    print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"
     )
-    for _ in range(12):
-        proc = subprocess.run([sys.executable, "-c", code, str(fm.prd_path)], check=False)
-        assert proc.returncode == -9
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(fm.prd_path)], check=True, capture_output=True, text=True
+    )
+    assert proc.stdout.split() == ["-9"] * 12, proc.stderr
     assert len([p for p in fm.dir.iterdir() if p.name.endswith(".tmp")]) == 12
     fm.init()
     assert [p for p in fm.dir.iterdir() if p.name.endswith(".tmp")] == []
