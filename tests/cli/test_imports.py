@@ -49,29 +49,55 @@ def imported(env: dict[str, str], tmp: Path, *args: str, cwd: Path | None = None
     return modules
 
 
-@pytest.mark.parametrize(
-    "args",
-    [
-        ["status"],
-        ["--json", "status"],
-        ["ping"],
-        ["battle", "start", "001-task", "--yolo"],
-        ["battle", "approve", "--note", "ok"],
-        ["approve", "--reject"],
-        ["task", "list"],
-        ["task", "add", "T", "-d", "d", "-c", "c"],
-        ["config", "get", "agent.backend"],
-        ["repos"],
-        ["daemon", "status"],
-    ],
-)
+# Runs each command line in turn in one fresh interpreter and writes what was imported
+# after each: modules only pile up, so the first line to import a forbidden one is named.
+PROBE_EACH = """
+import json, sys
+from pokeralphctl.cli import main
+out, runs = sys.argv[1], json.loads(sys.argv[2])
+after = []
+for args in runs:
+    main(args)
+    after.append(sorted(sys.modules))
+with open(out, "w") as fh:
+    json.dump(after, fh)
+"""
+
+COMMON_PATHS = [
+    ["status"],
+    ["--json", "status"],
+    ["ping"],
+    ["battle", "start", "001-task", "--yolo"],
+    ["battle", "approve", "--note", "ok"],
+    ["approve", "--reject"],
+    ["task", "list"],
+    ["task", "add", "T", "-d", "d", "-c", "c"],
+    ["config", "get", "agent.backend"],
+    ["repos"],
+    ["daemon", "status"],
+]
+
+
 def test_common_paths_import_only_the_standard_library(
-    daemon: DaemonProcess, repo: Path, tmp_path: Path, args: list[str]
+    daemon: DaemonProcess, repo: Path, tmp_path: Path
 ) -> None:
     daemon.call("repo.register", {"path": str(repo)})
-    modules = imported(daemon.env, tmp_path, *args, cwd=repo)
-    assert "pokeralphctl.cli" in modules
-    assert forbidden(modules) == []
+    out = tmp_path / "modules.json"
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE_EACH, str(out), json.dumps(COMMON_PATHS)],
+        env=daemon.env,
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.exists(), proc.stderr
+    after: list[list[str]] = json.loads(out.read_text())
+    assert len(after) == len(COMMON_PATHS)
+    assert "pokeralphctl.cli" in after[0]
+    for args, modules in zip(COMMON_PATHS, after, strict=True):
+        assert forbidden(modules) == [], f"pokeralphctl {' '.join(args)}"
 
 
 def test_no_daemon_path_and_every_command_module_stay_light(tmp_path: Path) -> None:
