@@ -42,6 +42,13 @@ def pace_seconds(text: str) -> float:
     return value
 
 
+def agent_config(pace: float | None) -> dict[str, Any]:
+    """The sample's ``agent``: the demo agent, at ``pace`` if given. Its ``extraArgs`` are
+    always set, so that flags of your own for another backend (in your user config) stay
+    out of it."""
+    return {"backend": "demo", "extraArgs": [] if pace is None else ["--pace", f"{pace:g}"]}
+
+
 def add_demo(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "directory",
@@ -134,14 +141,11 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
     ctx.repo = str(target)
     ctx.call("repo.register", {"path": str(target)})
     ctx.call("prd.update", ctx.params(prd=prd))
-    agent: dict[str, Any] = {"backend": "demo"}
-    if args.pace is not None:
-        agent["extraArgs"] = ["--pace", f"{args.pace:g}"]
     ctx.call(
         "config.update",
         ctx.params(
             patch={
-                "agent": agent,
+                "agent": agent_config(args.pace),
                 "mode": "hitl" if args.hitl else "yolo",
                 "maxIterationsPerTask": 5,
                 "feedbackLoops": ["test"],

@@ -197,7 +197,10 @@ def parse_pace(argv: list[str]) -> float:
 
     parser = argparse.ArgumentParser(prog="pokeralphd.agents.demo_agent")
     parser.add_argument("--pace", type=seconds, default=DEFAULT_PACE, metavar="SECONDS")
-    return float(parser.parse_args(argv).pace)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # agent.extraArgs meant for another backend: the demo goes on without them
+        print(f"demo agent: ignoring {' '.join(unknown)}", file=sys.stderr)
+    return float(args.pace)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from pokeralphctl.cli import build_parser
+from pokeralphctl.commands.demo import agent_config
 from pokeralphd.agents import demo_agent
 from pokeralphd.agents.base import AgentRequest
 from pokeralphd.agents.demo import DemoBackend
@@ -22,6 +23,8 @@ def test_demo_runs_a_whole_battle(daemon: DaemonProcess, home: Path) -> None:
     result = daemon.ctl("demo", str(target), "--pace", "0", process=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "battle_complete" in result.stdout and "DEMO agent" in result.stderr
+    agent = daemon.call("config.get", {"repo": str(target)})["config"]["agent"]
+    assert agent["backend"] == "demo" and agent["extraArgs"] == ["--pace", "0"]
     log = subprocess.run(
         ["git", "-C", str(target), "log", "--format=%s"], capture_output=True, text=True, check=True
     )
@@ -42,6 +45,7 @@ def test_the_demo_is_watchable_unless_told_otherwise() -> None:
     """Without ``--pace`` nothing reaches the agent, whose own pace is one a person can follow."""
     argv = ["demo"]
     assert build_parser(argv)[0].parse_args(argv).pace is None
+    assert agent_config(None) == {"backend": "demo", "extraArgs": []}
     request = AgentRequest(prompt="p", cwd=Path("."), mode="execute", config=AgentConfig())
     assert DemoBackend().argv(request) == [sys.executable, "-m", "pokeralphd.agents.demo_agent"]
     assert demo_agent.parse_pace([]) == demo_agent.DEFAULT_PACE >= 0.05
@@ -52,6 +56,8 @@ def test_the_demo_is_watchable_unless_told_otherwise() -> None:
         prompt="p", cwd=Path("."), mode="execute", config=AgentConfig(extra_args=["--pace", "0"])
     )
     assert demo_agent.parse_pace(DemoBackend().argv(fast)[3:]) == 0
+    # Arguments meant for another backend do not stop the demo.
+    assert demo_agent.parse_pace(["--dangerously-skip-permissions"]) == demo_agent.DEFAULT_PACE
 
 
 @pytest.mark.parametrize("pace", ["-1", "6", "nan", "soon"])
