@@ -110,11 +110,13 @@ class DaemonSettings(Model):
     )
     send_stall_timeout: float = Field(
         default=30.0,
-        ge=1.0,
+        ge=0.1,
         le=3600.0,
         description="Seconds a client may take to read 64 KiB while a reply or events are "
-        "being written to it. A reply is never cut short because the client reads slowly; "
-        "one that stops reading for this long is disconnected (and it is logged).",
+        "being written to it (0.1 to 3600). A reply is never cut short because the client "
+        "reads slowly; one that stops reading for this long is disconnected (and it is "
+        "logged). A subscriber dropped for overflowing gets at most 1 s, or this if less, "
+        "to take its overflow notice.",
     )
     max_concurrent_battles: int = Field(default=4, ge=1, le=64)
     web: bool = Field(

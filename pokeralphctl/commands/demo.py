@@ -4,7 +4,8 @@ Copies the bundled sample (a tiny Python module with two stubs and its tests) in
 git repository, starts the daemon if none answers, registers the repository, imports its
 PRD, points it at the bundled DEMO agent (an offline stand-in that speaks Claude Code's
 stream-json and really edits the sample), and follows a YOLO battle to its end. The
-feedback loop is the sample's real test suite.
+feedback loop is the sample's real test suite. ``--pace SECONDS`` sets the agent's pause
+between events (its own default, 0.05 s, is slow enough to read along; 0 is full speed).
 """
 
 from __future__ import annotations
@@ -26,6 +27,26 @@ if TYPE_CHECKING:
     from pokeralphctl.terminal import Terminal
 
 TASK_ID = "001-implement-text-statistics"
+#: the demo agent's bounds for ``--pace`` (pokeralphd.agents.demo_agent.MAX_PACE)
+MAX_PACE = 5.0
+
+
+def pace_seconds(text: str) -> float:
+    """A ``--pace`` value: seconds in [0, MAX_PACE]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value <= MAX_PACE:
+        raise argparse.ArgumentTypeError(f"must be between 0 and {MAX_PACE:g} seconds")
+    return value
+
+
+def agent_config(pace: float | None) -> dict[str, Any]:
+    """The sample's ``agent``: the demo agent, at ``pace`` if given. Its ``extraArgs`` are
+    always set, so that flags of your own for another backend (in your user config) stay
+    out of it."""
+    return {"backend": "demo", "extraArgs": [] if pace is None else ["--pace", f"{pace:g}"]}
 
 
 def add_demo(parser: argparse.ArgumentParser) -> None:
@@ -36,6 +57,12 @@ def add_demo(parser: argparse.ArgumentParser) -> None:
         help="where to create the sample repository (default: ./pokeralph-demo, or -2, -3…)",
     )
     parser.add_argument("--hitl", action="store_true", help="approve each iteration yourself")
+    parser.add_argument(
+        "--pace",
+        type=pace_seconds,
+        metavar="SECONDS",
+        help="the demo agent's pause between events (default 0.05; 0 runs at full speed)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -118,7 +145,7 @@ def run(ctx: Context, args: argparse.Namespace) -> int:
         "config.update",
         ctx.params(
             patch={
-                "agent": {"backend": "demo"},
+                "agent": agent_config(args.pace),
                 "mode": "hitl" if args.hitl else "yolo",
                 "maxIterationsPerTask": 5,
                 "feedbackLoops": ["test"],

@@ -2,7 +2,8 @@
 
 It runs ``pokeralphd.agents.demo_agent``, which speaks Claude Code's stream-json (so the
 demo exercises the real claude parser) and really edits the sample repository. It is a
-demo, not an agent: it only knows how to finish the sample task.
+demo, not an agent: it only knows how to finish the sample task. ``agent.extraArgs`` go to
+it as they are (``["--pace", "0"]`` drops its pause between events).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ class DemoBackend(ClaudeBackend):
     name = "demo"
 
     def argv(self, request: AgentRequest) -> list[str]:
-        return [sys.executable, "-m", "pokeralphd.agents.demo_agent"]
+        return [sys.executable, "-m", "pokeralphd.agents.demo_agent", *request.config.extra_args]
 
     def stdin_bytes(self, request: AgentRequest) -> bytes | None:
         return request.prompt.encode()

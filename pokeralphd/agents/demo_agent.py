@@ -7,10 +7,14 @@ completion with the sigil and a completion block carrying evidence per criterion
 
 As the verifier (seed 003's QA agent) it runs the sample's tests and reports on each
 acceptance criterion from what they say; as the reviewer it approves with a suggestion.
+
+It pauses ``--pace`` seconds after each event it writes (default 0.05) so that a person
+can watch it; ``--pace 0`` runs it at full speed (``pokeralphctl demo --pace 0``).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import subprocess
@@ -21,6 +25,11 @@ from pathlib import Path
 from typing import Any
 
 SESSION = str(uuid.uuid4())
+#: seconds between events unless ``--pace`` says otherwise: slow enough to read along
+DEFAULT_PACE = 0.05
+#: the longest ``--pace`` accepted (a demo, not a wait)
+MAX_PACE = 5.0
+pace = DEFAULT_PACE
 WORD_COUNT = '''def word_count(text: str) -> int:
     """How many words ``text`` holds (runs of letters, digits and apostrophes)."""
     return len(re.findall(r"[\\w']+", text))
@@ -37,7 +46,8 @@ TOP_WORDS = '''def top_words(text: str, n: int = 3) -> list[tuple[str, int]]:
 def emit(event: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(event) + "\n")
     sys.stdout.flush()
-    time.sleep(0.05)  # a demo should be watchable
+    if pace:
+        time.sleep(pace)  # a demo should be watchable
 
 
 def say(text: str) -> None:
@@ -176,7 +186,26 @@ def review() -> None:
     finish(final)
 
 
-def main() -> int:
+def parse_pace(argv: list[str]) -> float:
+    """The ``--pace`` of the command line, within [0, MAX_PACE]."""
+
+    def seconds(text: str) -> float:
+        value = float(text)
+        if not 0 <= value <= MAX_PACE:
+            raise argparse.ArgumentTypeError(f"must be between 0 and {MAX_PACE:g}")
+        return value
+
+    parser = argparse.ArgumentParser(prog="pokeralphd.agents.demo_agent")
+    parser.add_argument("--pace", type=seconds, default=DEFAULT_PACE, metavar="SECONDS")
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # agent.extraArgs meant for another backend: the demo goes on without them
+        print(f"demo agent: ignoring {' '.join(unknown)}", file=sys.stderr)
+    return float(args.pace)
+
+
+def main(argv: list[str] | None = None) -> int:
+    global pace
+    pace = parse_pace(sys.argv[1:] if argv is None else argv)
     prompt = sys.stdin.read()
     if prompt.startswith(("Role: verifier", "Role: reviewer")):
         emit(

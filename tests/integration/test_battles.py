@@ -366,7 +366,7 @@ def test_kill_9_mid_battle_then_restart_and_resume(home: Path, repo: Path) -> No
         agent_pids(pidfile)
     first.kill9()
     pids = [int(x) for x in pidfile.read_text().split()]
-    second = DaemonProcess(home).start()
+    second = ThreadedDaemon(home).start()  # the restart needs no process of its own
     try:
         try:
             wait_until(lambda: not _alive(pids), 20, "the orphaned agent to be ended")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import pytest
 
 from pokeralphctl.client import Connection, RequestFailed
 from tests.helpers import DaemonProcess, events_of, pid_alive, reap, wait_until
+from tests.inproc import ThreadedDaemon
 from tests.integration.battle_helpers import advance_to, fake_clock, setup_repo, types
 from tests.integration.test_agent_failures import SLOW
 from tests.integration.test_verification import (
@@ -237,7 +237,7 @@ def test_kill_9_during_verification_then_resume_runs_it_again(home: Path, repo: 
         assert battle["phase"] == "verification"
     finally:
         first.kill9()
-    second = DaemonProcess(home).start()
+    second = ThreadedDaemon(home).start()  # the restart needs no process of its own
     try:
         # the orphaned verifier was ended; nothing of a report was written
         try:
@@ -293,11 +293,13 @@ def test_a_running_battle_of_schema_1_recovers_in_its_implementation(
     running = json.loads((FIXTURES / "v1" / "history.json").read_text())
     running.update(status="running", completedAt=None, durationMs=None)
     (folder / "battles" / task / "history.json").write_text(json.dumps(running))
-    daemon = DaemonProcess(home).start()
+    # Daemons in this process: what is tested is a start reading the files (no process
+    # boundary is involved), and a daemon process's start is an interpreter's.
+    daemon = ThreadedDaemon(home).start()
     try:
         daemon.call("repo.register", {"path": str(repo)})
-        daemon.stop(signal.SIGTERM)
-        daemon = DaemonProcess(home).start()  # recovery runs at start
+        daemon.stop()
+        daemon = ThreadedDaemon(home).start()  # recovery runs at start
         battle = history(daemon, repo, task)
         assert battle["status"] == "paused" and battle["phase"] == "implementation"
         assert battle["verification"]["count"] == 0

@@ -100,7 +100,7 @@ def test_blocking_wait_times_out_and_is_answered_later(daemon: DaemonProcess, re
     d = create(daemon, repo, mode="blocking", schema={"type": "confirm"})
     with daemon.connect() as watcher:
         watcher.call("events.subscribe", {"types": ["delivery_timeout"]})
-        assert daemon.call("inbox.wait", {"id": d["id"], "timeout": 0.2})["status"] == "timeout"
+        assert daemon.call("inbox.wait", {"id": d["id"], "timeout": 0.02})["status"] == "timeout"
         list(events_of(watcher, lambda e: e["type"] == "delivery_timeout"))
     assert daemon.call("inbox.get", {"id": d["id"]})["delivery"]["status"] == "timeout"
     results: list[Any] = []

@@ -64,7 +64,7 @@ def test_blocking_deliver_times_out_with_its_exit_code(daemon: DaemonProcess, re
         "confirm",
         "--blocking",
         "--timeout",
-        "0.3",
+        "0.02",
     )
     assert result.returncode == 5
     item = daemon.call("inbox.list", {})["items"][0]

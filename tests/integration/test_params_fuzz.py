@@ -48,6 +48,7 @@ from tests.helpers import (
     read_messages,
     short_tmpdir,
 )
+from tests.inproc import ThreadedDaemon
 
 TABLE = build_table()
 METHODS = sorted(TABLE.methods)
@@ -98,13 +99,16 @@ class World:
         self.repo = make_git_repo(home / "repo")
         make_git_repo(home / "other")
         (home / "plain").mkdir()
-        self.daemon = DaemonProcess(home).start()
+        # In this process: the params need no process boundary, and a daemon process's
+        # start (an interpreter, its imports, polling for its socket) was most of the
+        # module's time. Its log is captured all the same.
+        self.daemon = ThreadedDaemon(home).start()
         self.rpc = Rpc(self.daemon)
         try:
             self.prepare()
         except BaseException:
             self.rpc.sock.close()
-            self.daemon.kill9()
+            self.daemon.stop()
             raise
 
     def prepare(self) -> None:

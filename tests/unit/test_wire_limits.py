@@ -354,12 +354,13 @@ def slow_reader(sock: socket.socket, out: bytearray, pause: float) -> threading.
 @pytest.mark.anyio
 async def test_a_slow_reader_gets_the_whole_frame() -> None:
     ours, theirs = stream_pair()
-    frame = json.dumps({"jsonrpc": "2.0", "id": 1, "result": "z" * (3 << 20)}).encode() + b"\n"
+    frame = json.dumps({"jsonrpc": "2.0", "id": 1, "result": "z" * (5 << 19)}).encode() + b"\n"
     got = bytearray()
-    reader = slow_reader(theirs, got, pause=0.004)
+    # 160 reads of at most 16 KiB, 2 ms apart: the whole send takes over 3 stall timeouts,
+    # while each 64 KiB chunk is taken in about 8 ms, a twelfth of one.
+    reader = slow_reader(theirs, got, pause=0.002)
     stream = await anyio.abc.UNIXSocketStream.from_socket(ours)
-    # The whole send takes several stall timeouts; no single pause comes near one.
-    outbox = Outbox(stream, stall_timeout=0.25)
+    outbox = Outbox(stream, stall_timeout=0.1)
     t0 = time.monotonic()
     async with anyio.create_task_group() as tg:
         tg.start_soon(outbox.run)
@@ -379,7 +380,7 @@ def outbox_aborted(outbox: Outbox) -> bool:
 async def test_a_reader_that_stops_is_cut_off_and_closed(caplog: pytest.LogCaptureFixture) -> None:
     ours, theirs = stream_pair()
     stream = await anyio.abc.UNIXSocketStream.from_socket(ours)
-    outbox = Outbox(stream, stall_timeout=0.2, label="connection 7")
+    outbox = Outbox(stream, stall_timeout=0.05, label="connection 7")
     with caplog.at_level(logging.WARNING):
         async with anyio.create_task_group() as tg:
             tg.start_soon(outbox.run)
@@ -387,7 +388,7 @@ async def test_a_reader_that_stops_is_cut_off_and_closed(caplog: pytest.LogCaptu
                 await outbox.send_now(b"y" * (4 << 20))
             outbox.put(b"never sent\n")
     assert outbox.closed
-    assert "connection 7: the client read nothing for 0.2 s" in caplog.text
+    assert "connection 7: the client read nothing for 0.05 s" in caplog.text
     theirs.settimeout(5)
     received = b""
     while chunk := theirs.recv(1 << 20):
@@ -397,15 +398,21 @@ async def test_a_reader_that_stops_is_cut_off_and_closed(caplog: pytest.LogCaptu
 
 
 @pytest.mark.anyio
-async def test_the_shutdown_deadline_bounds_a_shielded_send() -> None:
+async def test_the_shutdown_deadline_bounds_a_shielded_send(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     ours, theirs = stream_pair()
     stream = await anyio.abc.UNIXSocketStream.from_socket(ours)
-    outbox = Outbox(stream, stall_timeout=60)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(outbox.run)
-        outbox.set_deadline(0.3)
-        with anyio.fail_after(5):
-            await outbox.send_now(b"y" * (4 << 20))
+    outbox = Outbox(stream, stall_timeout=5)
+    t0 = anyio.current_time()
+    with caplog.at_level(logging.WARNING):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(outbox.run)
+            outbox.set_deadline(0.05)
+            await outbox.send_now(b"y" * (4 << 20))  # shielded: only the deadline ends it
+    # The deadline ended it, long before the stall timeout could have.
+    assert anyio.current_time() - t0 < outbox.stall_timeout
+    assert "the daemon is shutting down during a 4194304-byte write" in caplog.text
     assert outbox.closed
     theirs.close()
 
