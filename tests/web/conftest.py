@@ -58,7 +58,8 @@ def demo_repo(daemon: ThreadedDaemon, target: Path, mode: str = "hitl") -> Path:
         {
             "repo": str(target),
             "patch": {
-                "agent": {"backend": "demo"},
+                # at full speed: its pause between events is for people watching
+                "agent": {"backend": "demo", "extraArgs": ["--pace", "0"]},
                 "mode": mode,
                 "maxIterationsPerTask": 5,
                 "feedbackLoops": ["test"],
