@@ -125,8 +125,8 @@ class ChatClient(abc.ABC):
 
     def client(self) -> httpx.AsyncClient:
         headers = {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        if self._ssl is None:  # made once: building one costs ~30 ms
-            self._ssl = ssl.create_default_context()
+        if self._ssl is None:
+            self._ssl = self._tls_context()
         return httpx.AsyncClient(
             timeout=httpx.Timeout(self.timeout),
             headers=headers,
@@ -134,6 +134,15 @@ class ChatClient(abc.ABC):
             transport=self.transport,
             trust_env=False,  # a local server: no proxy from the environment
         )
+
+    def _tls_context(self) -> ssl.SSLContext:
+        """The system's CAs for an ``https`` server (made once: loading them costs
+        ~30 ms). A plain ``http`` server (the usual local one) never reaches TLS, as
+        no redirect is followed, so it gets a context that trusts no CA at all: one
+        that could verify nothing, rather than one that checks nothing."""
+        if self.base_url.lower().startswith("https://"):
+            return ssl.create_default_context()
+        return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
     @abc.abstractmethod
     def url(self) -> str:
