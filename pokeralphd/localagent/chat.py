@@ -24,6 +24,7 @@ import anyio
 import httpx
 
 from pokeralphd.localagent.errors import ApiStatusError, ServerUnreachable, WireError
+from pokeralphd.localagent.transport import OneRequestTransport
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
@@ -130,8 +131,7 @@ class ChatClient(abc.ABC):
         return httpx.AsyncClient(
             timeout=httpx.Timeout(self.timeout),
             headers=headers,
-            verify=self._ssl,
-            transport=self.transport,
+            transport=self.transport or OneRequestTransport(self._ssl),
             trust_env=False,  # a local server: no proxy from the environment
         )
 

@@ -16,8 +16,13 @@ from tests.helpers import REPO_ROOT
 # The daemon checks the rules and decides every call in a battle, so the rules' models,
 # the config's models and its layers are the standalone command's; psutil only ends a
 # command past its timeout; the user's folders are not looked up when --session-dir is
-# given, as the daemon does.
+# given, as the daemon does. A model call goes through the agent's own one-request
+# transport: httpx's default one (httpcore) brings a pool, HTTP/2 and, where installed,
+# trio.
 NOT_IN_A_BATTLE = (
+    "httpcore",
+    "h2",
+    "trio",
     "pokeralphd.domain.approval",
     "pokeralphd.domain.models",
     "pokeralphd.store.config_layers",
