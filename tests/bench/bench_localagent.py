@@ -32,7 +32,8 @@ def _cpu_of(argv: list[str], env: dict[str, str], stdin: bytes | None) -> tuple[
     """The child's CPU seconds (user + system) and wall seconds."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
-    subprocess.run(argv, env=env, input=stdin, stdout=subprocess.DEVNULL, check=True)
+    quiet = subprocess.DEVNULL
+    subprocess.run(argv, env=env, input=stdin, stdout=quiet, stderr=quiet, check=True)
     wall = time.perf_counter() - began
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
