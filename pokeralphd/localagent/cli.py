@@ -122,8 +122,9 @@ FLAGS = {
 
 #: ``agent.local`` as :class:`pokeralphd.domain.models.LocalAgentConfig` has it: its
 #: defaults, the bounds of its numbers and its URL check, for the flags. Checking them
-#: here keeps the config's models (a fifth of a battle run's start) out of battle mode;
-#: tests/unit/test_local_backend.py holds the two in agreement.
+#: here keeps the config's and the rules' models out of battle mode, which the daemon
+#: starts for every iteration; tests/unit/test_local_backend.py holds the two in
+#: agreement.
 DEFAULTS: dict[str, Any] = {
     "base_url": "http://localhost:11434",
     "api": "ollama",

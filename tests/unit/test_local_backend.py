@@ -222,8 +222,8 @@ PROBES = {
 
 @pytest.mark.parametrize("flag", sorted(PROBES))
 def test_the_flags_are_checked_exactly_as_agent_local_is(flag: str) -> None:
-    """Battle mode checks its flags without loading the config's models (a fifth of its
-    start): what it accepts, refuses and keeps is what LocalAgentConfig does."""
+    """Battle mode checks its flags without loading the config's models: what it
+    accepts, refuses and keeps is what LocalAgentConfig does."""
     from pydantic import ValidationError
 
     from pokeralphd.domain.models import LocalAgentConfig
