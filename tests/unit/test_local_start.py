@@ -16,10 +16,10 @@ from tests.helpers import REPO_ROOT
 # The daemon checks the rules and decides every call in a battle, so the rules' models,
 # the config's models and its layers are the standalone command's; psutil only ends a
 # command past its timeout; the user's folders are not looked up when --session-dir is
-# given, as the daemon does. A model call goes through the agent's own one-request
-# transport: httpx's default one (httpcore) brings a pool, HTTP/2 and, where installed,
-# trio.
+# given, as the daemon does. A model call is one POST with h11 (.transport): httpx, and
+# httpcore with its pool, HTTP/2 and (where installed) trio, are fetch_webpage's.
 NOT_IN_A_BATTLE = (
+    "httpx",
     "httpcore",
     "h2",
     "trio",
