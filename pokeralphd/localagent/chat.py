@@ -1,5 +1,6 @@
-"""What both chat clients share: the reply they return, the HTTP client with its
-timeouts, bounded retries, and bounded reading of a streamed body.
+"""What both chat clients share: the reply they return, the request (one POST over
+:mod:`.transport`) with its timeout, bounded retries, and bounded reading of a streamed
+body.
 
 A call is retried (at most :attr:`ChatClient.retries` more times, with a doubling
 backoff) when the connection fails or the server answers 5xx or 429 before it streamed
