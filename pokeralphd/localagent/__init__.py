@@ -5,8 +5,9 @@ ten tools inside the working directory, sessions on disk, and two front-ends: th
 backend (:mod:`pokeralphd.agents.local`).
 
 One module per job: :mod:`.chat` (shared client), :mod:`.ollama_chat`,
-:mod:`.openai_chat`, :mod:`.toolspec` (what the model sees), :mod:`.tools` (what they
-do), :mod:`.sandbox` (the boundary), :mod:`.output` (the 10 KB cap), :mod:`.session`
-(the files), :mod:`.loop`, :mod:`.streamjson`, :mod:`.approve`, :mod:`.cli`. The
-read-only default rules are in :mod:`pokeralphd.store.local_defaults`.
+:mod:`.openai_chat`, :mod:`.transport` (their HTTP/1.1), :mod:`.toolspec` (what the
+model sees), :mod:`.tools` (what they do), :mod:`.sandbox` (the boundary),
+:mod:`.output` (the 10 KB cap), :mod:`.session` (the files), :mod:`.loop`,
+:mod:`.streamjson`, :mod:`.approve`, :mod:`.cli`. The read-only default rules are in
+:mod:`pokeralphd.store.local_defaults`.
 """

@@ -1,5 +1,6 @@
-"""What both chat clients share: the reply they return, the HTTP client with its
-timeouts, bounded retries, and bounded reading of a streamed body.
+"""What both chat clients share: the reply they return, the request (one POST over
+:mod:`.transport`) with its timeout, bounded retries, and bounded reading of a streamed
+body.
 
 A call is retried (at most :attr:`ChatClient.retries` more times, with a doubling
 backoff) when the connection fails or the server answers 5xx or 429 before it streamed
@@ -21,9 +22,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import httpx
 
-from pokeralphd.localagent.errors import ApiStatusError, ServerUnreachable, WireError
+from pokeralphd.localagent import transport
+from pokeralphd.localagent.errors import (
+    ApiStatusError,
+    ConnectFailed,
+    HttpFailure,
+    ReadTimedOut,
+    ServerUnreachable,
+    WireError,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
@@ -112,7 +120,6 @@ class ChatClient(abc.ABC):
         api_key: str | None = None,
         retries: int = 2,
         backoff: float = 0.5,
-        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -120,20 +127,16 @@ class ChatClient(abc.ABC):
         self.api_key = api_key
         self.retries = retries
         self.backoff = backoff
-        self.transport = transport
         self._ssl: ssl.SSLContext | None = None
 
-    def client(self) -> httpx.AsyncClient:
-        headers = {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        if self._ssl is None:  # made once: building one costs ~30 ms
-            self._ssl = ssl.create_default_context()
-        return httpx.AsyncClient(
-            timeout=httpx.Timeout(self.timeout),
-            headers=headers,
-            verify=self._ssl,
-            transport=self.transport,
-            trust_env=False,  # a local server: no proxy from the environment
-        )
+    def _tls_context(self) -> ssl.SSLContext:
+        """The system's CAs for an ``https`` server (made once: loading them costs
+        ~30 ms). A plain ``http`` server (the usual local one) never reaches TLS, as
+        no redirect is followed, so it gets a context that trusts no CA at all: one
+        that could verify nothing, rather than one that checks nothing."""
+        if self.base_url.lower().startswith("https://"):
+            return ssl.create_default_context()
+        return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
     @abc.abstractmethod
     def url(self) -> str:
@@ -174,24 +177,24 @@ class ChatClient(abc.ABC):
 
     async def _once(self, body: dict[str, Any], on_text: Callable[[str], None]) -> Reply:
         reply = Reply()
+        if self._ssl is None:
+            self._ssl = self._tls_context()
+        # JSON as httpx sent it: UTF-8, compact
+        data = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        auth = [("authorization", f"Bearer {self.api_key}")] if self.api_key else []
         try:
-            async with (
-                self.client() as client,
-                client.stream("POST", self.url(), json=body) as response,
-            ):
-                if response.status_code >= 400:
-                    raise ApiStatusError(response.status_code, await error_text(response))
-                await self.reader(reply, on_text).read(bounded_lines(response.aiter_bytes()))
-        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-            raise ServerUnreachable(self.base_url, self.api, _reason(exc)) from None
-        except httpx.ReadTimeout:
-            raise ApiStatusError(
-                None, f"no data for {self.timeout:g} s (agent.local.timeoutSeconds)"
-            ) from None
-        except httpx.RemoteProtocolError as exc:
-            raise ApiStatusError(None, f"the connection broke: {exc}") from None
-        except httpx.HTTPError as exc:
-            raise ApiStatusError(None, str(exc) or type(exc).__name__) from None
+            async with transport.post(
+                self.url(), data.encode(), auth, self.timeout, self._ssl
+            ) as response:
+                if response.status >= 400:
+                    raise ApiStatusError(response.status, await error_text(response))
+                await self.reader(reply, on_text).read(bounded_lines(response.body()))
+        except ConnectFailed as exc:
+            raise ServerUnreachable(self.base_url, self.api, exc.message) from None
+        except ReadTimedOut as exc:
+            raise ApiStatusError(None, f"{exc.message} (agent.local.timeoutSeconds)") from None
+        except HttpFailure as exc:
+            raise ApiStatusError(None, exc.message) from None
         return reply
 
 
@@ -271,27 +274,11 @@ class StreamReader(abc.ABC):
         return False
 
 
-def _reason(exc: BaseException) -> str:
-    """What went wrong underneath httpx's "All connection attempts failed"."""
-    seen: BaseException | None = exc
-    for _ in range(8):
-        if seen is None:
-            break
-        if isinstance(seen, ConnectionRefusedError) or "refused" in str(seen).lower():
-            return "connection refused"
-        if isinstance(seen, OSError) and seen.strerror:
-            return seen.strerror.lower()
-        seen = seen.__cause__ or seen.__context__
-    if isinstance(exc, httpx.ConnectTimeout):
-        return "the connection timed out"
-    return str(exc) or type(exc).__name__
-
-
-async def error_text(response: httpx.Response) -> str:
+async def error_text(response: transport.Response) -> str:
     """The message of an error response: ``{"error": "…"}`` (Ollama), ``{"error":
     {"message": …}}`` (OpenAI), or the body's start."""
     data = bytearray()
-    async for chunk in response.aiter_bytes():
+    async for chunk in response.body():
         data.extend(chunk)
         if len(data) > MAX_ERROR_BODY:
             break
@@ -299,7 +286,7 @@ async def error_text(response: httpx.Response) -> str:
     try:
         parsed = json.loads(text)
     except ValueError:
-        return text.strip()[:500] or response.reason_phrase
+        return text.strip()[:500] or response.reason
     return error_message(parsed) or text[:500]
 
 

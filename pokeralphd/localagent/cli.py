@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -38,16 +39,18 @@ from pokeralphd.localagent.errors import SessionError
 from pokeralphd.localagent.loop import AgentLoop, Outcome
 from pokeralphd.localagent.session import Message, Session, SessionStore
 from pokeralphd.localagent.toolspec import TOOLS
-from pokeralphd.paths import Paths
 
 if TYPE_CHECKING:
-    from pokeralphd.domain.models import LocalAgentConfig
     from pokeralphd.localagent.approve import Unmatched
     from pokeralphd.localagent.chat import ChatClient, Reply
     from pokeralphd.localagent.session import ToolCall, ToolResult
     from pokeralphd.localagent.toolspec import ToolSpec
+    from pokeralphd.paths import Paths
 
 JSON_VERSION = 1
+RETRIES = 2  # more tries of a model call that failed before it streamed anything
+BACKOFF = 0.5  # seconds before the first retry
+MAX_BACKOFF = 60.0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -81,6 +84,13 @@ def parser() -> argparse.ArgumentParser:
         type=float,
         help="seconds (default: agent.local.timeoutSeconds)",
     )
+    p.add_argument(
+        "--retry-backoff",
+        type=float,
+        metavar="SECONDS",
+        help=f"wait before retrying a model server that failed or does not answer, doubled "
+        f"at each of the {RETRIES} retries (default {BACKOFF:g})",
+    )
     p.add_argument("--fetch-webpage", action="store_true", default=None, help="offer fetch_webpage")
     p.add_argument(
         "--no-default-rules", action="store_true", help="do not install the read-only default rules"
@@ -110,20 +120,67 @@ FLAGS = {
     "fetch_webpage": "--fetch-webpage",
 }
 
+#: ``agent.local`` as :class:`pokeralphd.domain.models.LocalAgentConfig` has it: its
+#: defaults, the bounds of its numbers and its URL check, for the flags. Checking them
+#: here keeps the config's and the rules' models out of battle mode, which the daemon
+#: starts for every iteration; tests/unit/test_local_backend.py holds the two in
+#: agreement.
+DEFAULTS: dict[str, Any] = {
+    "base_url": "http://localhost:11434",
+    "api": "ollama",
+    "api_key": None,
+    "max_turns": 50,
+    "context_messages": 100,
+    "timeout_seconds": 120.0,
+    "fetch_webpage": False,
+    "default_rules": True,
+}
+BOUNDS = {"max_turns": (1, 1000), "context_messages": (10, 1000), "timeout_seconds": (5, 300)}
+HTTP_URL = re.compile(r"https?://[^\s/?#]+(?:/[^\s?#]*)?")
+
 
 class UsageError(Exception):
     """Raised for a command line or configuration that cannot run (exit status 2)."""
 
 
+def check_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``agent.local`` keys the flags set, checked as the config checks them (the
+    same ranges and URL check; a flag of 0 is an error, not the default)."""
+    given = {key: getattr(args, key) for key in FLAGS}  # each flag's dest is its key
+    given = {key: value for key, value in given.items() if value is not None}
+    for key, (low, high) in BOUNDS.items():
+        value = given.get(key)
+        if value is not None and not low <= value <= high:  # NaN is in no range
+            raise UsageError(f"{FLAGS[key]}: must be from {low} to {high}, got {value:g}")
+    url = given.get("base_url")
+    if url is not None:
+        if not HTTP_URL.fullmatch(url):
+            raise UsageError(
+                "--base-url: must be an http:// or https:// URL like http://localhost:11434, "
+                f"got {url!r}"
+            )
+        given["base_url"] = url.rstrip("/")
+    return given
+
+
+def check_backoff(args: argparse.Namespace) -> float:
+    backoff: float | None = args.retry_backoff
+    if backoff is None:
+        return BACKOFF
+    if not 0 <= backoff <= MAX_BACKOFF:
+        raise UsageError(f"--retry-backoff: must be from 0 to {MAX_BACKOFF:g}, got {backoff:g}")
+    return backoff
+
+
 class Settings:
-    def __init__(self, args: argparse.Namespace, cwd: Path, paths: Paths) -> None:
+    def __init__(self, args: argparse.Namespace, cwd: Path, paths: Paths | None = None) -> None:
         self.cwd = cwd
-        self.paths = paths
+        self._paths = paths
         self.rules: list[Any] = []
         # what a call no rule decides gets at the terminal: as in a battle,
         # permissions.unmatched (--yes allows); in a battle the daemon decides
         self.unmatched: Unmatched = "allow" if args.yes else "ask"
-        defaults: dict[str, Any] = {}
+        defaults = DEFAULTS
         model = None
         if not args.stream_json:
             config = self._config(cwd)
@@ -133,37 +190,32 @@ class Settings:
             if not args.yes:
                 self.unmatched = config.permissions.unmatched
         self.model: str | None = args.model or model
-        local = self._local(args, defaults)
-        self.api: str = local.api
-        self.base_url: str = local.base_url.rstrip("/")
-        self.api_key: str | None = local.api_key
-        self.max_turns: int = local.max_turns
-        self.context: int = local.context_messages
-        self.timeout: float = local.timeout_seconds
-        self.fetch = local.fetch_webpage
-        self.default_rules = not args.no_default_rules and local.default_rules
+        # the config's agent.local (checked when it was loaded), or its defaults in a
+        # battle (the daemon passes every setting as a flag), with the flags on top
+        local = {**defaults, **check_flags(args)}
+        self.api: str = local["api"]
+        self.base_url: str = local["base_url"].rstrip("/")
+        self.api_key: str | None = local["api_key"]
+        self.max_turns: int = local["max_turns"]
+        self.context: int = local["context_messages"]
+        self.timeout: float = local["timeout_seconds"]
+        self.fetch: bool = local["fetch_webpage"]
+        self.default_rules: bool = not args.no_default_rules and local["default_rules"]
+        self.backoff = check_backoff(args)
 
-    @staticmethod
-    def _local(args: argparse.Namespace, defaults: dict[str, Any]) -> LocalAgentConfig:
-        """The config's ``agent.local`` with the flags given on top, checked as the config
-        is (the same ranges and URL check, and a flag of 0 is an error, not the default)."""
-        from pydantic import ValidationError
+    @property
+    def paths(self) -> Paths:
+        """The user's folders, found when first needed (a battle given --session-dir
+        never needs them)."""
+        if self._paths is None:
+            from pokeralphd.paths import Paths
 
-        from pokeralphd.domain.models import LocalAgentConfig
-
-        given = {key: getattr(args, key) for key in FLAGS}  # each flag's dest is its key
-        try:
-            return LocalAgentConfig.model_validate(
-                {**defaults, **{k: v for k, v in given.items() if v is not None}}
-            )
-        except ValidationError as exc:
-            error = exc.errors()[0]
-            field = str(error["loc"][0]) if error["loc"] else ""
-            flag = FLAGS.get(field, f"agent.local.{field}")
-            raise UsageError(f"{flag}: {error['msg']}") from None
+            self._paths = Paths.resolve()
+        return self._paths
 
     @staticmethod
     def _config(cwd: Path) -> Any:
+        from pokeralphd.paths import Paths
         from pokeralphd.store import config_layers
 
         repo_file = None
@@ -177,12 +229,20 @@ class Settings:
             raise UsageError(f"the configuration cannot be used: {exc.message}") from None
 
     def client(self, api_key: str | None = None) -> ChatClient:
-        from pokeralphd.localagent.ollama_chat import OllamaClient
-        from pokeralphd.localagent.openai_chat import OpenAIClient
-
+        cls: type[ChatClient]
+        if self.api == "ollama":
+            from pokeralphd.localagent.ollama_chat import OllamaClient as cls
+        else:
+            from pokeralphd.localagent.openai_chat import OpenAIClient as cls
         assert self.model
-        cls = OllamaClient if self.api == "ollama" else OpenAIClient
-        return cls(self.base_url, self.model, timeout=self.timeout, api_key=api_key or self.api_key)
+        return cls(
+            self.base_url,
+            self.model,
+            timeout=self.timeout,
+            api_key=api_key or self.api_key,
+            retries=RETRIES,
+            backoff=self.backoff,
+        )
 
 
 class HumanEvents:
@@ -252,13 +312,13 @@ def _fail(args: argparse.Namespace, code: str, message: str) -> None:
 
 
 async def run(args: argparse.Namespace, cwd: Path) -> int:
-    paths = Paths.resolve()
-    settings = Settings(args, cwd, paths)
+    settings = Settings(args, cwd)
     # In a battle the daemon installs them (the one writer of the user's config) and
     # decides every call with them; here only a person's own runs do.
     if args.install_default_rules or (settings.default_rules and not args.stream_json):
         from pokeralphd.store.local_defaults import DEFAULT_RULES, install_defaults
 
+        paths = settings.paths
         added = install_defaults(paths.user_config_file, paths.state_dir)
         settings.rules += [rule for _, rule in DEFAULT_RULES if rule.id in added]
         if added and not args.stream_json:

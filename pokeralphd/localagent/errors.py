@@ -4,7 +4,11 @@ LocalAgentError
 ├── ChatError                  a model call failed
 │   ├── ServerUnreachable      nothing answers at the base URL (after the retries)
 │   ├── ApiStatusError         the server answered with an HTTP error (or an error line)
-│   └── WireError              the reply is not the API's wire format
+│   ├── WireError              the reply is not the API's wire format
+│   └── HttpFailure            the request failed below HTTP (.transport; .chat says it
+│       │                      as one of the above)
+│       ├── ConnectFailed      no connection (refused, no route, unknown name, TLS)
+│       └── ReadTimedOut       no bytes for the timeout
 ├── ToolError                  a tool call cannot be done (the model is told why)
 │   └── PathEscape             a path leaves the working directory
 └── SessionError               no session to continue, or a session file unusable
@@ -58,6 +62,20 @@ class ApiStatusError(ChatError):
 
 class WireError(ChatError):
     """Raised when a reply does not follow the API's wire format (or is past our bounds)."""
+
+
+class HttpFailure(ChatError):
+    """Raised by :mod:`.transport` when a request fails below HTTP: the connection
+    broke, was cut short, or did not speak HTTP/1.1."""
+
+
+class ConnectFailed(HttpFailure):
+    """Raised by :mod:`.transport` when no connection can be made; the message is the
+    reason underneath (e.g. "connection refused")."""
+
+
+class ReadTimedOut(HttpFailure):
+    """Raised by :mod:`.transport` when no bytes arrive for the timeout."""
 
 
 class ToolError(LocalAgentError):

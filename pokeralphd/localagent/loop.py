@@ -14,11 +14,11 @@ stream-json in a battle.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from pokeralphd.domain.approval import canonical
 from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.localagent.errors import (
     ApiStatusError,
@@ -241,10 +241,7 @@ class AgentLoop:
         return result, text
 
     def _repeated(self, name: str, args: dict[str, object]) -> int:
-        try:
-            key = name + canonical(args)
-        except ValueError:
-            key = name
+        key = name + json.dumps(args, sort_keys=True)  # parsed JSON: always encodes
         count = self._repeat[1] + 1 if self._repeat[0] == key else 1
         self._repeat = (key, count)
         return count

@@ -26,7 +26,6 @@ import anyio
 
 from pokeralphd.localagent.errors import ToolError
 from pokeralphd.localagent.output import cap
-from pokeralphd.proc import end_tree
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -310,8 +309,10 @@ class Toolbox:
 
     # -- the terminal
     async def t_run_in_terminal(
-        self, command: str, timeout_seconds: int | None = None
+        self, command: str, timeout_seconds: float | None = None
     ) -> ToolOutcome:
+        """The model's calls give whole seconds (its schema says integer, at least 1);
+        a caller of the toolbox may give a fraction."""
         if not command.strip():
             raise ToolError("command is empty")
         timeout = min(timeout_seconds or DEFAULT_COMMAND_TIMEOUT, MAX_COMMAND_TIMEOUT)
@@ -349,6 +350,10 @@ class Toolbox:
             timed_out = scope.cancelled_caught
         finally:
             if process.returncode is None or timed_out:
+                # here only: pokeralphd.proc loads psutil, which a command that ends
+                # by itself never needs
+                from pokeralphd.proc import end_tree
+
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(end_tree, process.pid, None, KILL_GRACE)
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
@@ -360,7 +365,7 @@ class Toolbox:
             text += f"\n[… {skipped:,} bytes of output not kept …]\n"
         text += tail.decode("utf-8", "replace")
         if timed_out:
-            status = f"stopped after the {timeout} s timeout"
+            status = f"stopped after the {timeout:g} s timeout"
         elif code is not None and code < 0:
             status = f"killed by signal {-code}"
         else:

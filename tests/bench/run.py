@@ -18,6 +18,7 @@ ALL = [
     "attacks",
     "writes",
     "web",
+    "localagent",
 ]
 
 

@@ -332,8 +332,10 @@ def test_a_server_that_is_down_says_how_to_start_it(home: Path) -> None:
     with socket.socket() as held:  # bound, never listening: refused, and no one takes it
         held.bind(("127.0.0.1", 0))
         port = held.getsockname()[1]
+        url = f"http://127.0.0.1:{port}"
+        # its two retries still happen, without the default half second and second between
         done = _agent(
-            home, work, "--model", MODEL, "--base-url", f"http://127.0.0.1:{port}", "-p", "x"
+            home, work, "--model", MODEL, "--base-url", url, "--retry-backoff", "0", "-p", "x"
         )
     result = _json(done)
     assert done.returncode == 1 and result["error"]["code"] == "server_unreachable"

@@ -151,6 +151,8 @@ def test_a_server_that_is_down_is_transient_for_the_battle() -> None:
         (["--timeout", "0"], "--timeout"),
         (["--context-messages", "5000"], "--context-messages"),
         (["--base-url", "ftp://example.com"], "--base-url"),
+        (["--retry-backoff", "-1"], "--retry-backoff"),
+        (["--retry-backoff", "nan"], "--retry-backoff"),
     ],
 )
 def test_the_commands_flags_are_checked_as_the_config_is(
@@ -194,3 +196,47 @@ def test_each_agent_local_flag_is_stored_under_the_key_it_sets() -> None:
     dests = vars(parser().parse_args([]))
     for key, flag in FLAGS.items():
         assert flag in options and key in dests and key in LocalAgentConfig.model_fields
+
+
+PROBES = {
+    "--max-turns": ["-1", "0", "1", "2", "999", "1000", "1001"],
+    "--context-messages": ["0", "9", "10", "11", "1000", "1001"],
+    "--timeout": ["0", "4.99", "5", "5.5", "120", "300", "300.01", "nan", "inf", "-inf"],
+    "--base-url": [
+        "http://localhost:11434",
+        "http://localhost:1234/v1/",
+        "https://models.example.com/v1",
+        "HTTP://x",
+        "ftp://example.com",
+        "http://",
+        "http:///v1",
+        "http://host name",
+        "http://host?q=1",
+        "http://host/#frag",
+        "localhost:11434",
+        "",
+    ],
+    "--api": ["ollama", "openai"],
+}
+
+
+@pytest.mark.parametrize("flag", sorted(PROBES))
+def test_the_flags_are_checked_exactly_as_agent_local_is(flag: str) -> None:
+    """Battle mode checks its flags without loading the config's models: what it
+    accepts, refuses and keeps is what LocalAgentConfig does."""
+    from pydantic import ValidationError
+
+    from pokeralphd.domain.models import LocalAgentConfig
+    from pokeralphd.localagent.cli import DEFAULTS, FLAGS, UsageError, check_flags, parser
+
+    assert LocalAgentConfig().model_dump() == DEFAULTS
+    key = {f: k for k, f in FLAGS.items()}[flag]
+    for value in PROBES[flag]:
+        args = parser().parse_args(["--stream-json", f"{flag}={value}"])
+        try:
+            expected = getattr(LocalAgentConfig.model_validate({key: getattr(args, key)}), key)
+        except ValidationError:
+            with pytest.raises(UsageError, match=flag):
+                check_flags(args)
+        else:
+            assert check_flags(args)[key] == expected, value

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 from pathlib import Path
 from typing import Any
 
@@ -212,3 +213,14 @@ async def test_the_loop_tells_the_model_what_was_wrong(tmp_path: Path) -> None:
     assert "'fetch_webpage' is not offered" in sent[4]
     assert sent[5] == "content\n"
     assert [r.success for r in session.tool_results] == [False] * 5 + [True]
+
+
+def test_only_an_https_server_costs_the_systems_certificates() -> None:
+    """A plain-http server (the usual local one) never reaches TLS; its client's context
+    trusts no CA, so it could verify nothing rather than check nothing."""
+    plain = _ollama("http://127.0.0.1:11434")._tls_context()
+    assert plain.cert_store_stats()["x509_ca"] == 0
+    secure = _openai("HTTPS://models.example.com/v1")._tls_context()
+    assert secure.get_ca_certs() == ssl.create_default_context().get_ca_certs()
+    for context in (plain, secure):
+        assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname

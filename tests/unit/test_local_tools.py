@@ -150,14 +150,19 @@ async def test_a_command_reports_its_exit_status_and_is_remembered(box: Toolbox)
 async def test_a_command_past_its_timeout_is_ended_with_its_group(
     box: Toolbox, tmp_path: Path
 ) -> None:
+    with pytest.raises(ValueError, match="must be a integer"):  # the model's calls: whole
+        check_arguments(BY_NAME["run_in_terminal"], {"command": "x", "timeout_seconds": 0.5})
     pidfile = tmp_path / "pid"
     began = time.monotonic()
     done = await box.run(
         "run_in_terminal",
-        {"command": f"sleep 60 & echo $! > {pidfile}; wait", "timeout_seconds": 1},
+        # a fraction of a second: the toolbox takes one (a model's call gives whole seconds)
+        {"command": f"sleep 60 & echo $! > {pidfile}; wait", "timeout_seconds": 0.5},
     )
     assert time.monotonic() - began < 10
-    assert not done.success and "timeout" in (done.error or "")
+    assert (
+        not done.success and done.error == "the command ended with stopped after the 0.5 s timeout"
+    )
     child = int(pidfile.read_text())
     # killed with its group; init reaps it when it gets to it
     wait_until(lambda: not pid_alive(child), 5, "the command's child to be gone")

@@ -1,0 +1,182 @@
+"""HTTP/1.1 for the chat clients: one POST on a connection of its own, over anyio, with h11.
+
+A model call is one POST of JSON to one server whose reply's body is streamed back. httpx
+did it through httpcore, which loads at each start of the agent a connection pool, HTTP/2
+(h2, which the dashboard's hypercorn installs) and, when trio is installed, trio's
+primitives; httpx itself adds ~25 ms more. Together that was over a third of a battle
+run's start, paid on every iteration. :func:`post` does the one request with h11 (the
+HTTP/1.1 state machine httpcore itself uses) over anyio's TCP and TLS streams; httpx is
+left to ``fetch_webpage``, which needs redirects and decoding.
+
+``timeout`` bounds making the connection (the TLS handshake included), each send and
+each wait for bytes. The request asks for the body as is (``accept-encoding:
+identity``) and says the connection closes after it. A response's head is bounded
+(:data:`MAX_HEADERS`, as httpcore). Failures below HTTP are :class:`HttpFailure`:
+:class:`ConnectFailed` (with the reason underneath, e.g. "connection refused"),
+:class:`ReadTimedOut`, or the connection breaking (reset, cut short, not HTTP/1.1).
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+import anyio
+import h11
+
+from pokeralphd.localagent.errors import ConnectFailed, HttpFailure, ReadTimedOut
+
+if TYPE_CHECKING:
+    import ssl
+    from collections.abc import AsyncIterator, Sequence
+
+    from anyio.abc import ByteStream
+
+MAX_HEADERS = 100 * 1024  # bytes of a response's head (h11's max_incomplete_event_size)
+READ_SIZE = 64 * 1024
+USER_AGENT = "pokeralph-agent"
+
+
+class Response:
+    """A response's status and head; :meth:`body` streams the rest."""
+
+    def __init__(self, head: h11.Response, wire: _Wire) -> None:
+        self.status = head.status_code
+        self.reason = head.reason.decode("latin-1")
+        self.headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in head.headers}
+        self._wire = wire
+
+    async def body(self) -> AsyncIterator[bytes]:
+        """The body's bytes as they arrive (h11 checks its framing: a body cut short is
+        an error, not an end)."""
+        while True:
+            event = await self._wire.next_event()
+            if not isinstance(event, h11.Data):
+                return
+            yield bytes(event.data)
+
+
+@asynccontextmanager
+async def post(
+    url: str,
+    body: bytes,
+    headers: Sequence[tuple[str, str]],
+    timeout: float,
+    ssl_context: ssl.SSLContext,
+) -> AsyncIterator[Response]:
+    """POST ``body`` to ``url``; the response, its connection closed on leaving."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConnectFailed(f"not an http:// or https:// URL: {url!r}")
+    secure = parts.scheme == "https"
+    try:
+        port = parts.port or (443 if secure else 80)
+    except ValueError:
+        raise ConnectFailed(f"not a port number in {url!r}") from None
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    stream = await _connect(parts.hostname, port, ssl_context if secure else None, timeout)
+    try:
+        wire = _Wire(stream, timeout)
+        head = [
+            ("host", parts.netloc.rpartition("@")[2]),
+            ("user-agent", USER_AGENT),
+            ("accept-encoding", "identity"),
+            ("connection", "close"),
+            ("content-type", "application/json"),
+            ("content-length", str(len(body))),
+            *headers,
+        ]
+        await wire.send(h11.Request(method="POST", target=target, headers=head))
+        await wire.send(h11.Data(data=body))
+        await wire.send(h11.EndOfMessage())
+        while True:
+            event = await wire.next_event()
+            if isinstance(event, h11.Response):
+                break
+            if not isinstance(event, h11.InformationalResponse):
+                raise HttpFailure(f"the connection broke: no response ({type(event).__name__})")
+        yield Response(event, wire)
+    finally:
+        await anyio.aclose_forcefully(stream)
+
+
+async def _connect(
+    host: str, port: int, context: ssl.SSLContext | None, timeout: float
+) -> ByteStream:
+    try:
+        with anyio.fail_after(timeout):
+            if context is not None:
+                return await anyio.connect_tcp(
+                    host,
+                    port,
+                    tls=True,
+                    ssl_context=context,
+                    tls_hostname=host,
+                    tls_standard_compatible=False,  # no close_notify needed: h11 frames
+                )
+            return await anyio.connect_tcp(host, port)
+    except TimeoutError:
+        raise ConnectFailed("the connection timed out") from None
+    except OSError as exc:  # refused, no route, unknown name, a refused TLS handshake
+        raise ConnectFailed(_reason(exc)) from exc
+
+
+def _reason(exc: BaseException) -> str:
+    """What went wrong underneath anyio's "All connection attempts failed"."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            break
+        if isinstance(seen, ConnectionRefusedError) or "refused" in str(seen).lower():
+            return "connection refused"
+        if isinstance(seen, OSError) and seen.strerror:
+            return seen.strerror.lower()
+        if isinstance(seen, ExceptionGroup) and seen.exceptions:  # one per address tried
+            seen = seen.exceptions[0]
+            continue
+        seen = seen.__cause__ or seen.__context__
+    return str(exc) or type(exc).__name__
+
+
+class _Wire:
+    """One connection's h11 state and its stream, with the timeout."""
+
+    def __init__(self, stream: ByteStream, timeout: float) -> None:
+        self.conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEADERS)
+        self.stream = stream
+        self.timeout = timeout
+
+    async def send(self, event: h11.Event) -> None:
+        data = self.conn.send(event)
+        if not data:
+            return
+        try:
+            with anyio.fail_after(self.timeout):
+                await self.stream.send(data)
+        except TimeoutError:
+            raise HttpFailure(f"the server took nothing for {self.timeout:g} s") from None
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            raise HttpFailure(f"the connection broke: {exc or type(exc).__name__}") from exc
+
+    async def next_event(self) -> h11.Event | type[h11.PAUSED]:
+        while True:
+            try:
+                event = self.conn.next_event()
+            except h11.RemoteProtocolError as exc:
+                raise HttpFailure(f"the connection broke: {exc}") from exc
+            if event is h11.PAUSED or isinstance(event, h11.Event):
+                return event
+            try:
+                with anyio.fail_after(self.timeout):
+                    data = await self.stream.receive(READ_SIZE)
+            except TimeoutError:
+                raise ReadTimedOut(f"no data for {self.timeout:g} s") from None
+            except anyio.EndOfStream:
+                data = b""  # h11 says whether the message could end here
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+                raise HttpFailure(f"the connection broke: {exc or type(exc).__name__}") from exc
+            try:
+                self.conn.receive_data(data)
+            except h11.RemoteProtocolError as exc:
+                raise HttpFailure(f"the connection broke: {exc}") from exc

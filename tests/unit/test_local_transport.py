@@ -1,0 +1,157 @@
+"""The chat clients' HTTP/1.1 against a raw server in this process: each body framing
+read whole, what breaks said as what it is, and TLS verifying the server."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import ssl
+import subprocess
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+from anyio.abc import ByteStream, SocketAttribute
+from anyio.streams.tls import TLSListener
+
+from pokeralphd.localagent.errors import ConnectFailed, HttpFailure, ReadTimedOut
+from pokeralphd.localagent.transport import MAX_HEADERS, post
+
+pytestmark = pytest.mark.anyio
+Answer = Callable[[bytes], Awaitable[bytes | None]]  # the request -> the raw reply
+
+
+async def _request(stream: ByteStream) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += await stream.receive()
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":")[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length")
+    )
+    while len(body) < length:
+        body += await stream.receive()
+    return data
+
+
+@asynccontextmanager
+async def serving(answer: Answer, tls: ssl.SSLContext | None = None) -> AsyncIterator[int]:
+    """A server on 127.0.0.1 sending ``answer(request)`` (None: send nothing, hold on)."""
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(SocketAttribute.local_port)
+
+    async def handle(stream: ByteStream) -> None:
+        async with stream:
+            reply = await answer(await _request(stream))
+            if reply is None:
+                await anyio.sleep_forever()
+            else:
+                await stream.send(reply)
+
+    served = TLSListener(listener, tls, standard_compatible=False) if tls else listener
+    async with served, anyio.create_task_group() as tg:
+        tg.start_soon(served.serve, handle)
+        yield port
+        tg.cancel_scope.cancel()
+
+
+async def _text(url: str, context: ssl.SSLContext | None = None, timeout: float = 5) -> str:
+    context = context or ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    auth = [("authorization", "Bearer k")]
+    async with post(url, b'{"a":1}', auth, timeout, context) as response:
+        assert (response.status, response.headers.get("x-seen")) == (200, "yes")
+        return b"".join([piece async for piece in response.body()]).decode()
+
+
+def _fixed(body: bytes) -> bytes:
+    return b"HTTP/1.1 200 OK\r\nx-seen: yes\r\ncontent-length: %d\r\n\r\n" % len(body) + body
+
+
+REPLIES = {
+    "content-length": _fixed(b"hello world"),
+    "chunked": b"HTTP/1.1 200 OK\r\nx-seen: yes\r\ntransfer-encoding: chunked\r\n\r\n"
+    b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+    "until-close": b"HTTP/1.1 200 OK\r\nx-seen: yes\r\nconnection: close\r\n\r\nhello world",
+    "after-a-100": b"HTTP/1.1 100 Continue\r\n\r\n" + _fixed(b"hello world"),
+}
+
+
+@pytest.mark.parametrize("framing", sorted(REPLIES))
+async def test_each_framing_is_read_whole(framing: str) -> None:
+    seen: list[bytes] = []
+
+    async def answer(request: bytes) -> bytes:
+        seen.append(request)
+        return REPLIES[framing]
+
+    async with serving(answer) as port:
+        assert await _text(f"http://127.0.0.1:{port}/api/chat?x=1") == "hello world"
+    head, _, body = seen[0].partition(b"\r\n\r\n")
+    assert head.startswith(b"POST /api/chat?x=1 HTTP/1.1\r\n") and body == b'{"a":1}'
+    lines = head.lower().split(b"\r\n")
+    for line in (f"host: 127.0.0.1:{port}", "content-length: 7", "authorization: bearer k"):
+        assert line.encode() in lines
+    assert b"accept-encoding: identity" in lines and b"connection: close" in lines
+
+
+async def test_a_body_cut_short_is_a_protocol_error() -> None:
+    async def answer(request: bytes) -> bytes:
+        return b"HTTP/1.1 200 OK\r\nx-seen: yes\r\ncontent-length: 100\r\n\r\nonly this"
+
+    async with serving(answer) as port:
+        with pytest.raises(HttpFailure, match="the connection broke"):
+            await _text(f"http://127.0.0.1:{port}/")
+
+
+async def test_a_head_past_the_bound_is_a_protocol_error() -> None:
+    async def answer(request: bytes) -> bytes:
+        return b"HTTP/1.1 200 OK\r\nx-big: " + b"x" * (2 * MAX_HEADERS) + b"\r\n\r\n"
+
+    async with serving(answer) as port:
+        with pytest.raises(HttpFailure, match="the connection broke"):
+            await _text(f"http://127.0.0.1:{port}/")
+
+
+async def test_silence_is_a_read_timeout() -> None:
+    async def answer(request: bytes) -> None:
+        return None
+
+    async with serving(answer) as port:
+        with pytest.raises(ReadTimedOut, match=r"no data for 0\.2 s"):
+            await _text(f"http://127.0.0.1:{port}/", timeout=0.2)
+
+
+async def test_a_refused_connection_says_so() -> None:
+    with socket.socket() as held:  # bound, never listening: refused
+        held.bind(("127.0.0.1", 0))
+        port = held.getsockname()[1]
+        with pytest.raises(ConnectFailed) as caught:
+            await _text(f"http://127.0.0.1:{port}/")
+    assert caught.value.message == "connection refused"
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+async def test_tls_verifies_the_server(tmp_path: Path) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    names = ["-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1"]
+    files = ["-keyout", str(key), "-out", str(cert)]
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", *names, *files],
+        check=True,
+        capture_output=True,
+    )
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(cert, key)
+    trusting = ssl.create_default_context(cafile=str(cert))
+
+    async def answer(request: bytes) -> bytes:
+        return REPLIES["content-length"]
+
+    async with serving(answer, tls=server) as port:
+        assert await _text(f"https://127.0.0.1:{port}/", trusting) == "hello world"
+        with pytest.raises(ConnectFailed, match="certificate verify failed"):
+            await _text(f"https://127.0.0.1:{port}/", ssl.create_default_context())
