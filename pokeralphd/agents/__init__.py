@@ -1,16 +1,20 @@
-"""Agent backends behind one small interface: claude, codex, command, demo, local."""
+"""Agent backends behind one small interface: claude, codex, command, demo, local.
+
+The interface is :mod:`pokeralphd.agents.base`, running one is
+:func:`pokeralphd.agents.runner.run_agent`. This package imports neither, so that the
+agent programs inside it (``python -m pokeralphd.agents.demo_agent``) start with the
+standard library only.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pokeralphd.agents.base import AgentBackend, AgentOutcome, AgentRequest
-from pokeralphd.agents.runner import run_agent
-
 if TYPE_CHECKING:
+    from pokeralphd.agents.base import AgentBackend
     from pokeralphd.domain.models import AgentConfig
 
-__all__ = ["AgentBackend", "AgentOutcome", "AgentRequest", "get_backend", "run_agent"]
+__all__ = ["get_backend"]
 
 
 def get_backend(config: AgentConfig) -> AgentBackend:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pokeralphd.agents import AgentRequest
+from pokeralphd.agents.base import AgentRequest
 from pokeralphd.permissions.router import PermissionRouter
 from pokeralphd.proc import AgentScope
 

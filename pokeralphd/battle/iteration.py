@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from pokeralphd.agents import get_backend, run_agent
+from pokeralphd.agents import get_backend
 from pokeralphd.agents.base import (
     AgentEvent,
     AgentOutcome,
@@ -24,6 +24,7 @@ from pokeralphd.agents.base import (
     AgentText,
     ApiFailure,
 )
+from pokeralphd.agents.runner import run_agent
 from pokeralphd.battle.agentrun import battle_request
 from pokeralphd.battle.completion import detect_completion
 from pokeralphd.battle.costs import charge

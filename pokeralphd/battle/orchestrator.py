@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from pokeralphd.agents import AgentRequest, get_backend
+from pokeralphd.agents import get_backend
+from pokeralphd.agents.base import AgentRequest
 from pokeralphd.agents.runner import check_executable
 from pokeralphd.battle import worktrees
 from pokeralphd.battle.gitservice import GitService

@@ -30,12 +30,13 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from pokeralphd.agents import get_backend, run_agent
+from pokeralphd.agents import get_backend
 from pokeralphd.agents.base import (
     AgentEvent,
     AgentStarted,
     AgentText,
 )
+from pokeralphd.agents.runner import run_agent
 from pokeralphd.battle.agentrun import battle_request
 from pokeralphd.battle.costs import charge
 from pokeralphd.battle.gitservice import GitService

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from pokeralphd.agents import AgentRequest, get_backend, run_agent
-from pokeralphd.agents.base import AgentEvent, AgentResult, AgentText, AgentToolUse
+from pokeralphd.agents import get_backend
+from pokeralphd.agents.base import AgentEvent, AgentRequest, AgentResult, AgentText, AgentToolUse
+from pokeralphd.agents.runner import run_agent
 from pokeralphd.battle.judging import sole
 from pokeralphd.battle.output import OutputStream
 from pokeralphd.domain.ids import next_task_id

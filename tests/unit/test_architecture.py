@@ -171,3 +171,15 @@ def test_importing_the_daemon_loads_nothing_it_loads_on_demand() -> None:
     ).stdout
     loaded = {name.split(".")[0] for name in json.loads(out)}
     assert [name for name in LAZY if name in loaded] == []
+
+
+def test_the_demo_agent_starts_with_the_standard_library_only() -> None:
+    """It runs once per iteration of the README's demo: the agents package it lives in
+    must not pull in the backends, pydantic or psutil."""
+    probe = "import json, sys, pokeralphd.agents.demo_agent; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    ours = sorted(m for m in json.loads(out) if m.startswith("pokeralphd"))
+    assert ours == ["pokeralphd", "pokeralphd.agents", "pokeralphd.agents.demo_agent"]
+    assert {"pydantic", "psutil", "anyio", "msgspec"}.isdisjoint(json.loads(out))

@@ -7,8 +7,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from pokeralphd.agents import AgentRequest, get_backend, run_agent
-from pokeralphd.agents.base import AgentEvent, AgentStarted, AgentText
+from pokeralphd.agents import get_backend
+from pokeralphd.agents.base import AgentEvent, AgentRequest, AgentStarted, AgentText
+from pokeralphd.agents.runner import run_agent
 from pokeralphd.clock import wait_or_timeout
 from pokeralphd.domain.models import AgentConfig
 from tests.fakeclock import FakeClock
