@@ -7,7 +7,9 @@ once, then forks a child per request. The child is a real process in its own ses
 with the test's environment, working directory, log file and argv, running the same
 ``main`` that ``python -m pokeralphd`` runs; signals, ``kill -9`` and exit codes behave as
 for an exec'd daemon. What only an exec shows (the entry point itself, its imports,
-socket activation, a client's autostart) is still tested by exec'ing.
+socket activation, a client's autostart) is still tested by exec'ing. So is anything
+decided as a module is imported: GitPython, for one, finds its ``git`` executable then, from
+the server's environment; a test that gives a daemon another must use ``fork=False``.
 
 The server is the child's parent, so it reaps it; the test process waits on a pidfd and
 then asks the server for the exit status. Where pidfds are missing (not Linux), callers
