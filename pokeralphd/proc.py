@@ -264,18 +264,33 @@ async def spawn(
     stdin: int | None = subprocess.DEVNULL,
     stderr: int | None = subprocess.PIPE,
 ) -> Process:
-    """Start ``argv`` in a new process group (raises OSError as ``open_process`` does)."""
+    """Start ``argv`` in a new process group (raises OSError as ``open_process`` does).
+
+    A cancel never leaves the child behind: starting is shielded (a cancel that landed
+    while asyncio connected the pipes would kill the child but leave it unwaited, its
+    transport unclosed), and a cancel that came meanwhile ends and reaps it before it
+    goes on.
+    """
     full_env = child_env(env, owner, token)
     check_program(argv, cwd, full_env.get("PATH"))
-    return await anyio.open_process(
-        _with_death_signal(argv),
-        stdin=stdin,
-        stdout=subprocess.PIPE,
-        stderr=stderr,
-        cwd=cwd,
-        env=full_env,
-        start_new_session=True,
-    )
+    with anyio.CancelScope(shield=True):
+        process = await anyio.open_process(
+            _with_death_signal(argv),
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            cwd=cwd,
+            env=full_env,
+            start_new_session=True,
+        )
+    try:
+        await anyio.lowlevel.checkpoint_if_cancelled()
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            kill_group(process.pid)
+            await reap(process)
+        raise
+    return process
 
 
 def check_program(argv: Sequence[str], cwd: str, path: str | None) -> None:
