@@ -124,10 +124,14 @@ class _Server:
             return reply
 
     def close(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()
-            self.proc.wait(10)
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()  # the server ends at the end of its input
+                self.proc.wait(10)
+            for pipe in (self.proc.stdin, self.proc.stdout):
+                if pipe is not None:
+                    pipe.close()
 
 
 _server = _Server()
