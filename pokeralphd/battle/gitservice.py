@@ -27,6 +27,7 @@ from pokeralphd.errors import InvalidState, StorageError
 
 if TYPE_CHECKING:
     import types
+    from collections.abc import Iterator
     from pathlib import Path
 
     import git
@@ -65,9 +66,16 @@ def git_executable() -> str:
     return os.environ.get("GIT_PYTHON_GIT_EXECUTABLE") or "git"
 
 
-def missing_git(exc: FileNotFoundError) -> bool:
-    """Whether a failed start was for want of git itself (not of the folder to run it in)."""
-    return exc.filename in (git_executable(), None)
+@contextlib.contextmanager
+def starting_git() -> Iterator[None]:
+    """Around starting a git process: a git that is missing is :func:`cannot_run_git`'s
+    error (a missing folder to run it in stays a FileNotFoundError)."""
+    try:
+        yield
+    except FileNotFoundError as exc:
+        if exc.filename not in (git_executable(), None):
+            raise
+        raise cannot_run_git(exc) from exc
 
 
 def cannot_run_git(exc: Exception) -> InvalidState:
@@ -164,7 +172,7 @@ class GitService:
     def _bounded(self, args: list[str], limit: int) -> str:
         """``git ARGS``' output, at most ``limit`` bytes of it (a huge diff is never held
         whole); the rest is cut and git stopped."""
-        try:
+        with starting_git():
             proc = subprocess.Popen(
                 [git_executable(), *args],
                 cwd=self.root,
@@ -172,10 +180,6 @@ class GitService:
                 stderr=subprocess.DEVNULL,
                 stdin=subprocess.DEVNULL,
             )
-        except FileNotFoundError as exc:
-            if missing_git(exc):
-                raise cannot_run_git(exc) from exc
-            raise
         with proc:
             assert proc.stdout is not None
             data = proc.stdout.read(limit + 1)
@@ -279,12 +283,8 @@ class GitService:
         was cut."""
         args = [git_executable(), "-C", str(self.root), "show", "--no-color", "--no-ext-diff"]
         args += ["--no-textconv", "--stat", "--patch", "--format=fuller", commit, "--"]
-        try:
+        with starting_git():
             proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        except FileNotFoundError as exc:
-            if missing_git(exc):
-                raise cannot_run_git(exc) from exc
-            raise
         with proc:
             assert proc.stdout is not None and proc.stderr is not None
             data = proc.stdout.read(limit + 1)

@@ -33,10 +33,9 @@ from pokeralphd.battle.gitservice import (
     FALLBACK_EMAIL,
     FALLBACK_NAME,
     IDENTITY_QUERY,
-    cannot_run_git,
     git_executable,
     has_identity,
-    missing_git,
+    starting_git,
 )
 from pokeralphd.domain.models import BattleWorktree
 from pokeralphd.errors import InvalidState
@@ -83,13 +82,8 @@ def folder_for(root: Path, repo_path: Path) -> Path:
 async def git(cwd: Path, *args: str, check: bool = True, timeout: float = GIT_TIMEOUT) -> str:
     """Run ``git args`` in ``cwd``; its stdout (stripped). GitFailed on a non-zero exit."""
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_EDITOR": "true"}
-    try:
-        with anyio.fail_after(timeout):
-            done = await anyio.run_process([git_executable(), *args], cwd=cwd, env=env, check=False)
-    except FileNotFoundError as exc:
-        if missing_git(exc):
-            raise cannot_run_git(exc) from exc
-        raise
+    with starting_git(), anyio.fail_after(timeout):
+        done = await anyio.run_process([git_executable(), *args], cwd=cwd, env=env, check=False)
     out = done.stdout.decode("utf-8", "replace")
     err = done.stderr.decode("utf-8", "replace")
     if check and done.returncode != 0:
