@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from pokeralphctl.cli import build_parser
+from pokeralphctl.commands import demo as demo_command
 from pokeralphctl.commands.demo import agent_config
 from pokeralphd.agents import demo_agent
 from pokeralphd.agents.base import AgentRequest
@@ -67,3 +68,14 @@ def test_a_pace_out_of_range_is_a_usage_error(pace: str) -> None:
         build_parser(argv)[0].parse_args(argv)
     with pytest.raises(SystemExit):
         demo_agent.parse_pace(["--pace", pace])
+
+
+def test_the_client_and_the_agent_take_the_same_paces() -> None:
+    """``pokeralphctl demo`` checks ``--pace`` itself (the client imports nothing of the
+    daemon's package), so a bad value is a usage error at once rather than a failed agent
+    mid-battle; its bounds are the agent's."""
+    assert demo_command.MAX_PACE == demo_agent.MAX_PACE
+    for pace in ("0", f"{demo_agent.MAX_PACE:g}"):
+        argv = ["demo", "--pace", pace]
+        assert build_parser(argv)[0].parse_args(argv).pace == float(pace)
+        assert demo_agent.parse_pace(["--pace", pace]) == float(pace)
