@@ -1,6 +1,9 @@
 """Terminal injection: hostile titles, bodies, paths and agent output never reach the
 terminal raw. Every human command prints them escaped; ``--json`` round-trips them exactly
-(and escapes them too: a JSON envelope on a terminal is just as safe)."""
+(and escapes them too: a JSON envelope on a terminal is just as safe). The commands run
+in-process through ``tests/cli/conftest.py``'s ``ctl``, whose output is encoded as a
+pipe's (see :func:`tests.helpers.run_ctl`): a lone surrogate let through fails here as it
+would there."""
 
 from __future__ import annotations
 
@@ -42,17 +45,6 @@ def unsafe(text: str) -> list[str]:
         or c in BIDI
         or c in LINE_SEPARATORS
     ]
-
-
-@pytest.fixture
-def ctl(daemon: DaemonProcess, registered: Path) -> Ctl:
-    """The CLI in the registered repository; its output is encoded as a pipe's (see
-    :func:`run_ctl`): a lone surrogate let through fails here as it would there."""
-
-    def run(*args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
-        return run_ctl(daemon.env, *args, cwd=registered, input=input)
-
-    return run
 
 
 def inert(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
