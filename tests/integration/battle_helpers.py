@@ -6,6 +6,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
+from pokeralphctl.client import Connection
 from tests.fakeclock import FakeClock
 from tests.helpers import FAKES, DaemonProcess, events_of, wait_until
 from tests.inproc import ThreadedDaemon
@@ -103,3 +104,11 @@ def advance_to(daemon: DaemonProcess, clock: FakeClock, when: float) -> None:
 
     wait_until(lambda: daemon.portal.call(sleeping), 20, f"a sleeper until {when}")
     daemon.portal.call(clock.advance, when - clock.time())
+
+
+def start_until_blocked(daemon: DaemonProcess, conn: Connection, repo: Path, task: str) -> Any:
+    """Subscribe ``conn``, start the battle (one iteration), and wait for it to be blocked:
+    the ``battle_blocked`` payload."""
+    conn.call("events.subscribe", {"repo": str(repo)})
+    daemon.call("battle.start", {"repo": str(repo), "taskId": task, "maxIterations": 1})
+    return list(events_of(conn, lambda e: e["type"] == "battle_blocked"))[-1]["payload"]

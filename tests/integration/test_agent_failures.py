@@ -17,7 +17,14 @@ import pytest
 
 from pokeralphctl.client import RequestFailed
 from tests.helpers import DaemonProcess, events_of
-from tests.integration.battle_helpers import advance_to, fake_clock, run_until, setup_repo, types
+from tests.integration.battle_helpers import (
+    advance_to,
+    fake_clock,
+    run_until,
+    setup_repo,
+    start_until_blocked,
+    types,
+)
 
 END = {"battle_complete", "battle_failed", "battle_cancelled"}
 SLOW: dict[str, Any] = {
@@ -48,9 +55,7 @@ def test_a_429_without_rate_limit_event_backs_off_and_burns_no_iteration(
     task = setup_repo(daemon, repo, env={"FAKE_CLAUDE_MODE": "api_429"}, **SLOW)
     start = clock.time()
     with daemon.connect(timeout=60) as conn:
-        conn.call("events.subscribe", {"repo": str(repo)})
-        daemon.call("battle.start", {"repo": str(repo), "taskId": task, "maxIterations": 1})
-        first = list(events_of(conn, lambda e: e["type"] == "battle_blocked"))[-1]["payload"]
+        first = start_until_blocked(daemon, conn, repo, task)
         assert "rate limited (429) until" in first["reason"]
         assert first["retryAt"] == pytest.approx(start + 60) and first["kind"] == "rate_limit"
         assert history(daemon, repo, task)["status"] == "blocked"
@@ -120,9 +125,7 @@ def test_a_server_error_is_retried_after_a_backoff(daemon: DaemonProcess, repo: 
     clock = fake_clock(daemon)
     task = setup_repo(daemon, repo, env={"FAKE_CLAUDE_MODE": "server_error"}, **SLOW)
     with daemon.connect(timeout=60) as conn:
-        conn.call("events.subscribe", {"repo": str(repo)})
-        daemon.call("battle.start", {"repo": str(repo), "taskId": task, "maxIterations": 1})
-        blocked = list(events_of(conn, lambda e: e["type"] == "battle_blocked"))[-1]["payload"]
+        blocked = start_until_blocked(daemon, conn, repo, task)
         assert "server error 500" in blocked["reason"]
         set_mode(daemon, repo, "complete")
         advance_to(daemon, clock, blocked["retryAt"])

@@ -20,6 +20,7 @@ from tests.integration.battle_helpers import (
     fake_clock,
     run_until,
     setup_repo,
+    start_until_blocked,
     types,
 )
 
@@ -431,9 +432,7 @@ def test_rejected_rate_limit_blocks_until_the_reset(daemon: DaemonProcess, repo:
         daemon, repo, env={"FAKE_CLAUDE_MODE": "rate_limited", "FAKE_CLAUDE_RESET": "3600"}
     )
     with daemon.connect(timeout=60) as conn:
-        conn.call("events.subscribe", {"repo": str(repo)})
-        daemon.call("battle.start", {"repo": str(repo), "taskId": task, "maxIterations": 1})
-        blocked = list(events_of(conn, lambda e: e["type"] == "battle_blocked"))[-1]["payload"]
+        blocked = start_until_blocked(daemon, conn, repo, task)
         assert "rate limited until" in blocked["reason"]
         assert blocked["retryAt"] == pytest.approx(clock.time() + 3600, abs=5)
         daemon.call(

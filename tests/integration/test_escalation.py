@@ -16,7 +16,13 @@ import pytest
 from pokeralphctl.client import Connection, RequestFailed
 from tests.helpers import DaemonProcess, events_of, pid_alive, reap, wait_until
 from tests.inproc import ThreadedDaemon
-from tests.integration.battle_helpers import advance_to, fake_clock, setup_repo, types
+from tests.integration.battle_helpers import (
+    advance_to,
+    fake_clock,
+    setup_repo,
+    start_until_blocked,
+    types,
+)
 from tests.integration.test_agent_failures import SLOW
 from tests.integration.test_verification import (
     END,
@@ -36,14 +42,6 @@ def answer(daemon: DaemonProcess, delivery: str, action: str, guidance: str = ""
     if guidance:
         values["guidance"] = guidance
     return daemon.call("inbox.answer", {"id": delivery, "values": {"values": values}})
-
-
-def start_until_blocked(daemon: DaemonProcess, conn: Connection, repo: Path, task: str) -> Any:
-    """Subscribe ``conn``, start the battle (one iteration), and wait for it to be blocked:
-    the ``battle_blocked`` payload."""
-    conn.call("events.subscribe", {"repo": str(repo)})
-    daemon.call("battle.start", {"repo": str(repo), "taskId": task, "maxIterations": 1})
-    return list(events_of(conn, lambda e: e["type"] == "battle_blocked"))[-1]["payload"]
 
 
 def retried_and_approved(
