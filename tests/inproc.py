@@ -178,7 +178,7 @@ async def setup_task(
 
 @asynccontextmanager
 async def running_daemon(
-    home: Path, settings: DaemonSettings | None = None, *, web: bool | None = None
+    home: Path, settings: DaemonSettings | None = None, *, web: bool = False
 ) -> AsyncIterator[InProcDaemon]:
     paths = paths_for(home)
     daemon = Daemon(paths, _settings(settings, web))
@@ -192,12 +192,10 @@ async def running_daemon(
             daemon.shutdown_requested.set()
 
 
-def _settings(settings: DaemonSettings | None, web: bool | None) -> DaemonSettings:
-    """``settings`` with the dashboard as ``web`` says; when it says nothing, as the
-    settings say, and off without settings (as for ``DaemonProcess``: ~3.5 ms of an
-    in-process start, and only the dashboard's own tests need it)."""
-    if web is None:
-        return settings if settings is not None else DaemonSettings(web=False)
+def _settings(settings: DaemonSettings | None, web: bool) -> DaemonSettings:
+    """``settings`` (the defaults if none) with the dashboard as ``web`` says: off unless
+    asked, as for ``DaemonProcess`` (only the dashboard's own tests need it, and
+    ``DaemonSettings.web`` itself defaults to on)."""
     return (settings or DaemonSettings()).model_copy(update={"web": web})
 
 
@@ -222,7 +220,7 @@ class ThreadedDaemon(DaemonProcess):
     """
 
     def __init__(
-        self, home: Path, settings: DaemonSettings | None = None, *, web: bool | None = None
+        self, home: Path, settings: DaemonSettings | None = None, *, web: bool = False
     ) -> None:
         self.settings = _settings(settings, web)
         super().__init__(home, web=self.settings.web)

@@ -82,7 +82,6 @@ def stalls() -> Iterator[ThreadedDaemon]:
         debug_methods=True,
         send_stall_timeout=SHORT_STALL,
         max_subscriber_backlog=256 << 10,
-        web=False,
     )
     daemon = ThreadedDaemon(home, settings).start()
     yield daemon

@@ -203,7 +203,7 @@ def test_a_message_past_max_message_is_the_same_error(tmp_path: Path) -> None:
 
 def test_no_web_serves_nothing_and_leaves_no_file() -> None:
     home = short_tmpdir()
-    daemon = ThreadedDaemon(home, DaemonSettings(web=False)).start()
+    daemon = ThreadedDaemon(home, web=False).start()
     try:
         assert not (home / "run" / "d.web.json").exists()
     finally:
