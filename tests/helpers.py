@@ -1,8 +1,9 @@
 """Test helpers: a real pokeralphd in a subprocess on a short temp socket, real git repos.
 
-``DaemonProcess`` starts ``python -m pokeralphd`` with its own XDG dirs, waits until it
-answers ``daemon.ping`` (polling with a deadline, never a fixed sleep), and talks to it
-through the standard-library client, exactly as any other client would.
+``DaemonProcess`` starts a ``pokeralphd`` process with its own XDG dirs (forked from the
+test process's fork server, or ``python -m pokeralphd`` exec'd), waits until it answers
+``daemon.ping`` (polling with a deadline, never a fixed sleep), and talks to it through
+the standard-library client, exactly as any other client would.
 """
 
 from __future__ import annotations
@@ -206,7 +207,6 @@ class DaemonProcess:
         self.home = home
         self.fork = fork and forkserver.available()
         self.socket = home / "run" / "d.sock"
-        self.web = web
         self.extra_args = (extra_args or []) + ([] if web else ["--no-web"])
         self.env = dict(os.environ)
         self.env.update(
@@ -225,13 +225,15 @@ class DaemonProcess:
         self.log_path = home / "daemon.log"
 
     def start(self, wait: bool = True) -> DaemonProcess:
-        return self._launch(forkserver.DAEMON_MAIN, ["-m", "pokeralphd", *self.extra_args], wait)
+        return self._launch(["-m", "pokeralphd", *self.extra_args], wait)
 
-    def _launch(self, code: str, args: list[str], wait: bool) -> DaemonProcess:
-        """Run ``python ARGS`` (``-c CODE ...`` or ``-m pokeralphd ...``) as this daemon:
-        forked (``CODE`` with ``ARGS[1:]`` as its argv) or exec'd."""
+    def _launch(self, args: list[str], wait: bool) -> DaemonProcess:
+        """Run ``python ARGS`` (``-m pokeralphd ...`` or ``-c CODE ...``) as this daemon:
+        exec'd, or forked, running what those two words name with ``ARGS[2:]`` as its
+        arguments."""
         self.log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         if self.fork:
+            code = args[1] if args[0] == "-c" else forkserver.DAEMON_MAIN
             self.proc = forkserver.ForkedProcess(
                 code, ["pokeralphd", *args[2:]], self.env, str(self.log_path)
             )
@@ -265,6 +267,10 @@ class DaemonProcess:
             return bool(self.call("daemon.ping") == "pong")
         except (DaemonNotRunning, OSError):
             return False
+
+    def running(self) -> bool:
+        """Whether the daemon has been started and has not ended."""
+        return self.proc is not None and self.proc.poll() is None
 
     @property
     def pid(self) -> int:
@@ -387,8 +393,7 @@ class SettingsDaemon(DaemonProcess):
         self.nofile = nofile or 0
 
     def start(self, wait: bool = True) -> SettingsDaemon:
-        args = ["-c", _SETTINGS_LAUNCHER, json.dumps(self.settings), str(self.nofile)]
-        self._launch(_SETTINGS_LAUNCHER, args, wait)
+        self._launch(["-c", _SETTINGS_LAUNCHER, json.dumps(self.settings), str(self.nofile)], wait)
         return self
 
 

@@ -248,6 +248,9 @@ class ThreadedDaemon(DaemonProcess):
             raise
         return self
 
+    def running(self) -> bool:
+        return self.daemon is not None and not self._future.done()
+
     @property
     def pid(self) -> int:
         return os.getpid()

@@ -90,8 +90,7 @@ def stalls() -> Iterator[ThreadedDaemon]:
 
 
 def alive(daemon: DaemonProcess) -> None:
-    if not isinstance(daemon, ThreadedDaemon):  # (one in this process fails its pings)
-        assert daemon.proc is not None and daemon.proc.poll() is None, daemon.logs()[-3000:]
+    assert daemon.running(), daemon.logs()[-3000:]
     ping_within(daemon, LIVENESS)
 
 
