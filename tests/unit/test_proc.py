@@ -147,12 +147,7 @@ def test_marked_finds_the_variable_only_as_a_whole_entry(
     ]
     if platform == "other":
         monkeypatch.setattr(sys, "platform", "darwin")
-    try:
-        wait_until(
-            lambda: all(psutil.Process(c.pid).environ() for c in children),
-            10,
-            "the children to start",
-        )
+    try:  # Popen returns once the program runs, its environment set
         found = {pid: value for pid, value in marked(var)}
         assert found == {
             children[0].pid: "one é",
@@ -181,7 +176,7 @@ async def test_a_spawn_cancelled_as_it_starts_leaves_no_child_behind(
     async def open_then_cancelled(*args: Any, **kwargs: Any) -> Any:
         process = await real_open(*args, **kwargs)
         scope.cancel()  # the cancel comes now: the child exists
-        await anyio.sleep(0.01)
+        await anyio.lowlevel.checkpoint()
         return process
 
     monkeypatch.setattr(anyio, "open_process", open_then_cancelled)
