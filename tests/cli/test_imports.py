@@ -15,18 +15,20 @@ from tests.helpers import DaemonProcess
 FORBIDDEN = {"msgspec", "pydantic", "anyio", "asyncio", "git", "platformdirs", "psutil"}
 FORBIDDEN |= {"pokeralphd"}
 
-# Runs the CLI's main() in a fresh interpreter, then writes the names of every module
-# that was imported to the file named by the first argument.
+# Runs the CLI's main() on each command line in turn (a JSON list, the second argument)
+# in one fresh interpreter, and writes each one's exit code and the modules imported by
+# then to the file named by the first. Modules only pile up, so the first line to import
+# a forbidden one is the one to blame.
 PROBE = """
 import json, sys
 from pokeralphctl.cli import main
-out, args = sys.argv[1], sys.argv[2:]
-try:
+out, runs = sys.argv[1], json.loads(sys.argv[2])
+after = []
+for args in runs:
     code = main(args)
-finally:
-    with open(out, "w") as fh:
-        json.dump(sorted(sys.modules), fh)
-raise SystemExit(code)
+    after.append({"code": code, "modules": sorted(sys.modules)})
+with open(out, "w") as fh:
+    json.dump(after, fh)
 """
 
 
@@ -34,10 +36,13 @@ def forbidden(modules: list[str]) -> list[str]:
     return sorted(m for m in modules if m.split(".")[0] in FORBIDDEN)
 
 
-def imported(env: dict[str, str], tmp: Path, *args: str, cwd: Path | None = None) -> list[str]:
+def imported(
+    env: dict[str, str], tmp: Path, runs: list[list[str]], cwd: Path | None = None
+) -> list[tuple[int, list[str]]]:
+    """Each command line's exit code and what had been imported once it ran."""
     out = tmp / "modules.json"
-    subprocess.run(
-        [sys.executable, "-c", PROBE, str(out), *args],
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, str(out), json.dumps(runs)],
         env=env,
         cwd=cwd,
         capture_output=True,
@@ -45,23 +50,11 @@ def imported(env: dict[str, str], tmp: Path, *args: str, cwd: Path | None = None
         timeout=60,
         check=False,
     )
-    modules: list[str] = json.loads(out.read_text())
-    return modules
+    assert out.exists(), proc.stderr
+    after = json.loads(out.read_text())
+    assert len(after) == len(runs)
+    return [(int(run["code"]), list(run["modules"])) for run in after]
 
-
-# Runs each command line in turn in one fresh interpreter and writes what was imported
-# after each: modules only pile up, so the first line to import a forbidden one is named.
-PROBE_EACH = """
-import json, sys
-from pokeralphctl.cli import main
-out, runs = sys.argv[1], json.loads(sys.argv[2])
-after = []
-for args in runs:
-    main(args)
-    after.append(sorted(sys.modules))
-with open(out, "w") as fh:
-    json.dump(after, fh)
-"""
 
 COMMON_PATHS = [
     ["status"],
@@ -82,28 +75,16 @@ def test_common_paths_import_only_the_standard_library(
     daemon: DaemonProcess, repo: Path, tmp_path: Path
 ) -> None:
     daemon.call("repo.register", {"path": str(repo)})
-    out = tmp_path / "modules.json"
-    proc = subprocess.run(
-        [sys.executable, "-c", PROBE_EACH, str(out), json.dumps(COMMON_PATHS)],
-        env=daemon.env,
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert out.exists(), proc.stderr
-    after: list[list[str]] = json.loads(out.read_text())
-    assert len(after) == len(COMMON_PATHS)
-    assert "pokeralphctl.cli" in after[0]
-    for args, modules in zip(COMMON_PATHS, after, strict=True):
+    after = imported(daemon.env, tmp_path, COMMON_PATHS, cwd=repo)
+    for args, (_, modules) in zip(COMMON_PATHS, after, strict=True):
         assert forbidden(modules) == [], f"pokeralphctl {' '.join(args)}"
 
 
 def test_no_daemon_path_and_every_command_module_stay_light(tmp_path: Path) -> None:
     env = dict(os.environ, POKERALPH_SOCKET=str(tmp_path / "none.sock"))
     env["POKERALPH_NO_AUTOSTART"] = "1"  # nothing answers, and nothing may be started
-    assert forbidden(imported(env, tmp_path, "status")) == []
+    ((exit_code, modules),) = imported(env, tmp_path, [["status"]])
+    assert exit_code == 3 and forbidden(modules) == []  # 3: no daemon
     code = "import json, pkgutil, sys, importlib, pokeralphctl.commands as c\n"
     code += "for m in pkgutil.iter_modules(c.__path__): importlib.import_module(c.__name__ + '.' + m.name)\n"
     code += "print(json.dumps(sorted(sys.modules)))"
@@ -187,7 +168,7 @@ def test_anything_else_goes_to_argparse(argv: list[str]) -> None:
 
 
 def test_status_and_ping_skip_argparse(daemon: DaemonProcess, tmp_path: Path) -> None:
-    for args in (["status"], ["--json", "status", "-v"], ["ping", "--json"]):
-        modules = imported(daemon.env, tmp_path, *args)
-        assert "pokeralphctl.cli" in modules
+    runs = [["status"], ["--json", "status", "-v"], ["ping", "--json"]]
+    for args, (code, modules) in zip(runs, imported(daemon.env, tmp_path, runs), strict=True):
+        assert code == 0, args  # each ran to its end
         assert not {"argparse", "shutil", "gettext", "pokeralphctl.parsing"} & set(modules)
