@@ -17,35 +17,38 @@ def test_agents_blocking_question_answered_from_another_client(
     daemon.call("repo.register", {"path": str(repo)})
     env = dict(daemon.env, POKERALPH_REPO_PATH=str(repo), POKERALPH_TASK_ID="001-x")
     asking = ThreadPoolExecutor(1)  # the agent's client waits on a thread of its own
-    asker = asking.submit(
-        run_ctl,
-        env,
-        "deliver",
-        "--title",
-        "Deploy where?",
-        "--schema",
-        "select",
-        "--option",
-        "staging",
-        "--option",
-        "production",
-        "--blocking",
-        "--timeout",
-        "60",
-    )
-    items = wait_until(
-        lambda: daemon.call("inbox.list", {"status": "open"})["items"], 20, "the question"
-    )
-    listed = daemon.ctl("inbox")
-    assert "Deploy where?" in listed.stdout
-    shown = daemon.ctl("inbox", "show", items[0]["id"])
-    assert "staging, production" in shown.stdout
-    bad = daemon.ctl("answer", items[0]["id"], "--value", "moon")
-    assert bad.returncode == 1 and "choose one of" in bad.stderr
-    good = daemon.ctl("answer", items[0]["id"], "--value", "staging", "--note", "prod tomorrow")
-    assert good.returncode == 0, good.stderr
-    asked = asker.result(timeout=30)
-    asking.shutdown()
+    try:
+        asker = asking.submit(
+            run_ctl,
+            env,
+            "deliver",
+            "--title",
+            "Deploy where?",
+            "--schema",
+            "select",
+            "--option",
+            "staging",
+            "--option",
+            "production",
+            "--blocking",
+            "--timeout",
+            "60",
+        )
+        items = wait_until(
+            lambda: daemon.call("inbox.list", {"status": "open"})["items"], 20, "the question"
+        )
+        listed = daemon.ctl("inbox")
+        assert "Deploy where?" in listed.stdout
+        shown = daemon.ctl("inbox", "show", items[0]["id"])
+        assert "staging, production" in shown.stdout
+        bad = daemon.ctl("answer", items[0]["id"], "--value", "moon")
+        assert bad.returncode == 1 and "choose one of" in bad.stderr
+        good = daemon.ctl("answer", items[0]["id"], "--value", "staging", "--note", "prod tomorrow")
+        assert good.returncode == 0, good.stderr
+        asked = asker.result(timeout=30)
+    finally:
+        # not waited for: after a failure the blocked client ends as the daemon stops
+        asking.shutdown(wait=False)
     assert asked.returncode == 0, asked.stderr
     answer = json.loads(asked.stdout)
     assert answer["status"] == "answered" and answer["answer"]["values"] == {"value": "staging"}
