@@ -27,7 +27,7 @@ from pokeralphctl.commands import (
 )
 from pokeralphctl.output import Output, field_of, hint_for
 from pokeralphctl.paths import SOCKET_ENV
-from pokeralphctl.terminal import Terminal
+from pokeralphctl.terminal import Terminal, WorkingDirectoryGone
 
 TYPE_CHECKING = False  # typing costs ~3 ms of start-up: imported for mypy only
 if TYPE_CHECKING:
@@ -226,12 +226,6 @@ def main(argv: Sequence[str] | None = None, term: Terminal | None = None) -> int
             shown = built.get(args.command) if args.command else None
             (shown or parser).print_help(term.stderr)
             return EXIT_USAGE
-    socket = args.socket or term.env.get(SOCKET_ENV, "").strip()
-    if args.socket or (socket and not os.path.isabs(socket)):
-        # $POKERALPH_SOCKET wins in pokeralphctl.paths; --socket must win over it here, and
-        # a daemon started by `daemon start` inherits it; either is made absolute against
-        # the terminal's directory (not the process's).
-        term = term.with_env(**{SOCKET_ENV: term.abspath(socket)})
     out = Output(
         json_mode=args.json,
         stdout=term.stdout,
@@ -239,8 +233,27 @@ def main(argv: Sequence[str] | None = None, term: Terminal | None = None) -> int
         verbose=args.verbose,
         environ=term.env,
     )
-    repo, given = _repo(term, args)
+    socket = args.socket or term.env.get(SOCKET_ENV, "").strip()
+    try:
+        if args.socket or (socket and not os.path.isabs(socket)):
+            # $POKERALPH_SOCKET wins in pokeralphctl.paths; --socket must win over it here,
+            # and a daemon started by `daemon start` inherits it; either is made absolute
+            # against the terminal's directory (not the process's).
+            term = term.with_env(**{SOCKET_ENV: term.abspath(socket)})
+        repo, given = _repo(term, args)
+    except WorkingDirectoryGone as exc:
+        return _gone(out, exc)
     return run(args.handler, Context(term, out, repo, given), args)
+
+
+def _gone(out: Output, exc: WorkingDirectoryGone) -> int:
+    out.error(
+        "usage",
+        str(exc),
+        {"path": exc.path},
+        "cd to a folder that exists, or give the path in full",
+    )
+    return EXIT_USAGE
 
 
 def run(
@@ -269,6 +282,8 @@ def run(
     except CommandError as exc:
         out.error(exc.code, exc.message, exc.data, exc.hint)
         return EXIT_USAGE if exc.code == "usage" else EXIT_FAILED
+    except WorkingDirectoryGone as exc:
+        return _gone(out, exc)
     except KeyboardInterrupt:
         out.error("interrupted", "interrupted", None)
         return EXIT_INTERRUPTED

@@ -25,6 +25,14 @@ if TYPE_CHECKING:
     from typing import TextIO
 
 
+class WorkingDirectoryGone(FileNotFoundError):
+    """A relative path was given where the working directory no longer exists."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"cannot resolve {path!r}: the working directory no longer exists")
+        self.path = path
+
+
 class Terminal:
     """The environment, working directory and streams of one command."""
 
@@ -68,7 +76,7 @@ class Terminal:
             path = os.path.expanduser(path)  # ~user
         if not os.path.isabs(path):
             if self.cwd is None:
-                raise FileNotFoundError("the working directory no longer exists")
+                raise WorkingDirectoryGone(path)
             path = os.path.join(self.cwd, path)
         return os.path.normpath(path)
 

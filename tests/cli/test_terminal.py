@@ -98,3 +98,24 @@ def test_help_and_usage_errors_go_to_the_terminals_streams(tmp_path: Path) -> No
     assert '"code":"usage"' in output(json_term)
     assert isinstance(term.stderr, io.StringIO)
     assert term.stderr.getvalue() == ""  # the --help run's stderr got nothing of it
+
+
+@pytest.mark.parametrize(
+    ("argv", "env_socket", "code"),
+    [
+        (["init", "."], None, 2),
+        (["--json", "repos"], "rel.sock", 2),
+        (["--repo", "/", "prd", "import", "p.json"], None, 1),  # its own "cannot read"
+    ],
+)
+def test_a_relative_path_without_a_working_directory_is_a_clear_error(
+    daemon: DaemonProcess, argv: list[str], env_socket: str | None, code: int
+) -> None:
+    """Where the working directory was deleted, a relative path (a repository, the socket,
+    a file to read) is an error that says so, not an internal one."""
+    env = dict(daemon.env, POKERALPH_SOCKET=env_socket or str(daemon.socket))
+    term = Terminal(env, None, io.StringIO(), io.StringIO(), io.StringIO())
+    assert main(argv, term) == code
+    assert isinstance(term.stderr, io.StringIO)
+    said = output(term) + term.stderr.getvalue()
+    assert "the working directory no longer exists" in said and "internal" not in said
