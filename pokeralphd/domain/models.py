@@ -2,18 +2,18 @@
 
 pydantic validates what people edit and what lives on disk; JSON uses the seed's
 camelCase names. Fields marked "ours" extend the seed (agent backend, feedback commands,
-cost and usage); every seed field keeps its seed meaning.
+cost and usage); every seed field keeps its seed meaning. The camelCase base
+:class:`Model` and ``agent.local`` (:class:`LocalAgentConfig`) live in
+:mod:`pokeralphd.domain.local_config` and are re-exported here.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
-    ConfigDict,
     Field,
     StrictBool,
     StrictInt,
@@ -21,10 +21,13 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic.alias_generators import to_camel
 
 from pokeralphd.domain.approval import RULES_MAX, ApprovalRule
 from pokeralphd.domain.ids import validate_task_id
+from pokeralphd.domain.local_config import LocalAgentConfig as LocalAgentConfig
+from pokeralphd.domain.local_config import LocalApi as LocalApi
+from pokeralphd.domain.local_config import Model as Model
+from pokeralphd.domain.local_config import _http_url as _http_url
 from pokeralphd.domain.statuses import (
     BattleStatus,
     ExecutionMode,
@@ -47,79 +50,10 @@ TaskId = Annotated[str, AfterValidator(validate_task_id)]
 LoopName = Annotated[str, StringConstraints(pattern=LOOP_NAME_RE)]
 
 
-class Model(BaseModel):
-    """Base: camelCase JSON, unknown keys rejected (a typo in a hand-edited file is named)."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        populate_by_name=True,
-        extra="forbid",
-        validate_assignment=True,
-        defer_build=True,
-    )
-
-    def dump(self) -> dict[str, Any]:
-        """JSON-ready dict with camelCase keys."""
-        return self.model_dump(mode="json", by_alias=True)
-
-
 # --------------------------------------------------------------------------- config
 
 
 AgentBackendName = Literal["claude", "codex", "command", "demo", "local"]
-LocalApi = Literal["ollama", "openai"]
-
-
-def _http_url(url: str) -> str:
-    if not re.fullmatch(r"https?://[^\s/?#]+(?:/[^\s?#]*)?", url):
-        raise ValueError(
-            f"must be an http:// or https:// URL like http://localhost:11434, got {url!r}"
-        )
-    return url.rstrip("/")
-
-
-class LocalAgentConfig(Model):
-    """The local-model agent (``agent.backend local``, seed 001): where the model server
-    is, which API it speaks, and the agent loop's bounds (ours)."""
-
-    base_url: Annotated[str, AfterValidator(_http_url)] = Field(
-        default="http://localhost:11434",
-        description="The model server: Ollama (http://localhost:11434), LM Studio "
-        "(http://localhost:1234/v1), llama.cpp's llama-server (http://localhost:8080/v1), "
-        "vLLM (http://localhost:8000/v1)",
-    )
-    api: LocalApi = Field(
-        default="ollama",
-        description="ollama: Ollama's native /api/chat; openai: an OpenAI-compatible "
-        "/v1/chat/completions (LM Studio, llama.cpp, vLLM, Ollama too)",
-    )
-    api_key: str | None = Field(
-        default=None, description="Bearer token, for OpenAI-compatible servers that want one"
-    )
-    max_turns: StrictInt = Field(
-        default=50, ge=1, le=1000, description="Model replies per run; then it stops"
-    )
-    context_messages: StrictInt = Field(
-        default=100,
-        ge=10,
-        le=1000,
-        description="Messages sent to the model; older ones are archived beside the session",
-    )
-    timeout_seconds: float = Field(
-        default=120,
-        ge=5,
-        le=300,
-        description="Connect and read timeout of one model call (a local model loading "
-        "its weights takes a while before the first token)",
-    )
-    fetch_webpage: StrictBool = Field(
-        default=False, description="Offer the fetch_webpage tool (it reaches the network)"
-    )
-    default_rules: StrictBool = Field(
-        default=True,
-        description="Install the read-only default approval rules into the user's config "
-        "once (remove any with `pokeralphctl rules rm ID`)",
-    )
 
 
 class AgentConfig(Model):

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import signal
 import sys
 import time
@@ -41,6 +40,7 @@ from pokeralphd.localagent.session import Message, Session, SessionStore
 from pokeralphd.localagent.toolspec import TOOLS
 
 if TYPE_CHECKING:
+    from pokeralphd.domain.local_config import LocalAgentConfig
     from pokeralphd.localagent.approve import Unmatched
     from pokeralphd.localagent.chat import ChatClient, Reply
     from pokeralphd.localagent.session import ToolCall, ToolResult
@@ -120,47 +120,9 @@ FLAGS = {
     "fetch_webpage": "--fetch-webpage",
 }
 
-#: ``agent.local`` as :class:`pokeralphd.domain.models.LocalAgentConfig` has it: its
-#: defaults, the bounds of its numbers and its URL check, for the flags. Checking them
-#: here keeps the config's and the rules' models out of battle mode, which the daemon
-#: starts for every iteration; tests/unit/test_local_backend.py holds the two in
-#: agreement.
-DEFAULTS: dict[str, Any] = {
-    "base_url": "http://localhost:11434",
-    "api": "ollama",
-    "api_key": None,
-    "max_turns": 50,
-    "context_messages": 100,
-    "timeout_seconds": 120.0,
-    "fetch_webpage": False,
-    "default_rules": True,
-}
-BOUNDS = {"max_turns": (1, 1000), "context_messages": (10, 1000), "timeout_seconds": (5, 300)}
-HTTP_URL = re.compile(r"https?://[^\s/?#]+(?:/[^\s?#]*)?")
-
 
 class UsageError(Exception):
     """Raised for a command line or configuration that cannot run (exit status 2)."""
-
-
-def check_flags(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``agent.local`` keys the flags set, checked as the config checks them (the
-    same ranges and URL check; a flag of 0 is an error, not the default)."""
-    given = {key: getattr(args, key) for key in FLAGS}  # each flag's dest is its key
-    given = {key: value for key, value in given.items() if value is not None}
-    for key, (low, high) in BOUNDS.items():
-        value = given.get(key)
-        if value is not None and not low <= value <= high:  # NaN is in no range
-            raise UsageError(f"{FLAGS[key]}: must be from {low} to {high}, got {value:g}")
-    url = given.get("base_url")
-    if url is not None:
-        if not HTTP_URL.fullmatch(url):
-            raise UsageError(
-                "--base-url: must be an http:// or https:// URL like http://localhost:11434, "
-                f"got {url!r}"
-            )
-        given["base_url"] = url.rstrip("/")
-    return given
 
 
 def check_backoff(args: argparse.Namespace) -> float:
@@ -180,7 +142,7 @@ class Settings:
         # what a call no rule decides gets at the terminal: as in a battle,
         # permissions.unmatched (--yes allows); in a battle the daemon decides
         self.unmatched: Unmatched = "allow" if args.yes else "ask"
-        defaults = DEFAULTS
+        defaults: dict[str, Any] = {}  # in a battle: agent.local's own defaults
         model = None
         if not args.stream_json:
             config = self._config(cwd)
@@ -190,17 +152,17 @@ class Settings:
             if not args.yes:
                 self.unmatched = config.permissions.unmatched
         self.model: str | None = args.model or model
-        # the config's agent.local (checked when it was loaded), or its defaults in a
-        # battle (the daemon passes every setting as a flag), with the flags on top
-        local = {**defaults, **check_flags(args)}
-        self.api: str = local["api"]
-        self.base_url: str = local["base_url"].rstrip("/")
-        self.api_key: str | None = local["api_key"]
-        self.max_turns: int = local["max_turns"]
-        self.context: int = local["context_messages"]
-        self.timeout: float = local["timeout_seconds"]
-        self.fetch: bool = local["fetch_webpage"]
-        self.default_rules: bool = not args.no_default_rules and local["default_rules"]
+        # the config's agent.local, or its defaults in a battle (the daemon passes every
+        # setting as a flag), with the flags on top
+        local = self._local(args, defaults)
+        self.api: str = local.api
+        self.base_url: str = local.base_url.rstrip("/")
+        self.api_key: str | None = local.api_key
+        self.max_turns: int = local.max_turns
+        self.context: int = local.context_messages
+        self.timeout: float = local.timeout_seconds
+        self.fetch: bool = local.fetch_webpage
+        self.default_rules: bool = not args.no_default_rules and local.default_rules
         self.backoff = check_backoff(args)
 
     @property
@@ -212,6 +174,24 @@ class Settings:
 
             self._paths = Paths.resolve()
         return self._paths
+
+    @staticmethod
+    def _local(args: argparse.Namespace, defaults: dict[str, Any]) -> LocalAgentConfig:
+        """``defaults`` with the flags given on top, checked as the config is (the same
+        ranges and URL check; a flag of 0 is an error, not the default)."""
+        from pydantic import ValidationError
+
+        from pokeralphd.domain.local_config import LocalAgentConfig
+
+        given = {key: getattr(args, key) for key in FLAGS}  # each flag's dest is its key
+        given = {key: value for key, value in given.items() if value is not None}
+        try:
+            return LocalAgentConfig.model_validate({**defaults, **given})
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            field = str(error["loc"][0]) if error["loc"] else ""
+            flag = FLAGS.get(field, f"agent.local.{field}")
+            raise UsageError(f"{flag}: {error['msg']}") from None
 
     @staticmethod
     def _config(cwd: Path) -> Any:

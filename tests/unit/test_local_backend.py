@@ -221,22 +221,22 @@ PROBES = {
 
 
 @pytest.mark.parametrize("flag", sorted(PROBES))
-def test_the_flags_are_checked_exactly_as_agent_local_is(flag: str) -> None:
-    """Battle mode checks its flags without loading the config's models: what it
-    accepts, refuses and keeps is what LocalAgentConfig does."""
+def test_a_flag_agent_local_refuses_is_an_error_naming_the_flag(flag: str, tmp_path: Path) -> None:
+    """Battle mode checks its flags with LocalAgentConfig itself: what it accepts is
+    kept as the config keeps it, what it refuses is a usage error naming the flag."""
     from pydantic import ValidationError
 
     from pokeralphd.domain.models import LocalAgentConfig
-    from pokeralphd.localagent.cli import DEFAULTS, FLAGS, UsageError, check_flags, parser
+    from pokeralphd.localagent.cli import FLAGS, Settings, UsageError, parser
 
-    assert LocalAgentConfig().model_dump() == DEFAULTS
     key = {f: k for k, f in FLAGS.items()}[flag]
+    attribute = {"context_messages": "context", "timeout_seconds": "timeout"}.get(key, key)
     for value in PROBES[flag]:
         args = parser().parse_args(["--stream-json", f"{flag}={value}"])
         try:
             expected = getattr(LocalAgentConfig.model_validate({key: getattr(args, key)}), key)
         except ValidationError:
             with pytest.raises(UsageError, match=flag):
-                check_flags(args)
+                Settings(args, tmp_path)
         else:
-            assert check_flags(args)[key] == expected, value
+            assert getattr(Settings(args, tmp_path), attribute) == expected, value
