@@ -25,6 +25,8 @@ import anyio
 
 from pokeralphd.localagent import transport
 from pokeralphd.localagent.errors import (
+    BACKOFF,
+    RETRIES,
     ApiStatusError,
     ConnectFailed,
     HttpFailure,
@@ -118,8 +120,8 @@ class ChatClient(abc.ABC):
         *,
         timeout: float = 120.0,
         api_key: str | None = None,
-        retries: int = 2,
-        backoff: float = 0.5,
+        retries: int = RETRIES,
+        backoff: float = BACKOFF,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from pokeralphd.errors import PokeralphError
-from pokeralphd.localagent.errors import SessionError
+from pokeralphd.localagent.errors import BACKOFF, RETRIES, SessionError
 from pokeralphd.localagent.loop import AgentLoop, Outcome
 from pokeralphd.localagent.session import Message, Session, SessionStore
 from pokeralphd.localagent.toolspec import TOOLS
@@ -48,8 +48,6 @@ if TYPE_CHECKING:
     from pokeralphd.paths import Paths
 
 JSON_VERSION = 1
-RETRIES = 2  # more tries of a model call that failed before it streamed anything
-BACKOFF = 0.5  # seconds before the first retry
 MAX_BACKOFF = 60.0
 
 
@@ -220,7 +218,6 @@ class Settings:
             self.model,
             timeout=self.timeout,
             api_key=api_key or self.api_key,
-            retries=RETRIES,
             backoff=self.backoff,
         )
 

@@ -12,9 +12,17 @@ LocalAgentError
 ├── ToolError                  a tool call cannot be done (the model is told why)
 │   └── PathEscape             a path leaves the working directory
 └── SessionError               no session to continue, or a session file unusable
+
+and how a model call that failed retryably (:class:`ServerUnreachable`, a
+:attr:`ApiStatusError.retryable` status) is tried again: :data:`RETRIES` times more,
+after :data:`BACKOFF` seconds doubled each time. They are here, not in :mod:`.chat`, so
+the command line shows them in its help without loading the HTTP client.
 """
 
 from __future__ import annotations
+
+RETRIES = 2  # more tries of a model call that failed before it streamed anything
+BACKOFF = 0.5  # seconds before the first retry, doubled before each next one
 
 
 class LocalAgentError(Exception):
