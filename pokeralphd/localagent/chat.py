@@ -123,7 +123,7 @@ class ChatClient(abc.ABC):
         retries: int = RETRIES,
         backoff: float = BACKOFF,
     ) -> None:
-        self.base_url = base_url.rstrip("/")
+        self.base_url = base_url  # as agent.local checked it: no trailing "/"
         self.model = model
         self.timeout = timeout
         self.api_key = api_key
@@ -131,14 +131,15 @@ class ChatClient(abc.ABC):
         self.backoff = backoff
         self._ssl: ssl.SSLContext | None = None
 
-    def _tls_context(self) -> ssl.SSLContext:
-        """The system's CAs for an ``https`` server (made once: loading them costs
-        ~30 ms). A plain ``http`` server (the usual local one) never reaches TLS, as
-        no redirect is followed, so it gets a context that trusts no CA at all: one
-        that could verify nothing, rather than one that checks nothing."""
-        if self.base_url.lower().startswith("https://"):
-            return ssl.create_default_context()
-        return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    def _tls_context(self) -> ssl.SSLContext | None:
+        """The system's CAs for an ``https`` server, loaded at its first call (they cost
+        ~30 ms); None for a plain ``http`` server (the usual local one), which never
+        reaches TLS as no redirect is followed."""
+        if not self.base_url.lower().startswith("https://"):
+            return None
+        if self._ssl is None:
+            self._ssl = ssl.create_default_context()
+        return self._ssl
 
     @abc.abstractmethod
     def url(self) -> str:
@@ -179,14 +180,12 @@ class ChatClient(abc.ABC):
 
     async def _once(self, body: dict[str, Any], on_text: Callable[[str], None]) -> Reply:
         reply = Reply()
-        if self._ssl is None:
-            self._ssl = self._tls_context()
         # JSON as httpx sent it: UTF-8, compact
         data = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         auth = [("authorization", f"Bearer {self.api_key}")] if self.api_key else []
         try:
             async with transport.post(
-                self.url(), data.encode(), auth, self.timeout, self._ssl
+                self.url(), data.encode(), auth, self.timeout, self._tls_context()
             ) as response:
                 if response.status >= 400:
                     raise ApiStatusError(response.status, await error_text(response))

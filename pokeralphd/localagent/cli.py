@@ -133,9 +133,9 @@ def check_backoff(args: argparse.Namespace) -> float:
 
 
 class Settings:
-    def __init__(self, args: argparse.Namespace, cwd: Path, paths: Paths | None = None) -> None:
+    def __init__(self, args: argparse.Namespace, cwd: Path) -> None:
         self.cwd = cwd
-        self._paths = paths
+        self._paths: Paths | None = None
         self.rules: list[Any] = []
         # what a call no rule decides gets at the terminal: as in a battle,
         # permissions.unmatched (--yes allows); in a battle the daemon decides
@@ -143,7 +143,7 @@ class Settings:
         defaults: dict[str, Any] = {}  # in a battle: agent.local's own defaults
         model = None
         if not args.stream_json:
-            config = self._config(cwd)
+            config = self._config()
             defaults = config.agent.local.model_dump()
             model = config.agent.model
             self.rules = list(config.approval_rules)
@@ -154,7 +154,7 @@ class Settings:
         # setting as a flag), with the flags on top
         local = self._local(args, defaults)
         self.api: str = local.api
-        self.base_url: str = local.base_url.rstrip("/")
+        self.base_url: str = local.base_url  # without a trailing "/"
         self.api_key: str | None = local.api_key
         self.max_turns: int = local.max_turns
         self.context: int = local.context_messages
@@ -191,18 +191,16 @@ class Settings:
             flag = FLAGS.get(field, f"agent.local.{field}")
             raise UsageError(f"{flag}: {error['msg']}") from None
 
-    @staticmethod
-    def _config(cwd: Path) -> Any:
-        from pokeralphd.paths import Paths
+    def _config(self) -> Any:
         from pokeralphd.store import config_layers
 
         repo_file = None
-        for folder in (cwd, *cwd.parents):
+        for folder in (self.cwd, *self.cwd.parents):
             if (folder / ".pokeralph" / "config.json").is_file():
                 repo_file = folder / ".pokeralph" / "config.json"
                 break
         try:
-            return config_layers.load(Paths.resolve().user_config_file, repo_file).config
+            return config_layers.load(self.paths.user_config_file, repo_file).config
         except PokeralphError as exc:
             raise UsageError(f"the configuration cannot be used: {exc.message}") from None
 

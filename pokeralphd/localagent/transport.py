@@ -18,6 +18,7 @@ identity``) and says the connection closes after it. A response's head is bounde
 
 from __future__ import annotations
 
+import ssl
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -28,7 +29,6 @@ import h11
 from pokeralphd.localagent.errors import ConnectFailed, HttpFailure, ReadTimedOut
 
 if TYPE_CHECKING:
-    import ssl
     from collections.abc import AsyncIterator, Sequence
 
     from anyio.abc import ByteStream
@@ -39,12 +39,11 @@ USER_AGENT = "pokeralph-agent"
 
 
 class Response:
-    """A response's status and head; :meth:`body` streams the rest."""
+    """A response's status; :meth:`body` streams the rest."""
 
     def __init__(self, head: h11.Response, wire: _Wire) -> None:
         self.status = head.status_code
         self.reason = head.reason.decode("latin-1")
-        self.headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in head.headers}
         self._wire = wire
 
     async def body(self) -> AsyncIterator[bytes]:
@@ -63,13 +62,16 @@ async def post(
     body: bytes,
     headers: Sequence[tuple[str, str]],
     timeout: float,
-    ssl_context: ssl.SSLContext,
+    ssl_context: ssl.SSLContext | None,
 ) -> AsyncIterator[Response]:
-    """POST ``body`` to ``url``; the response, its connection closed on leaving."""
+    """POST ``body`` to ``url``; the response, its connection closed on leaving.
+    ``ssl_context`` is used for ``https`` only (without one, the system's CAs)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConnectFailed(f"not an http:// or https:// URL: {url!r}")
     secure = parts.scheme == "https"
+    if secure and ssl_context is None:
+        ssl_context = ssl.create_default_context()
     try:
         port = parts.port or (443 if secure else 80)
     except ValueError:

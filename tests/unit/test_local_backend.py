@@ -161,14 +161,11 @@ def test_the_commands_flags_are_checked_as_the_config_is(
     """A flag out of agent.local's range is an error naming the flag; 0 never falls back
     to the default (``--max-turns 0`` once ran 50 turns)."""
     from pokeralphd.localagent.cli import Settings, UsageError, parser
-    from pokeralphd.paths import Paths
 
     args = parser().parse_args(["--stream-json", *flags])  # no config files are read
     with pytest.raises(UsageError, match=named):
-        Settings(args, tmp_path, Paths.resolve())
-    fine = Settings(
-        parser().parse_args(["--stream-json", "--max-turns", "7"]), tmp_path, Paths.resolve()
-    )
+        Settings(args, tmp_path)
+    fine = Settings(parser().parse_args(["--stream-json", "--max-turns", "7"]), tmp_path)
     assert (fine.max_turns, fine.context, fine.timeout) == (7, 100, 120)
 
 

@@ -63,7 +63,7 @@ async def _text(url: str, context: ssl.SSLContext | None = None, timeout: float 
     context = context or ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     auth = [("authorization", "Bearer k")]
     async with post(url, b'{"a":1}', auth, timeout, context) as response:
-        assert (response.status, response.headers.get("x-seen")) == (200, "yes")
+        assert response.status == 200
         return b"".join([piece async for piece in response.body()]).decode()
 
 
