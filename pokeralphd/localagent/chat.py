@@ -30,8 +30,8 @@ from pokeralphd.localagent.errors import (
     ApiStatusError,
     ConnectFailed,
     HttpFailure,
-    ReadTimedOut,
     ServerUnreachable,
+    TimedOut,
     WireError,
 )
 
@@ -192,7 +192,7 @@ class ChatClient(abc.ABC):
                 await self.reader(reply, on_text).read(bounded_lines(response.body()))
         except ConnectFailed as exc:
             raise ServerUnreachable(self.base_url, self.api, exc.message) from None
-        except ReadTimedOut as exc:
+        except TimedOut as exc:  # a send, or a wait for bytes
             raise ApiStatusError(None, f"{exc.message} (agent.local.timeoutSeconds)") from None
         except HttpFailure as exc:
             raise ApiStatusError(None, exc.message) from None

@@ -8,7 +8,8 @@ LocalAgentError
 │   └── HttpFailure            the request failed below HTTP (.transport; .chat says it
 │       │                      as one of the above)
 │       ├── ConnectFailed      no connection (refused, no route, unknown name, TLS)
-│       └── ReadTimedOut       no bytes for the timeout
+│       └── TimedOut           a send took longer than the timeout
+│           └── ReadTimedOut   no bytes for the timeout
 ├── ToolError                  a tool call cannot be done (the model is told why)
 │   └── PathEscape             a path leaves the working directory
 └── SessionError               no session to continue, or a session file unusable
@@ -82,7 +83,11 @@ class ConnectFailed(HttpFailure):
     reason underneath (e.g. "connection refused")."""
 
 
-class ReadTimedOut(HttpFailure):
+class TimedOut(HttpFailure):
+    """Raised by :mod:`.transport` when the server takes no bytes for the timeout."""
+
+
+class ReadTimedOut(TimedOut):
     """Raised by :mod:`.transport` when no bytes arrive for the timeout."""
 
 

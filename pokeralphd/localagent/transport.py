@@ -13,7 +13,7 @@ each wait for bytes. The request asks for the body as is (``accept-encoding:
 identity``) and says the connection closes after it. A response's head is bounded
 (:data:`MAX_HEADERS`, as httpcore). Failures below HTTP are :class:`HttpFailure`:
 :class:`ConnectFailed` (with the reason underneath, e.g. "connection refused"),
-:class:`ReadTimedOut`, or the connection breaking (reset, cut short, not HTTP/1.1).
+:class:`TimedOut` (a send) or :class:`ReadTimedOut`, or the connection breaking (reset, cut short, not HTTP/1.1).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 import anyio
 import h11
 
-from pokeralphd.localagent.errors import ConnectFailed, HttpFailure, ReadTimedOut
+from pokeralphd.localagent.errors import ConnectFailed, HttpFailure, ReadTimedOut, TimedOut
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
@@ -157,9 +157,9 @@ class _Wire:
             with anyio.fail_after(self.timeout):
                 await self.stream.send(data)
         except TimeoutError:
-            raise HttpFailure(f"the server took nothing for {self.timeout:g} s") from None
+            raise TimedOut(f"the server took nothing for {self.timeout:g} s") from None
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-            raise HttpFailure(f"the connection broke: {exc or type(exc).__name__}") from exc
+            raise HttpFailure(f"the connection broke: {str(exc) or type(exc).__name__}") from exc
 
     async def next_event(self) -> h11.Event | type[h11.PAUSED]:
         while True:
@@ -177,7 +177,8 @@ class _Wire:
             except anyio.EndOfStream:
                 data = b""  # h11 says whether the message could end here
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-                raise HttpFailure(f"the connection broke: {exc or type(exc).__name__}") from exc
+                broke = str(exc) or type(exc).__name__
+                raise HttpFailure(f"the connection broke: {broke}") from exc
             try:
                 self.conn.receive_data(data)
             except h11.RemoteProtocolError as exc:

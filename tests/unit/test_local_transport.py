@@ -16,7 +16,10 @@ import pytest
 from anyio.abc import ByteStream, SocketAttribute
 from anyio.streams.tls import TLSListener
 
-from pokeralphd.localagent.errors import ConnectFailed, HttpFailure, ReadTimedOut
+from pokeralphd.localagent import transport
+from pokeralphd.localagent.errors import ApiStatusError, ConnectFailed, HttpFailure, ReadTimedOut
+from pokeralphd.localagent.ollama_chat import OllamaClient
+from pokeralphd.localagent.session import Message
 from pokeralphd.localagent.transport import MAX_HEADERS, post
 
 pytestmark = pytest.mark.anyio
@@ -155,3 +158,63 @@ async def test_tls_verifies_the_server(tmp_path: Path) -> None:
         assert await _text(f"https://127.0.0.1:{port}/", trusting) == "hello world"
         with pytest.raises(ConnectFailed, match="certificate verify failed"):
             await _text(f"https://127.0.0.1:{port}/", ssl.create_default_context())
+
+
+class _Wire(ByteStream):
+    """A connection whose send and receive do what a test says."""
+
+    def __init__(self, send: Callable[[], Awaitable[None]], receive: bytes = b"") -> None:
+        self._send = send
+        self._receive = receive
+
+    async def send(self, item: bytes) -> None:
+        await self._send()
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        if not self._receive:
+            raise anyio.BrokenResourceError  # no words: the name must say it
+        data, self._receive = self._receive, b""
+        return data
+
+    async def send_eof(self) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
+
+
+def _connected(wire: _Wire) -> Callable[..., Awaitable[ByteStream]]:
+    async def connect(*args: object) -> ByteStream:
+        return wire
+
+    return connect
+
+
+async def _sent() -> None:
+    pass
+
+
+async def _broken() -> None:
+    raise anyio.BrokenResourceError
+
+
+@pytest.mark.parametrize("where", ["send", "receive"])
+async def test_a_break_without_words_is_named_by_its_kind(
+    where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wire = _Wire(_broken) if where == "send" else _Wire(_sent)
+    monkeypatch.setattr(transport, "_connect", _connected(wire))
+    with pytest.raises(HttpFailure) as caught:
+        await _text("http://127.0.0.1:9/")
+    assert caught.value.message == "the connection broke: BrokenResourceError"
+
+
+async def test_a_send_timing_out_names_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that takes nothing is as slow as one that sends nothing: both say which
+    setting bounds the wait."""
+    monkeypatch.setattr(transport, "_connect", _connected(_Wire(anyio.sleep_forever)))
+    client = OllamaClient("http://127.0.0.1:9", "m", timeout=0.1, backoff=0)
+    with pytest.raises(ApiStatusError) as caught:
+        await client.chat([Message(role="user", content="hi")], [])
+    assert "the server took nothing for 0.1 s (agent.local.timeoutSeconds)" in str(caught.value)
+    assert caught.value.status is None and not caught.value.retryable
