@@ -43,6 +43,29 @@ def _http_url(url: str) -> str:
     return url.rstrip("/")
 
 
+def api_key_problem(key: str) -> str | None:
+    """Why ``key`` cannot be sent as a bearer token in an HTTP header, or None. Said to
+    the user under the key's name, so it names no setting and never shows the key."""
+    if re.fullmatch(r"(?:[!-~]+(?:[ \t]+[!-~]+)*)?", key):  # printable ASCII, spaces inside
+        return None
+    if "\n" in key or "\r" in key:
+        why = "a line break (copied with the key?)"
+    elif not key.isascii():
+        why = "a character that is not ASCII"
+    elif key.strip(" \t") != key:
+        why = "a space at its start or end"
+    else:
+        why = "a control character"
+    return f"an HTTP header cannot carry it: it holds {why}"
+
+
+def _api_key(key: str | None) -> str | None:
+    problem = None if key is None else api_key_problem(key)
+    if problem is not None:
+        raise ValueError(problem)
+    return key
+
+
 class LocalAgentConfig(Model):
     """The local-model agent (``agent.backend local``, seed 001): where the model server
     is, which API it speaks, and the agent loop's bounds (ours)."""
@@ -58,7 +81,7 @@ class LocalAgentConfig(Model):
         description="ollama: Ollama's native /api/chat; openai: an OpenAI-compatible "
         "/v1/chat/completions (LM Studio, llama.cpp, vLLM, Ollama too)",
     )
-    api_key: str | None = Field(
+    api_key: Annotated[str | None, AfterValidator(_api_key)] = Field(
         default=None, description="Bearer token, for OpenAI-compatible servers that want one"
     )
     max_turns: StrictInt = Field(

@@ -6,7 +6,8 @@ A call is retried (at most :attr:`ChatClient.retries` more times, with a doublin
 backoff) when the connection fails or the server answers 5xx or 429 before it streamed
 anything; once text reached the caller it is not retried (the text would repeat).
 Nothing answering at all becomes :class:`ServerUnreachable` with the hint to start the
-server. Everything a reply can make us hold is bounded: a line of the stream
+server; a setting that makes every call fail (an ``apiKey`` an HTTP header cannot carry)
+is a :class:`SettingError`, never retried. Everything a reply can make us hold is bounded: a line of the stream
 (:data:`MAX_LINE`), the reply's text (:data:`MAX_TEXT`, the rest dropped with a note),
 tool calls per reply (:data:`MAX_TOOL_CALLS`) and their arguments (:data:`MAX_ARGUMENTS`).
 """
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from pokeralphd.domain.local_config import api_key_problem
 from pokeralphd.localagent import transport
 from pokeralphd.localagent.errors import (
     BACKOFF,
@@ -31,7 +33,9 @@ from pokeralphd.localagent.errors import (
     ConnectFailed,
     HttpFailure,
     ServerUnreachable,
+    SettingError,
     TimedOut,
+    UnsendableRequest,
     WireError,
 )
 
@@ -182,7 +186,12 @@ class ChatClient(abc.ABC):
         reply = Reply()
         # JSON as httpx sent it: UTF-8, compact
         data = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        auth = [("authorization", f"Bearer {self.api_key}")] if self.api_key else []
+        auth = []
+        if self.api_key:
+            problem = api_key_problem(self.api_key)
+            if problem is not None:
+                raise SettingError(f"agent.local.apiKey cannot be used: {problem}")
+            auth.append(("authorization", f"Bearer {self.api_key}"))
         try:
             async with transport.post(
                 self.url(), data.encode(), auth, self.timeout, self._tls_context()
@@ -190,6 +199,8 @@ class ChatClient(abc.ABC):
                 if response.status >= 400:
                     raise ApiStatusError(response.status, await error_text(response))
                 await self.reader(reply, on_text).read(bounded_lines(response.body()))
+        except UnsendableRequest as exc:
+            raise SettingError(f"the request cannot be sent: {exc.message}") from None
         except ConnectFailed as exc:
             raise ServerUnreachable(self.base_url, self.api, exc.message) from None
         except TimedOut as exc:  # a send, or a wait for bytes

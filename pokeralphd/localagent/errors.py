@@ -5,8 +5,10 @@ LocalAgentError
 │   ├── ServerUnreachable      nothing answers at the base URL (after the retries)
 │   ├── ApiStatusError         the server answered with an HTTP error (or an error line)
 │   ├── WireError              the reply is not the API's wire format
+│   ├── SettingError           a setting makes every call fail (not retried)
 │   └── HttpFailure            the request failed below HTTP (.transport; .chat says it
 │       │                      as one of the above)
+│       ├── UnsendableRequest  the request's head is not what HTTP can carry
 │       ├── ConnectFailed      no connection (refused, no route, unknown name, TLS)
 │       └── TimedOut           a send took longer than the timeout
 │           └── ReadTimedOut   no bytes for the timeout
@@ -73,9 +75,19 @@ class WireError(ChatError):
     """Raised when a reply does not follow the API's wire format (or is past our bounds)."""
 
 
+class SettingError(ChatError):
+    """Raised when a setting makes every call fail (e.g. an ``apiKey`` with a line break):
+    retrying cannot help, the setting must change."""
+
+
 class HttpFailure(ChatError):
     """Raised by :mod:`.transport` when a request fails below HTTP: the connection
     broke, was cut short, or did not speak HTTP/1.1."""
+
+
+class UnsendableRequest(HttpFailure):
+    """Raised by :mod:`.transport` when the request's head holds what HTTP cannot carry
+    (h11 refuses it); nothing was sent."""
 
 
 class ConnectFailed(HttpFailure):

@@ -9,7 +9,9 @@ HTTP/1.1 state machine httpcore itself uses) over anyio's TCP and TLS streams; h
 left to ``fetch_webpage``, which needs redirects and decoding.
 
 ``timeout`` bounds making the connection (the TLS handshake included), each send and
-each wait for bytes. The request asks for the body as is (``accept-encoding:
+each wait for bytes. The URL's path and query are percent-encoded as UTF-8 where HTTP
+needs it and a non-ASCII host name is sent in IDNA, as httpx did; a header HTTP cannot
+carry is :class:`UnsendableRequest` before anything is sent. The request asks for the body as is (``accept-encoding:
 identity``) and says the connection closes after it. A response's head is bounded
 (:data:`MAX_HEADERS`, as httpcore). Failures below HTTP are :class:`HttpFailure`:
 :class:`ConnectFailed` (with the reason underneath, e.g. "connection refused"),
@@ -21,12 +23,18 @@ from __future__ import annotations
 import ssl
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import anyio
 import h11
 
-from pokeralphd.localagent.errors import ConnectFailed, HttpFailure, ReadTimedOut, TimedOut
+from pokeralphd.localagent.errors import (
+    ConnectFailed,
+    HttpFailure,
+    ReadTimedOut,
+    TimedOut,
+    UnsendableRequest,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Sequence
@@ -36,6 +44,11 @@ if TYPE_CHECKING:
 MAX_HEADERS = 100 * 1024  # bytes of a response's head (h11's max_incomplete_event_size)
 READ_SIZE = 64 * 1024
 USER_AGENT = "pokeralph-agent"
+# What a path may hold as it is (RFC 3986's pchar and "/", besides the letters, digits and
+# "-._~" quote never escapes); "%" keeps an escape already made. Anything else, such as a
+# space or a non-ASCII letter, is percent-encoded as UTF-8, as httpx does.
+PATH_SAFE = "/%!$&'()*+,;=:@"
+QUERY_SAFE = PATH_SAFE + "?"
 
 
 class Response:
@@ -76,20 +89,31 @@ async def post(
         port = parts.port or (443 if secure else 80)
     except ValueError:
         raise ConnectFailed(f"not a port number in {url!r}") from None
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    stream = await _connect(parts.hostname, port, ssl_context if secure else None, timeout)
+    host = _ascii_host(parts.hostname)
+    target = quote(parts.path or "/", safe=PATH_SAFE)
+    if parts.query:
+        target += "?" + quote(parts.query, safe=QUERY_SAFE)
+    authority = f"[{host}]" if ":" in host else host  # an IPv6 address is bracketed
+    if parts.port is not None:
+        authority += f":{port}"
+    head = [
+        ("host", authority),
+        ("user-agent", USER_AGENT),
+        ("accept-encoding", "identity"),
+        ("connection", "close"),
+        ("content-type", "application/json"),
+        ("content-length", str(len(body))),
+        *headers,
+    ]
+    try:
+        request = h11.Request(method="POST", target=target, headers=head)
+    except (h11.LocalProtocolError, UnicodeError):  # a value with a line break, or not ASCII
+        names = ", ".join(name for name, value in headers if not _header_safe(value))
+        raise UnsendableRequest(f"HTTP cannot carry the {names or 'request'} header") from None
+    stream = await _connect(host, port, ssl_context if secure else None, timeout)
     try:
         wire = _Wire(stream, timeout)
-        head = [
-            ("host", parts.netloc.rpartition("@")[2]),
-            ("user-agent", USER_AGENT),
-            ("accept-encoding", "identity"),
-            ("connection", "close"),
-            ("content-type", "application/json"),
-            ("content-length", str(len(body))),
-            *headers,
-        ]
-        await wire.send(h11.Request(method="POST", target=target, headers=head))
+        await wire.send(request)
         await wire.send(h11.Data(data=body))
         await wire.send(h11.EndOfMessage())
         while True:
@@ -101,6 +125,20 @@ async def post(
         yield Response(event, wire)
     finally:
         await anyio.aclose_forcefully(stream)
+
+
+def _ascii_host(host: str) -> str:
+    """The host as DNS and the Host header want it: a non-ASCII name in IDNA."""
+    if host.isascii():
+        return host
+    try:
+        return host.encode("idna").decode("ascii")
+    except UnicodeError:
+        raise ConnectFailed(f"not a host name: {host!r}") from None
+
+
+def _header_safe(value: str) -> bool:
+    return value.isascii() and value.isprintable()
 
 
 async def _connect(

@@ -237,3 +237,15 @@ def test_a_flag_agent_local_refuses_is_an_error_naming_the_flag(flag: str, tmp_p
                 Settings(args, tmp_path)
         else:
             assert getattr(Settings(args, tmp_path), attribute) == expected, value
+
+
+def test_the_config_refuses_an_api_key_with_a_line_break() -> None:
+    from pokeralphd.errors import InvalidParams
+    from pokeralphd.store.config_layers import validate
+
+    with pytest.raises(InvalidParams) as caught:
+        validate({"agent": {"local": {"apiKey": "sk-secret\n"}}}, None)
+    message = caught.value.message
+    assert "agent.local.apiKey" in message and "line break" in message
+    assert "sk-secret" not in message
+    assert validate({"agent": {"local": {"apiKey": "sk-1"}}}, None).agent.local.api_key == "sk-1"

@@ -17,7 +17,14 @@ from anyio.abc import ByteStream, SocketAttribute
 from anyio.streams.tls import TLSListener
 
 from pokeralphd.localagent import transport
-from pokeralphd.localagent.errors import ApiStatusError, ConnectFailed, HttpFailure, ReadTimedOut
+from pokeralphd.localagent.errors import (
+    ApiStatusError,
+    ConnectFailed,
+    HttpFailure,
+    ReadTimedOut,
+    SettingError,
+    UnsendableRequest,
+)
 from pokeralphd.localagent.ollama_chat import OllamaClient
 from pokeralphd.localagent.session import Message
 from pokeralphd.localagent.transport import MAX_HEADERS, post
@@ -166,9 +173,11 @@ class _Wire(ByteStream):
     def __init__(self, send: Callable[[], Awaitable[None]], receive: bytes = b"") -> None:
         self._send = send
         self._receive = receive
+        self.sent = b""
 
     async def send(self, item: bytes) -> None:
         await self._send()
+        self.sent += item
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
         if not self._receive:
@@ -183,8 +192,12 @@ class _Wire(ByteStream):
         pass
 
 
-def _connected(wire: _Wire) -> Callable[..., Awaitable[ByteStream]]:
+def _connected(
+    wire: _Wire, hosts: list[object] | None = None
+) -> Callable[..., Awaitable[ByteStream]]:
     async def connect(*args: object) -> ByteStream:
+        if hosts is not None:
+            hosts.append(args[0])
         return wire
 
     return connect
@@ -218,3 +231,50 @@ async def test_a_send_timing_out_names_the_setting(monkeypatch: pytest.MonkeyPat
         await client.chat([Message(role="user", content="hi")], [])
     assert "the server took nothing for 0.1 s (agent.local.timeoutSeconds)" in str(caught.value)
     assert caught.value.status is None and not caught.value.retryable
+
+
+async def test_a_path_and_query_beyond_ascii_are_percent_encoded() -> None:
+    seen: list[bytes] = []
+
+    async def answer(request: bytes) -> bytes:
+        seen.append(request)
+        return REPLIES["content-length"]
+
+    async with serving(answer) as port:
+        assert await _text(f"http://127.0.0.1:{port}/ü/a b/%41?q=ä&r=1") == "hello world"
+    assert seen[0].startswith(b"POST /%C3%BC/a%20b/%41?q=%C3%A4&r=1 HTTP/1.1\r\n")
+
+
+async def test_a_host_beyond_ascii_is_reached_and_named_in_idna(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    wire, hosts = _Wire(_sent, REPLIES["content-length"]), list[object]()
+    monkeypatch.setattr(transport, "_connect", _connected(wire, hosts))
+    assert await _text("http://user:pw@Bücher.example:8080/v1") == "hello world"
+    assert hosts == ["xn--bcher-kva.example"]
+    assert b"\r\nhost: xn--bcher-kva.example:8080\r\n" in wire.sent
+
+
+async def test_a_header_http_cannot_carry_is_refused_before_connecting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    hosts: list[object] = []
+    monkeypatch.setattr(transport, "_connect", _connected(_Wire(_sent), hosts))
+    for key in ("sk-1\n", "sk-ü"):
+        with pytest.raises(UnsendableRequest, match="cannot carry the authorization header"):
+            async with post("http://127.0.0.1:9/", b"{}", [("authorization", key)], 5, None):
+                pass
+    assert hosts == []
+
+
+@pytest.mark.parametrize("key", ["sk-1\n", "sk-\u00fc", "sk-1 "])
+async def test_an_api_key_http_cannot_carry_is_a_setting_error(
+    key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not a traceback, not retried: the key names itself and nothing is sent."""
+    hosts: list[object] = []
+    monkeypatch.setattr(transport, "_connect", _connected(_Wire(_sent), hosts))
+    client = OllamaClient("http://127.0.0.1:9", "m", api_key=key, backoff=0)
+    with pytest.raises(SettingError, match=r"agent\.local\.apiKey cannot be used") as caught:
+        await client.chat([Message(role="user", content="hi")], [])
+    assert key not in caught.value.message and hosts == []
