@@ -15,12 +15,14 @@ tool calls per reply (:data:`MAX_TOOL_CALLS`) and their arguments (:data:`MAX_AR
 from __future__ import annotations
 
 import abc
+import base64
 import enum
 import json
 import ssl
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
 
 import anyio
 
@@ -128,6 +130,7 @@ class ChatClient(abc.ABC):
         backoff: float = BACKOFF,
     ) -> None:
         self.base_url = base_url  # as agent.local checked it: no trailing "/"
+        self._login = _basic_auth(base_url)
         self.model = model
         self.timeout = timeout
         self.api_key = api_key
@@ -192,6 +195,8 @@ class ChatClient(abc.ABC):
             if problem is not None:
                 raise SettingError(f"agent.local.apiKey cannot be used: {problem}")
             auth.append(("authorization", f"Bearer {self.api_key}"))
+        elif self._login is not None:
+            auth.append(("authorization", self._login))
         try:
             async with transport.post(
                 self.url(), data.encode(), auth, self.timeout, self._tls_context()
@@ -208,6 +213,16 @@ class ChatClient(abc.ABC):
         except HttpFailure as exc:
             raise ApiStatusError(None, exc.message) from None
         return reply
+
+
+def _basic_auth(url: str) -> str | None:
+    """The ``Authorization: Basic`` value of a login in the URL (``http://user:pw@host``),
+    as httpx sent it; None without one."""
+    parts = urlsplit(url)
+    if parts.username is None:
+        return None
+    login = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+    return "Basic " + base64.b64encode(login.encode()).decode("ascii")
 
 
 class Line(enum.Enum):

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from pokeralphd.errors import PokeralphError
-from pokeralphd.localagent.errors import BACKOFF, RETRIES, SessionError
+from pokeralphd.localagent.errors import BACKOFF, RETRIES, SessionError, shown_url
 from pokeralphd.localagent.loop import AgentLoop, Outcome
 from pokeralphd.localagent.session import Message, Session, SessionStore
 from pokeralphd.localagent.toolspec import TOOLS
@@ -324,7 +324,7 @@ def _new_session(settings: Settings, tools: list[ToolSpec], plan: bool) -> Sessi
         working_dir=str(settings.cwd),
         model=settings.model,
         api="openai" if settings.api == "openai" else "ollama",
-        base_url=settings.base_url,
+        base_url=shown_url(settings.base_url),  # a login's password is kept out of the file
     )
     session.messages.append(
         Message(role="system", content=system_prompt(str(settings.cwd), tools, plan))

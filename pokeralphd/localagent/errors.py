@@ -24,6 +24,8 @@ the command line shows them in its help without loading the HTTP client.
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit, urlunsplit
+
 RETRIES = 2  # more tries of a model call that failed before it streamed anything
 BACKOFF = 0.5  # seconds before the first retry, doubled before each next one
 
@@ -51,8 +53,19 @@ class ServerUnreachable(ChatError):
             else "is the model server (LM Studio, llama.cpp's llama-server, vLLM, "
             "`ollama serve`) running there?"
         )
+        base_url = shown_url(base_url)
         super().__init__(f"nothing answers at {base_url} ({reason}): {hint}")
         self.base_url = base_url
+
+
+def shown_url(url: str) -> str:
+    """``url`` as a message may show it: a login's password left out
+    (``http://user:pw@host`` is shown ``http://user@host``)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    login, _, place = parts.netloc.rpartition("@")
+    return urlunsplit(parts._replace(netloc=f"{login.partition(':')[0]}@{place}"))
 
 
 class ApiStatusError(ChatError):

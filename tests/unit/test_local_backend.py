@@ -249,3 +249,14 @@ def test_the_config_refuses_an_api_key_with_a_line_break() -> None:
     assert "agent.local.apiKey" in message and "line break" in message
     assert "sk-secret" not in message
     assert validate({"agent": {"local": {"apiKey": "sk-1"}}}, None).agent.local.api_key == "sk-1"
+
+
+def test_a_session_file_keeps_no_password_of_the_base_url(tmp_path: Path) -> None:
+    from pokeralphd.localagent.cli import Settings, _new_session, parser
+
+    args = parser().parse_args(["--stream-json", "--model", "m"])
+    args.base_url = "http://me:secret@models.example:8080/v1"
+    settings = Settings(args, tmp_path)
+    assert settings.base_url == args.base_url  # the client still logs in with it
+    session = _new_session(settings, [], plan=False)
+    assert session.base_url == "http://me@models.example:8080/v1"

@@ -161,6 +161,26 @@ async def test_nothing_listening_says_what_to_start() -> None:
             await _openai(url, retries=0).chat(USER, [])
 
 
+async def test_a_login_in_the_url_is_sent_and_never_shown() -> None:
+    """http://user:pw@host logs in with Basic auth (as httpx did) unless an apiKey is
+    set; a message naming the URL leaves the password out."""
+    with OllamaAPI([Text("a"), Text("b")]) as api:
+        login = api.url.replace("http://", "http://me:p%40ss@")
+        await _ollama(login).chat(USER, [])
+        await _ollama(login, api_key="sk-1").chat(USER, [])
+        first, second = api.chat_requests()
+    assert first.headers["authorization"] == "Basic bWU6cEBzcw=="  # me:p@ss
+    assert second.headers["authorization"] == "Bearer sk-1"
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        url = f"http://me:secret@127.0.0.1:{held.getsockname()[1]}/v1"
+        with pytest.raises(ServerUnreachable) as caught:
+            await _openai(url, retries=0).chat(USER, [])
+    shown = url.replace(":secret", "")
+    assert f"nothing answers at {shown} (" in caught.value.message
+    assert "secret" not in caught.value.message and caught.value.base_url == shown
+
+
 class Allow:
     async def __call__(self, call: ToolCall, spec: ToolSpec) -> Approval:
         return Approval(True, "policy")
