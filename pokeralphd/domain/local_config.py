@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt
 from pydantic.alias_generators import to_camel
@@ -40,6 +41,18 @@ def _http_url(url: str) -> str:
         raise ValueError(
             f"must be an http:// or https:// URL like http://localhost:11434, got {url!r}"
         )
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an IPv6 address without its closing "]"
+        raise ValueError(f"must name a host, as in http://localhost:11434, got {url!r}") from None
+    if not parts.hostname:
+        raise ValueError(f"must name a host, as in http://localhost:11434, got {url!r}")
+    try:
+        port = parts.port  # checks it: digits, at most 65535
+    except ValueError:
+        port = 0
+    if port == 0:
+        raise ValueError(f"must have a port from 1 to 65535 after the host, got {url!r}")
     return url.rstrip("/")
 
 

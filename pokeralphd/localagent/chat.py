@@ -7,7 +7,8 @@ backoff) when the connection fails or the server answers 5xx or 429 before it st
 anything; once text reached the caller it is not retried (the text would repeat).
 Nothing answering at all becomes :class:`ServerUnreachable` with the hint to start the
 server; a setting that makes every call fail (an ``apiKey`` an HTTP header cannot carry)
-is a :class:`SettingError`, never retried. Everything a reply can make us hold is bounded: a line of the stream
+is a :class:`SettingError`, never retried, as are a base URL whose host does not resolve
+or whose certificate is not trusted: neither is a server to start. Everything a reply can make us hold is bounded: a line of the stream
 (:data:`MAX_LINE`), the reply's text (:data:`MAX_TEXT`, the rest dropped with a note),
 tool calls per reply (:data:`MAX_TOOL_CALLS`) and their arguments (:data:`MAX_ARGUMENTS`).
 """
@@ -32,13 +33,16 @@ from pokeralphd.localagent.errors import (
     BACKOFF,
     RETRIES,
     ApiStatusError,
+    CertificateUntrusted,
     ConnectFailed,
+    HostNotFound,
     HttpFailure,
     ServerUnreachable,
     SettingError,
     TimedOut,
     UnsendableRequest,
     WireError,
+    shown_url,
 )
 
 if TYPE_CHECKING:
@@ -206,6 +210,17 @@ class ChatClient(abc.ABC):
                 await self.reader(reply, on_text).read(bounded_lines(response.body()))
         except UnsendableRequest as exc:
             raise SettingError(f"the request cannot be sent: {exc.message}") from None
+        except HostNotFound as exc:
+            raise SettingError(
+                f"the host of {shown_url(self.base_url)} is not found ({exc.message}): check "
+                "the host in agent.local.baseUrl"
+            ) from None
+        except CertificateUntrusted as exc:
+            raise SettingError(
+                f"the certificate of {shown_url(self.base_url)} is not trusted ({exc.message}):"
+                " for a server on this machine use http://, or point SSL_CERT_FILE at the "
+                "certificate of the CA that signed it"
+            ) from None
         except ConnectFailed as exc:
             raise ServerUnreachable(self.base_url, self.api, exc.message) from None
         except TimedOut as exc:  # a send, or a wait for bytes

@@ -10,6 +10,8 @@ LocalAgentError
 │       │                      as one of the above)
 │       ├── UnsendableRequest  the request's head is not what HTTP can carry
 │       ├── ConnectFailed      no connection (refused, no route, unknown name, TLS)
+│       │   ├── HostNotFound   the host's name does not resolve
+│       │   └── CertificateUntrusted  the server's certificate fails the check
 │       └── TimedOut           a send took longer than the timeout
 │           └── ReadTimedOut   no bytes for the timeout
 ├── ToolError                  a tool call cannot be done (the model is told why)
@@ -89,8 +91,9 @@ class WireError(ChatError):
 
 
 class SettingError(ChatError):
-    """Raised when a setting makes every call fail (e.g. an ``apiKey`` with a line break):
-    retrying cannot help, the setting must change."""
+    """Raised when a setting makes every call fail (an ``apiKey`` with a line break, a
+    base URL whose host does not resolve or whose certificate is not trusted): retrying
+    cannot help, the setting must change."""
 
 
 class HttpFailure(ChatError):
@@ -110,6 +113,15 @@ class ConnectFailed(HttpFailure):
 
 class TimedOut(HttpFailure):
     """Raised by :mod:`.transport` when the server takes no bytes for the timeout."""
+
+
+class HostNotFound(ConnectFailed):
+    """Raised by :mod:`.transport` when the URL's host name does not resolve."""
+
+
+class CertificateUntrusted(ConnectFailed):
+    """Raised by :mod:`.transport` when an ``https`` server's certificate fails the check
+    (not signed by a trusted CA, or for another name)."""
 
 
 class ReadTimedOut(TimedOut):

@@ -20,16 +20,19 @@ identity``) and says the connection closes after it. A response's head is bounde
 
 from __future__ import annotations
 
+import socket
 import ssl
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 from urllib.parse import quote, urlsplit
 
 import anyio
 import h11
 
 from pokeralphd.localagent.errors import (
+    CertificateUntrusted,
     ConnectFailed,
+    HostNotFound,
     HttpFailure,
     ReadTimedOut,
     TimedOut,
@@ -37,13 +40,14 @@ from pokeralphd.localagent.errors import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Sequence
+    from collections.abc import AsyncIterator, Iterator, Sequence
 
     from anyio.abc import ByteStream
 
 MAX_HEADERS = 100 * 1024  # bytes of a response's head (h11's max_incomplete_event_size)
 READ_SIZE = 64 * 1024
 USER_AGENT = "pokeralph-agent"
+E = TypeVar("E", bound=BaseException)
 # What a path may hold as it is (RFC 3986's pchar and "/", besides the letters, digits and
 # "-._~" quote never escapes); "%" keeps an escape already made. Anything else, such as a
 # space or a non-ASCII letter, is percent-encoded as UTF-8, as httpx does.
@@ -134,7 +138,7 @@ def _ascii_host(host: str) -> str:
     try:
         return host.encode("idna").decode("ascii")
     except UnicodeError:
-        raise ConnectFailed(f"not a host name: {host!r}") from None
+        raise HostNotFound(f"not a host name: {host!r}") from None
 
 
 def _header_safe(value: str) -> bool:
@@ -159,23 +163,37 @@ async def _connect(
     except TimeoutError:
         raise ConnectFailed("the connection timed out") from None
     except OSError as exc:  # refused, no route, unknown name, a refused TLS handshake
+        if _underneath(exc, socket.gaierror) is not None:
+            raise HostNotFound(_reason(exc)) from exc
+        if _underneath(exc, ssl.SSLCertVerificationError) is not None:
+            raise CertificateUntrusted(_reason(exc)) from exc
         raise ConnectFailed(_reason(exc)) from exc
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and what lies underneath it (the first of a group: one per address tried)."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return
+        yield seen
+        if isinstance(seen, ExceptionGroup) and seen.exceptions:
+            seen = seen.exceptions[0]
+        else:
+            seen = seen.__cause__ or seen.__context__
+
+
+def _underneath(exc: BaseException, kind: type[E]) -> E | None:
+    return next((seen for seen in _chain(exc) if isinstance(seen, kind)), None)
 
 
 def _reason(exc: BaseException) -> str:
     """What went wrong underneath anyio's "All connection attempts failed"."""
-    seen: BaseException | None = exc
-    for _ in range(8):
-        if seen is None:
-            break
+    for seen in _chain(exc):
         if isinstance(seen, ConnectionRefusedError) or "refused" in str(seen).lower():
             return "connection refused"
         if isinstance(seen, OSError) and seen.strerror:
             return seen.strerror.lower()
-        if isinstance(seen, ExceptionGroup) and seen.exceptions:  # one per address tried
-            seen = seen.exceptions[0]
-            continue
-        seen = seen.__cause__ or seen.__context__
     return str(exc) or type(exc).__name__
 
 

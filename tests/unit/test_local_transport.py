@@ -144,9 +144,10 @@ async def test_a_refused_connection_says_so() -> None:
     assert caught.value.message == "connection refused"
 
 
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
-async def test_tls_verifies_the_server(tmp_path: Path) -> None:
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+def _self_signed(folder: Path) -> tuple[ssl.SSLContext, Path]:
+    """A server's TLS context with a certificate for 127.0.0.1 that no CA signed; and
+    that certificate."""
+    cert, key = folder / "cert.pem", folder / "key.pem"
     names = ["-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1"]
     files = ["-keyout", str(key), "-out", str(cert)]
     subprocess.run(
@@ -156,6 +157,15 @@ async def test_tls_verifies_the_server(tmp_path: Path) -> None:
     )
     server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server.load_cert_chain(cert, key)
+    return server, cert
+
+
+needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
+
+
+@needs_openssl
+async def test_tls_verifies_the_server(tmp_path: Path) -> None:
+    server, cert = _self_signed(tmp_path)
     trusting = ssl.create_default_context(cafile=str(cert))
 
     async def answer(request: bytes) -> bytes:
@@ -278,3 +288,42 @@ async def test_an_api_key_http_cannot_carry_is_a_setting_error(
     with pytest.raises(SettingError, match=r"agent\.local\.apiKey cannot be used") as caught:
         await client.chat([Message(role="user", content="hi")], [])
     assert key not in caught.value.message and hosts == []
+
+
+@needs_openssl
+async def test_an_untrusted_certificate_says_what_to_do(tmp_path: Path) -> None:
+    """Not "is Ollama running?": the server answered; its certificate is the problem."""
+    server, _ = _self_signed(tmp_path)
+
+    async def answer(request: bytes) -> bytes:
+        return REPLIES["content-length"]
+
+    async with serving(answer, tls=server) as port:
+        client = OllamaClient(f"https://127.0.0.1:{port}", "m", backoff=0)
+        with pytest.raises(SettingError) as caught:
+            await client.chat([Message(role="user", content="hi")], [])
+    message = caught.value.message
+    assert message.startswith(f"the certificate of https://127.0.0.1:{port} is not trusted (")
+    assert "certificate verify failed" in message
+    assert "use http://" in message and "SSL_CERT_FILE" in message
+    assert "running" not in message
+
+
+async def test_a_host_that_does_not_resolve_names_the_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tried: list[str] = []
+
+    async def unknown(host: str, port: int, **kwargs: object) -> ByteStream:
+        tried.append(host)
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(anyio, "connect_tcp", unknown)
+    client = OllamaClient("http://me:secret@ollama.example:11434", "m", backoff=0)
+    with pytest.raises(SettingError) as caught:
+        await client.chat([Message(role="user", content="hi")], [])
+    assert caught.value.message == (
+        "the host of http://me@ollama.example:11434 is not found (name or service not known): "
+        "check the host in agent.local.baseUrl"
+    )
+    assert tried == ["ollama.example"]  # not retried: no server to start
