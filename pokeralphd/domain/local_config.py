@@ -110,8 +110,9 @@ class LocalAgentConfig(Model):
         default=120,
         ge=5,
         le=300,
-        description="Connect and read timeout of one model call (a local model loading "
-        "its weights takes a while before the first token)",
+        description="Bounds connecting to the model server, each send and each wait for "
+        "bytes of one model call (a local model loading its weights takes a while before "
+        "the first token)",
     )
     fetch_webpage: StrictBool = Field(
         default=False, description="Offer the fetch_webpage tool (it reaches the network)"

@@ -86,8 +86,9 @@ def parser() -> argparse.ArgumentParser:
         "--retry-backoff",
         type=float,
         metavar="SECONDS",
-        help=f"wait before retrying a model server that failed or does not answer, doubled "
-        f"at each of the {RETRIES} retries (default {BACKOFF:g})",
+        help=f"wait before retrying a model call that could not connect (refused, say) or got "
+        f"HTTP 5xx or 429 before any text, doubled at each of the {RETRIES} retries (default "
+        f"{BACKOFF:g}); a server that stops sending is not retried",
     )
     p.add_argument("--fetch-webpage", action="store_true", default=None, help="offer fetch_webpage")
     p.add_argument(
