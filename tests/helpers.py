@@ -105,6 +105,23 @@ def reap(pids: list[int]) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
+def user_dirs(home: Path) -> dict[str, str]:
+    """``$HOME`` and the XDG config and state folders under ``home``: where a program run
+    by a test (the local agent installs its default rules into the user's config) keeps
+    its files, not the real user's."""
+    return {
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / "config"),
+        "XDG_STATE_HOME": str(home / "state"),
+    }
+
+
+def local_agent_env(home: Path) -> dict[str, str]:
+    """This environment, with :func:`user_dirs` under ``home`` and this checkout
+    importable: to run ``python -m pokeralphd.localagent`` by hand."""
+    return {**os.environ, **user_dirs(home), "PYTHONPATH": str(REPO_ROOT)}
+
+
 def make_git_repo(path: Path, files: dict[str, str] | None = None) -> Path:
     """A git repository at ``path`` with one commit of ``files`` (a README by default).
 

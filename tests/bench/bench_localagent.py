@@ -12,7 +12,6 @@ machine's load weighs on each alike; medians are reported.
 from __future__ import annotations
 
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 
 from tests.bench.common import Table, median, ms
 from tests.fakes.ollama_api import OllamaAPI
-from tests.helpers import REPO_ROOT
+from tests.helpers import local_agent_env
 
 RUNS = 15
 MODEL = "qwen2.5-coder:7b"
@@ -48,13 +47,7 @@ def run(table: Table, runs: int = RUNS) -> None:
         home = Path(tmp)
         work = home / "work"
         work.mkdir()
-        env = {
-            **os.environ,
-            "HOME": str(home),
-            "XDG_CONFIG_HOME": str(home / "config"),
-            "XDG_STATE_HOME": str(home / "state"),
-            "PYTHONPATH": str(REPO_ROOT),
-        }
+        env = local_agent_env(home)
         agent = [sys.executable, "-m", "pokeralphd.localagent"]
         flags = ["--model", MODEL, "--base-url", api.url, "-C", str(work)]
         prompt = {"type": "user", "message": {"role": "user", "content": "go"}}

@@ -5,7 +5,6 @@ streaming formats), and the ``pokeralph-agent`` command as a subprocess."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import subprocess
@@ -19,18 +18,12 @@ from pokeralphd.localagent.session import SESSION_KIND
 from pokeralphd.store import documents
 from tests.fakes.ollama_api import Call, OllamaAPI, ScriptServer, Text, Tools
 from tests.fakes.openai_api import OpenAIAPI
-from tests.helpers import REPO_ROOT, make_git_repo
+from tests.helpers import local_agent_env, make_git_repo, user_dirs
 from tests.inproc import InProcDaemon, running_daemon, setup_task
 
 pytestmark = pytest.mark.anyio
 MODEL = "qwen2.5-coder:7b"
 DONE = "hello.py prints hello, and it ran. <promise>COMPLETE</promise>"
-
-
-def _xdg(home: Path) -> dict[str, str]:
-    """What the in-process daemon's paths would be under XDG: the agent installs its
-    default rules into that user config."""
-    return {"XDG_CONFIG_HOME": str(home / "config"), "XDG_STATE_HOME": str(home / "state")}
 
 
 def _exact(value: dict[str, Any]) -> str:
@@ -42,7 +35,7 @@ async def _setup(d: InProcDaemon, repo: Path, api: ScriptServer, kind: str, **co
         "backend": "local",
         "model": MODEL,
         "local": {"baseUrl": api.url, "api": kind, "maxTurns": 10},
-        "env": _xdg(d.home),
+        "env": user_dirs(d.home),  # the in-process daemon's own user folders
     }
     config = {
         "phases": ["implementation"],  # the scripted model answers no QA prompt
@@ -181,7 +174,7 @@ async def test_a_denial_from_the_inbox_reaches_the_model(home: Path) -> None:
 def _agent(
     home: Path, work: Path, *args: str, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, **_xdg(home), "PYTHONPATH": str(REPO_ROOT)}
+    env = local_agent_env(home)
     return subprocess.run(
         [sys.executable, "-m", "pokeralphd.localagent", "-C", str(work), "--json", *args],
         env=env,

@@ -5,13 +5,12 @@ loaded only on the paths that need them, and a battle needs none of them."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 from tests.fakes.ollama_api import OllamaAPI, Text
-from tests.helpers import REPO_ROOT
+from tests.helpers import local_agent_env
 
 # The daemon checks the rules and decides every call in a battle, so the rules' models,
 # the config's models and its layers are the standalone command's; psutil only ends a
@@ -55,13 +54,7 @@ def test_a_battle_loads_neither_the_rules_nor_the_config_nor_psutil(tmp_path: Pa
     work = tmp_path / "work"
     work.mkdir()
     out = tmp_path / "modules.json"
-    env = {
-        **os.environ,
-        "HOME": str(tmp_path),
-        "XDG_CONFIG_HOME": str(tmp_path / "config"),
-        "XDG_STATE_HOME": str(tmp_path / "state"),
-        "PYTHONPATH": str(REPO_ROOT),
-    }
+    env = local_agent_env(tmp_path)
     prompt = {"type": "user", "message": {"role": "user", "content": "go"}}
     battle = ["--stream-json", "--model", "m", "--max-turns", "5", "--timeout", "30"]
     battle += ["-C", str(work), "--permission-prompt-tool", "stdio"]
