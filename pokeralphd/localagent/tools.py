@@ -366,10 +366,13 @@ class Toolbox:
         text += tail.decode("utf-8", "replace")
         if timed_out:
             status = f"stopped after the {timeout:g} s timeout"
+            ended = f"was {status}"
         elif code is not None and code < 0:
             status = f"killed by signal {-code}"
+            ended = f"was {status}"
         else:
             status = f"exit status {code}"
+            ended = f"ended with {status}"
         self.last = LastCommand(command, code, text, timed_out)
         ms = int((time.monotonic() - began) * 1000)
         output = (
@@ -385,7 +388,7 @@ class Toolbox:
                 "duration_ms": ms,
             },
             success=ok,
-            error=None if ok else f"the command ended with {status}",
+            error=None if ok else f"the command {ended}",
             keep="both",
         )
 

@@ -160,9 +160,7 @@ async def test_a_command_past_its_timeout_is_ended_with_its_group(
         {"command": f"sleep 60 & echo $! > {pidfile}; wait", "timeout_seconds": 0.5},
     )
     assert time.monotonic() - began < 10
-    assert (
-        not done.success and done.error == "the command ended with stopped after the 0.5 s timeout"
-    )
+    assert not done.success and done.error == "the command was stopped after the 0.5 s timeout"
     child = int(pidfile.read_text())
     # killed with its group; init reaps it when it gets to it
     wait_until(lambda: not pid_alive(child), 5, "the command's child to be gone")
