@@ -144,10 +144,11 @@ async def test_a_refused_connection_says_so() -> None:
     assert caught.value.message == "connection refused"
 
 
-def _self_signed(folder: Path) -> tuple[ssl.SSLContext, Path]:
+@pytest.fixture
+def self_signed(tmp_path: Path) -> tuple[ssl.SSLContext, Path]:
     """A server's TLS context with a certificate for 127.0.0.1 that no CA signed; and
-    that certificate."""
-    cert, key = folder / "cert.pem", folder / "key.pem"
+    that certificate (made before the test's event loop runs: openssl blocks)."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     names = ["-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1"]
     files = ["-keyout", str(key), "-out", str(cert)]
     subprocess.run(
@@ -164,8 +165,8 @@ needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None, reason="need
 
 
 @needs_openssl
-async def test_tls_verifies_the_server(tmp_path: Path) -> None:
-    server, cert = _self_signed(tmp_path)
+async def test_tls_verifies_the_server(self_signed: tuple[ssl.SSLContext, Path]) -> None:
+    server, cert = self_signed
     trusting = ssl.create_default_context(cafile=str(cert))
 
     async def answer(request: bytes) -> bytes:
@@ -291,9 +292,11 @@ async def test_an_api_key_http_cannot_carry_is_a_setting_error(
 
 
 @needs_openssl
-async def test_an_untrusted_certificate_says_what_to_do(tmp_path: Path) -> None:
+async def test_an_untrusted_certificate_says_what_to_do(
+    self_signed: tuple[ssl.SSLContext, Path],
+) -> None:
     """Not "is Ollama running?": the server answered; its certificate is the problem."""
-    server, _ = _self_signed(tmp_path)
+    server, _ = self_signed
 
     async def answer(request: bytes) -> bytes:
         return REPLIES["content-length"]
