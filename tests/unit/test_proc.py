@@ -147,7 +147,14 @@ def test_marked_finds_the_variable_only_as_a_whole_entry(
     ]
     if platform == "other":
         monkeypatch.setattr(sys, "platform", "darwin")
-    try:  # Popen returns once the program runs, its environment set
+    try:
+        # Popen returns once the child execs, but a vfork'd parent resumes while the kernel
+        # still builds the new program's environment: wait until every one is readable.
+        wait_until(
+            lambda: all(psutil.Process(c.pid).environ() for c in children),
+            10,
+            "the children to start",
+        )
         found = {pid: value for pid, value in marked(var)}
         assert found == {
             children[0].pid: "one é",
