@@ -71,6 +71,8 @@ def test_signals_during_the_whole_shutdown_never_kill_it(home: Path, repo: Path)
     while proc.proc.poll() is None:
         proc.proc.send_signal(signal.SIGTERM if sent % 2 == 0 else signal.SIGINT)
         sent += 1
+        if sent == 1:
+            continue  # the second signal right after the first: one always meets a shutdown
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.proc.wait(timeout=0.002)  # paces the signals; not a synchronisation
     proc.log.close()
