@@ -35,8 +35,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     StrictInt,
     StringConstraints,
@@ -44,8 +42,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic.alias_generators import to_camel
 
+from pokeralphd.domain.model_base import Model
 from pokeralphd.domain.timeutil import Timestamp
 
 if TYPE_CHECKING:
@@ -203,21 +201,6 @@ def is_blanket(tool_name: str, pattern: str) -> bool:
     """Whether ``pattern`` matches every probe input of ``tool_name``."""
     regex = compiled(pattern)
     return all(regex.search(text) for text in probes(tool_name))
-
-
-# The config model (pokeralphd.domain.models) holds these rules, so this module cannot
-# import its base: the same camelCase, extra-forbidding base and aware timestamps here.
-class Model(BaseModel):
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        populate_by_name=True,
-        extra="forbid",
-        validate_assignment=True,
-        defer_build=True,
-    )
-
-    def dump(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True)
 
 
 ToolName = Annotated[str, StringConstraints(min_length=1, max_length=TOOL_NAME_MAX)]

@@ -1,7 +1,7 @@
-"""The local agent's settings, ``agent.local``, and the camelCase base of every model.
+"""The local agent's settings, ``agent.local``.
 
-It owns :class:`Model` (camelCase JSON, unknown keys rejected), :class:`LocalAgentConfig`
-with its defaults, bounds and URL check, and :data:`LocalApi`. They live apart from
+It owns :class:`LocalAgentConfig` with its defaults, bounds and URL check, and
+:data:`LocalApi`. They live apart from
 :mod:`pokeralphd.domain.models` (which re-exports them) so that the local agent, which the
 daemon starts for every iteration of a battle, checks its flags with the very model the
 config uses without loading every other model of the seed.
@@ -10,28 +10,12 @@ config uses without loading every other model of the seed.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt
-from pydantic.alias_generators import to_camel
+from pydantic import AfterValidator, Field, StrictBool, StrictInt
 
-
-class Model(BaseModel):
-    """Base: camelCase JSON, unknown keys rejected (a typo in a hand-edited file is named)."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        populate_by_name=True,
-        extra="forbid",
-        validate_assignment=True,
-        defer_build=True,
-    )
-
-    def dump(self) -> dict[str, Any]:
-        """JSON-ready dict with camelCase keys."""
-        return self.model_dump(mode="json", by_alias=True)
-
+from pokeralphd.domain.model_base import Model
 
 LocalApi = Literal["ollama", "openai"]
 

@@ -3,8 +3,9 @@
 pydantic validates what people edit and what lives on disk; JSON uses the seed's
 camelCase names. Fields marked "ours" extend the seed (agent backend, feedback commands,
 cost and usage); every seed field keeps its seed meaning. The camelCase base
-:class:`Model` and ``agent.local`` (:class:`LocalAgentConfig`) live in
-:mod:`pokeralphd.domain.local_config` and are re-exported here.
+:class:`Model` (:mod:`pokeralphd.domain.model_base`) and ``agent.local``
+(:class:`LocalAgentConfig`, :mod:`pokeralphd.domain.local_config`) live apart and are
+re-exported here.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from pokeralphd.domain.approval import RULES_MAX, ApprovalRule
 from pokeralphd.domain.ids import validate_task_id
 from pokeralphd.domain.local_config import LocalAgentConfig as LocalAgentConfig
 from pokeralphd.domain.local_config import LocalApi as LocalApi
-from pokeralphd.domain.local_config import Model as Model
 from pokeralphd.domain.local_config import _http_url as _http_url
+from pokeralphd.domain.model_base import Model as Model
 from pokeralphd.domain.statuses import (
     BattleStatus,
     ExecutionMode,
