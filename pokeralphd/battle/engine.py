@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from pokeralphd.battle.commands import Stop
 from pokeralphd.battle.governor import RateGovernor
 from pokeralphd.battle.orchestrator import BattleOrchestrator
-from pokeralphd.battle.runner import run_battle
+from pokeralphd.battle.recovery import recover
 from pokeralphd.clock import SYSTEM_CLOCK
 
 if TYPE_CHECKING:
@@ -26,12 +27,11 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup, TaskStatus
 
     from pokeralphd.battle.state import (
-        ActiveBattle,
         ApprovalHook,
-        BattleControl,
         CostHook,
         EscalationHook,
         FailureHook,
+        Runnable,
     )
     from pokeralphd.ports import Clock, Inbox
     from pokeralphd.proc import ProcessOwner
@@ -56,7 +56,7 @@ class BattleEngine:
         self._slots = anyio.Semaphore(max_concurrent)
         self.waiting = 0
         self._tg: TaskGroup | None = None
-        self._pending: list[tuple[BattleControl, ActiveBattle, bool]] = []
+        self._pending: list[tuple[Runnable, bool]] = []
         self.approval_hooks: list[ApprovalHook] = []
         self.failure_hooks: list[FailureHook] = []
         self.escalation_hooks: list[EscalationHook] = []
@@ -98,17 +98,11 @@ class BattleEngine:
             self._slots.release()
 
     # -- runners
-    def launch(self, orch: BattleControl, active: ActiveBattle, paused: bool = False) -> None:
+    def launch(self, run: Runnable, paused: bool = False) -> None:
         if self._tg is None:
-            self._pending.append((orch, active, paused))
+            self._pending.append((run, paused))
         else:
-            self._tg.start_soon(
-                run_battle,
-                orch,
-                active,
-                paused,
-                name=f"battle {orch.repo.name}/{active.task_id}",
-            )
+            self._tg.start_soon(run.run, paused, name=f"battle {run!r}")
 
     def spawn(self, func: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
         if self._tg is None:
@@ -134,11 +128,11 @@ class BattleEngine:
             for orch in list(self.orchestrators.values()):
                 if orch.repo.failure is None:
                     try:
-                        await orch.recover()
+                        await recover(orch)
                     except Exception:
                         log.exception("recovering battles of %s failed", orch.repo.name)
-            for control, active, paused in self._pending:
-                self.launch(control, active, paused)
+            for run, paused in self._pending:
+                self.launch(run, paused)
             self._pending.clear()
             for func, name in self._spawned:
                 tg.start_soon(func, name=name)
@@ -148,15 +142,12 @@ class BattleEngine:
 
     async def stop(self) -> None:
         """Stop every runner: agents are ended, running battles are left paused."""
-        actives: list[ActiveBattle] = []
-        for orch in self.orchestrators.values():
-            for active in orch.actives():
-                active.request_stop("shutdown")
-                active.runner_scope.cancel()
-                actives.append(active)
+        runs = [run for orch in self.orchestrators.values() for run in orch.runs()]
+        for run in runs:
+            run.stop(Stop("shutdown"))
         with anyio.move_on_after(30):
-            for active in actives:
-                await active.finished.wait()
+            for run in runs:
+                await run.finished.wait()
         if self._tg is not None:
             self._tg.cancel_scope.cancel()
 

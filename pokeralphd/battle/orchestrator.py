@@ -1,11 +1,15 @@
-"""BattleOrchestrator: one repository's battles: start, control, inspect, recover.
+"""BattleOrchestrator: one repository's battles: start them, route control to them,
+persist them.
 
 It is the only writer of ``battles/{taskId}/history.json`` and ``progress.json``. Up to
 the config's ``parallelBattles`` battles per repository may be active (pending, queued,
-running, paused, awaiting approval, blocked or escalated), keyed by task id; each runner
-(``battle.runner``) lives in the engine's task group. Control methods change the shared
-:class:`ActiveBattle` and wake or cancel the runner; every status change is checked
-against the battle state machine and mirrored on the task by the seed's mapping.
+running, paused, awaiting approval, blocked or escalated), keyed by task id; each has one
+owner, a :class:`~pokeralphd.battle.run.BattleRun`, whose runner lives in the engine's
+task group. A control call finds the battle's run and asks it (a command, never a flag);
+every status change is checked against the battle state machine and mirrored on the task
+by the seed's mapping. The rooms beside it: :mod:`~pokeralphd.battle.queries` (read-only
+views), :mod:`~pokeralphd.battle.scheduler` (``start all``),
+:mod:`~pokeralphd.battle.recovery` (after a restart).
 
 Parallel battles (issue 14): with ``parallelBattles`` 1 (the default) a battle runs in
 the repository's own working tree, as always. Above 1 *every* battle runs in a worktree
@@ -30,26 +34,21 @@ from pokeralphd.agents import get_backend
 from pokeralphd.agents.base import AgentRequest
 from pokeralphd.agents.runner import check_executable
 from pokeralphd.battle import worktrees
+from pokeralphd.battle.commands import Stop
 from pokeralphd.battle.gitservice import GitService
-from pokeralphd.battle.phases import open_escalation, pending_resolution
+from pokeralphd.battle.phases import open_escalation
+from pokeralphd.battle.queries import BattleQueries
+from pokeralphd.battle.run import BattleRun
+from pokeralphd.battle.scheduler import StartAll
 from pokeralphd.battle.state import ActiveBattle
 from pokeralphd.domain.ids import validate_task_id
-from pokeralphd.domain.models import (
-    Battle,
-    EscalationAction,
-    EscalationResolution,
-    Iteration,
-    PhaseCycles,
-    Progress,
-)
+from pokeralphd.domain.models import Battle, PhaseCycles, Progress
 from pokeralphd.domain.statuses import (
     TERMINAL_BATTLE_STATUSES,
     BattleStatus,
     ExecutionMode,
-    IterationResult,
     ProgressStatus,
     TaskStatus,
-    battle_path,
     check_battle_transition,
     task_path_for_battle,
 )
@@ -62,12 +61,11 @@ from pokeralphd.errors import (
     NotFound,
     PokeralphError,
 )
-from pokeralphd.proc import end_recorded
 from pokeralphd.store import safefs
 
 if TYPE_CHECKING:
     from pokeralphd.battle.state import BattleHost
-    from pokeralphd.domain.models import Config, Task
+    from pokeralphd.domain.models import Config, Escalation, EscalationAction, Task
     from pokeralphd.ports import Inbox
     from pokeralphd.store.repo_store import RepoStore
 
@@ -81,29 +79,45 @@ class BattleOrchestrator:
         self.repo = repo
         self.host = host
         self.inbox = inbox
-        self.battles: dict[str, ActiveBattle] = {}  # the active battles, by task id
+        self.battles: dict[str, BattleRun] = {}  # the active battles' owners, by task id
         self.write_lock = anyio.Lock()
         # battle.start is checked and reserved under this lock, so two starts at once
         # cannot both pass the "room for another battle" check.
         self._start_lock = anyio.Lock()
         self._starting: set[str] = set()  # the tasks a start is being prepared for
         self._merge_lock = anyio.Lock()  # one merge back into this repository at a time
-        self._auto: dict[str, Any] | None = None  # battle.start all: its mode and bound
-        self._fill_lock = anyio.Lock()
+        self.queries = BattleQueries(repo, self.battle_of)
+        self.schedule = StartAll(self)
 
     # ------------------------------------------------------------------ who is active
-    def actives(self) -> list[ActiveBattle]:
-        """The active battles, in the order they started."""
+    def runs(self) -> list[BattleRun]:
+        """The active battles' owners, in the order they started."""
         return list(self.battles.values())
 
+    def actives(self) -> list[ActiveBattle]:
+        """The active battles' states (to read), in the order they started."""
+        return [run.state for run in self.battles.values()]
+
     def battle_of(self, task_id: str) -> ActiveBattle | None:
-        return self.battles.get(task_id)
+        run = self.battles.get(task_id)
+        return run.state if run is not None else None
+
+    def occupied(self) -> int:
+        return len(self.battles) + len(self._starting)
+
+    def busy(self) -> bool:
+        return bool(self.battles or self._starting)
+
+    def adopt(self, active: ActiveBattle) -> BattleRun:
+        """Own ``active`` from now on (a new battle, or one found after a restart)."""
+        run = self.battles[active.task_id] = BattleRun(self, active)
+        return run
 
     # ------------------------------------------------------------------ guards
     def ensure_task_editable(self, task_id: str) -> None:
         if task_id in self._starting:
             raise BattleActive(f"a battle for {task_id} is starting", taskId=task_id)
-        active = self.battles.get(task_id)
+        active = self.battle_of(task_id)
         if active is not None:
             raise BattleActive(
                 f"task {task_id} is in a battle ({active.battle.status}); "
@@ -118,7 +132,7 @@ class BattleOrchestrator:
                 f"a battle for {first} is starting in {self.repo.name}", taskId=first
             )
         if self.battles:
-            active = self.actives()[0]
+            active = self.runs()[0].state
             names = ", ".join(self.battles)
             raise BattleActive(
                 f"a battle for {names} is active in {self.repo.name}; cancel it first",
@@ -157,7 +171,7 @@ class BattleOrchestrator:
             "branch": b.worktree.branch if b.worktree else None,
         }
 
-    def _resolve(self, task_id: str | None) -> ActiveBattle:
+    def _resolve(self, task_id: str | None) -> BattleRun:
         if not self.battles:
             raise NoBattle(f"no active battle in {self.repo.name}", repo=self.repo.name)
         if task_id is None:
@@ -169,16 +183,16 @@ class BattleOrchestrator:
                     field="taskId",
                     active=names,
                 )
-            return self.actives()[0]
-        active = self.battles.get(task_id)
-        if active is None:
+            return self.runs()[0]
+        run = self.battles.get(task_id)
+        if run is None:
             names = sorted(self.battles)
             raise NoBattle(
                 f"no active battle for {task_id} in {self.repo.name} (active: {', '.join(names)})",
                 taskId=task_id,
                 active=names[0] if len(names) == 1 else names,
             )
-        return active
+        return run
 
     # ------------------------------------------------------------------ persistence
     def publish(self, type_: str, payload: dict[str, Any], task_id: str) -> None:
@@ -212,7 +226,7 @@ class BattleOrchestrator:
             setattr(battle, key, value)
         battle.status = status
         if status in TERMINAL_BATTLE_STATUSES:
-            await self._end_worktree(active)
+            await self.end_worktree(active)
             self.release(active)  # a new battle may start as soon as this one is over
             battle.completed_at = utcnow()
             battle.duration_ms = int(
@@ -229,15 +243,16 @@ class BattleOrchestrator:
             active.progress.error = battle.error
         await self.save(active)
         await self.sync_task_status(active.task_id, status)
-        if status in TERMINAL_BATTLE_STATUSES and self._auto is not None:
-            self.host.spawn(self._fill, f"schedule {self.repo.name}")
+        if status in TERMINAL_BATTLE_STATUSES and self.schedule.on:
+            self.host.spawn(self.schedule.fill, f"schedule {self.repo.name}")
 
     def release(self, active: ActiveBattle) -> None:
-        if self.battles.get(active.task_id) is active:
+        run = self.battles.get(active.task_id)
+        if run is not None and run.state is active:
             del self.battles[active.task_id]
 
     # ------------------------------------------------------------------ worktrees
-    async def _end_worktree(self, active: ActiveBattle) -> None:
+    async def end_worktree(self, active: ActiveBattle) -> None:
         """The battle ended: its worktree goes; its branch too when merged or cancelled
         (a failed battle's unmerged commits stay on it for the next attempt, an accepted
         conflict's for the person). Never fails the battle: a problem is logged."""
@@ -344,7 +359,7 @@ class BattleOrchestrator:
                 self._starting.discard(task_id)
 
     def _check_startable(self, task_id: str, config: Config) -> None:
-        active = self.battles.get(task_id)
+        active = self.battle_of(task_id)
         if active is not None:
             if active.battle.status == B.PAUSED:
                 raise BattleActive(
@@ -427,7 +442,7 @@ class BattleOrchestrator:
             )
             active = ActiveBattle(battle, Progress(task_id=task_id), task.title)
             active.workdir = Path(worktree.path) if worktree else None
-            self.battles[task_id] = active
+            run = self.adopt(active)
             await self.save(active)
         except BaseException:
             self.battles.pop(task_id, None)
@@ -441,7 +456,7 @@ class BattleOrchestrator:
                 {"path": worktree.path, "branch": worktree.branch, "from": worktree.base_branch},
                 task_id,
             )
-        self.host.launch(self, active)
+        self.host.launch(run)
         return {"battle": battle.dump(), "queued": active.queued}
 
     async def _unmet_dependencies(self, task: Task) -> list[str]:
@@ -450,101 +465,6 @@ class BattleOrchestrator:
         prd, _ = await self.repo.prd()
         status = {t.id: t.status for t in prd.tasks} if prd else {}
         return [d for d in task.depends_on if status.get(d) != TaskStatus.COMPLETED]
-
-    # ------------------------------------------------------------------ start all
-    async def start_all(self, mode: str | None, max_iterations: int | None) -> dict[str, Any]:
-        """Start every ready pending task in priority order up to ``parallelBattles``;
-        the rest start as battles end (until nothing is ready and nothing runs)."""
-        if max_iterations is not None and not 0 < max_iterations <= 100:
-            raise InvalidParams("maxIterations must be between 1 and 100", field="maxIterations")
-        prd, _ = await self.repo.prd()
-        if prd is None:
-            raise NotFound(f"{self.repo.name} has no PRD yet", repo=self.repo.name)
-        self._auto = {"mode": mode, "maxIterations": max_iterations}
-        started, refused = await self._fill_now()
-        waiting = [t for t in await self._pending_ids() if t not in refused]
-        done = not started and not self.battles
-        if done:
-            self._auto = None
-        self._scheduled(started, waiting, refused, done)
-        return {
-            "battle": self.battles[started[0]].battle.dump()
-            if started and started[0] in self.battles
-            else None,
-            "queued": any(self.battles[t].queued for t in started if t in self.battles),
-            "started": started,
-            "waiting": waiting,
-            "refused": refused,
-        }
-
-    def _scheduled(
-        self, started: list[str], waiting: list[str], refused: dict[str, str], done: bool
-    ) -> None:
-        self.repo.publish(
-            "battles_scheduled",
-            {"started": started, "waiting": waiting, "refused": refused, "done": done},
-            None,
-        )
-
-    async def _pending_ids(self) -> list[str]:
-        prd, _ = await self.repo.prd()
-        tasks = sorted(prd.tasks if prd else [], key=lambda t: (t.priority, t.id))
-        return [t.id for t in tasks if t.status == TaskStatus.PENDING and t.id not in self.battles]
-
-    async def _ready(self) -> list[str]:
-        prd, _ = await self.repo.prd()
-        if prd is None:
-            return []
-        done = {t.id for t in prd.tasks if t.status == TaskStatus.COMPLETED}
-        tasks = sorted(prd.tasks, key=lambda t: (t.priority, t.id))
-        return [
-            t.id
-            for t in tasks
-            if t.status == TaskStatus.PENDING
-            and t.id not in self.battles
-            and all(d in done for d in t.depends_on)
-        ]
-
-    async def _fill_now(self) -> tuple[list[str], dict[str, str]]:
-        """Start ready tasks while there is room: the ids started, and those refused
-        (with why: they are left as they were, and not tried again by this run)."""
-        auto = self._auto
-        if auto is None:
-            return [], {}
-        started: list[str] = []
-        refused: dict[str, str] = auto.setdefault("refused", {})
-        config = await self.repo.config()
-        while len(self.battles) + len(self._starting) < config.parallel_battles:
-            ready = [t for t in await self._ready() if t not in refused]
-            if not ready:
-                break
-            task_id = ready[0]
-            try:
-                await self.start(task_id, auto["mode"], auto["maxIterations"])
-            except PokeralphError as exc:
-                log.warning("%s: cannot start %s: %s", self.repo.name, task_id, exc)
-                refused[task_id] = str(exc)[:500]
-                continue
-            started.append(task_id)
-        return started, dict(refused)
-
-    async def _fill(self) -> None:
-        """A battle ended while ``start all`` is on: start what became ready; when
-        nothing runs and nothing could start, the run is over."""
-        async with self._fill_lock:
-            if self._auto is None:
-                return
-            try:
-                started, refused = await self._fill_now()
-            except Exception:
-                log.exception("%s: scheduling the next battles failed", self.repo.name)
-                started, refused = [], {}
-            done = not self.battles and not self._starting
-            if done:
-                self._auto = None
-            if started or done:
-                waiting = [t for t in await self._pending_ids() if t not in refused]
-                self._scheduled(started, waiting, refused, done)
 
     async def _check_agent(self, config: Config) -> None:
         """Refuse to start when the agent's program cannot be started (missing, not
@@ -556,82 +476,30 @@ class BattleOrchestrator:
         await anyio.to_thread.run_sync(check_executable, backend, request)
 
     async def pause(self, task_id: str | None, now: bool) -> dict[str, Any]:
-        active = self._resolve(task_id)
-        if active.stopping:
-            raise InvalidState(
-                f"the battle for {active.task_id} is being "
-                + ("cancelled" if active.stop_reason == "cancel" else "stopped"),
-                taskId=active.task_id,
-            )
-        status = active.battle.status
-        if status == B.PAUSED:
-            return {"battle": active.battle.dump()}
-        if status == B.ESCALATED:
-            raise InvalidState(self._escalated_hint(active), taskId=active.task_id)
-        if status == B.BLOCKED:  # the wait ends; back to running, then paused
-            active.pause_requested = True
-            active.wake_for_resume()
-            return {"battle": active.battle.dump(), "pauseRequested": True}
-        if status in (B.PENDING, B.QUEUED, B.AWAITING_APPROVAL) or (now and status == B.RUNNING):
-            active.pause_requested = True
-            if now and active.iteration_scope is not None and active.request_stop("pause_now"):
-                active.iteration_scope.cancel()
-            active.approval_event.set()  # an approval wait ends as a pause
-        elif status == B.RUNNING:
-            active.pause_requested = True  # takes effect at the end of the running iteration
-        return {"battle": active.battle.dump(), "pauseRequested": True}
+        run = self._resolve(task_id)
+        if not run.pause(now):
+            return {"battle": run.state.battle.dump()}
+        return {"battle": run.state.battle.dump(), "pauseRequested": True}
 
     async def resume(self, task_id: str | None) -> dict[str, Any]:
-        active = self._resolve(task_id)
-        if active.battle.status == B.BLOCKED:  # retry now, without waiting out the backoff
-            active.retry_now = True  # nor another battle's rate limit (the governor)
-            active.wake_for_resume()
-            return {"battle": active.battle.dump()}
-        if active.battle.status == B.ESCALATED:
-            raise InvalidState(self._escalated_hint(active), taskId=active.task_id)
-        if active.battle.status != B.PAUSED:
-            raise InvalidState(
-                f"the battle for {active.task_id} is {active.battle.status}, not paused",
-                status=active.battle.status.value,
-            )
-        active.pause_requested = False
-        active.wake_for_resume()
-        return {"battle": active.battle.dump()}
+        run = self._resolve(task_id)
+        run.resume()
+        return {"battle": run.state.battle.dump()}
 
     async def cancel(self, task_id: str | None) -> dict[str, Any]:
-        active = self._resolve(task_id)
-        active.request_stop("cancel")
-        active.runner_scope.cancel()
+        run = self._resolve(task_id)
+        return await self._cancel(run)
+
+    async def _cancel(self, run: BattleRun, answer: Escalation | None = None) -> dict[str, Any]:
+        run.stop(Stop("cancel"), answer)
         with anyio.fail_after(60):
-            await active.finished.wait()
-        return {"battle": active.battle.dump()}
+            await run.finished.wait()
+        return {"battle": run.state.battle.dump()}
 
     async def approve(self, task_id: str | None, approve: bool, note: str | None) -> dict[str, Any]:
-        active = self._resolve(task_id)
-        if active.battle.status != B.AWAITING_APPROVAL:
-            raise InvalidState(
-                f"the battle for {active.task_id} is {active.battle.status}, not awaiting approval",
-                status=active.battle.status.value,
-            )
-        active.approved = approve
-        active.approval_note = note
-        if not approve:
-            active.pause_requested = True
-        active.approval_event.set()
-        return {"battle": active.battle.dump(), "approved": approve}
-
-    def _escalated_hint(self, active: ActiveBattle) -> str:
-        escalation = open_escalation(active)
-        where = (
-            f"answer inbox item {escalation.delivery_id} "
-            f"(`pokeralphctl inbox show {escalation.delivery_id}`)"
-            if escalation is not None and escalation.delivery_id
-            else "answer its inbox item"
-        )
-        return (
-            f"the battle for {active.task_id} is escalated and waits for a person: {where} "
-            "to retry with guidance, accept the work, or cancel"
-        )
+        run = self._resolve(task_id)
+        run.approve(approve, note)
+        return {"battle": run.state.battle.dump(), "approved": approve}
 
     async def resolve_escalation(
         self,
@@ -644,33 +512,10 @@ class BattleOrchestrator:
         """A person's answer to the open escalation (seed 003: not idempotent): recorded
         in the battle's record at once, acted on by the runner once; a second answer,
         or one to an escalation already answered, is refused."""
-        active = self._resolve(task_id)
-        battle = active.battle
-        escalation = battle.escalations[-1] if battle.escalations else None
-        if battle.status != B.ESCALATED or escalation is None:
-            raise InvalidState(
-                f"the battle for {active.task_id} is {battle.status}, not escalated",
-                status=battle.status.value,
-            )
-        if number is not None and number != escalation.number:
-            raise InvalidState(
-                f"escalation {number} of {active.task_id} is not the open one "
-                f"({escalation.number})",
-                escalation=escalation.number,
-            )
-        if escalation.resolution is not None:
-            raise InvalidState(
-                f"escalation {escalation.number} of {active.task_id} was already answered "
-                f"({escalation.resolution.action})",
-                escalation=escalation.number,
-            )
-        # checked and recorded with no await in between: exactly one answer wins
-        escalation.resolution = EscalationResolution(
-            action=action,
-            guidance=guidance.strip()[:8000] if guidance and guidance.strip() else None,
-            at=utcnow(),
-            delivery_id=delivery_id,
-        )
+        run = self._resolve(task_id)
+        active = run.state
+        escalation = run.record_answer(number, action, guidance, delivery_id)
+        assert escalation.resolution is not None
         await self.save(active, progress=False)
         self.publish(
             "escalation_resolved",
@@ -695,32 +540,13 @@ class BattleOrchestrator:
                         exc.message,
                     )
         if action == "cancel":
-            escalation.resolution.applied = True
-            return await self.cancel(active.task_id)
-        active.wake_for_resume()
-        return {"battle": battle.dump()}
-
-    async def report(self, task_id: str, phase: str, cycle: int | None) -> dict[str, Any]:
-        """A verification or review report of the task's battle (default: the latest)."""
-        validate_task_id(task_id)
-        if phase not in ("verification", "review"):
-            raise InvalidParams("phase must be verification or review", field="phase")
-        if cycle is None:
-            history = await self.history(task_id)
-            record = history["battle"]
-            cycle = record[phase]["count"] if record else 0
-            if not cycle:
-                raise NotFound(f"no {phase} report for {task_id} yet", taskId=task_id)
-        if not 0 < cycle <= 1000:
-            raise InvalidParams("cycle must be between 1 and 1000", field="cycle")
-        loaded = await self.repo.io(self.repo.files.load_report, task_id, phase, cycle)
-        if loaded is None:
-            raise NotFound(f"no {phase} report {cycle} for {task_id}", taskId=task_id, cycle=cycle)
-        return {"phase": phase, "report": loaded.value.dump(), "version": loaded.version}
+            return await self._cancel(run, escalation)
+        run.answered()
+        return {"battle": active.battle.dump()}
 
     async def revert(self, task_id: str) -> dict[str, Any]:
         """Undo the task's last PokéRalph commit with a revert commit."""
-        active = self.battles.get(task_id)
+        active = self.battle_of(task_id)
         if active is not None and active.battle.status == B.RUNNING:
             raise InvalidState(
                 "pause or cancel the battle before reverting its commit", taskId=task_id
@@ -731,183 +557,6 @@ class BattleOrchestrator:
         new_hash = await anyio.to_thread.run_sync(git.revert_last, prefix)
         self.publish("battle_reverted", {"commitHash": new_hash, "title": task.title}, task_id)
         return {"taskId": task_id, "revertCommit": new_hash}
-
-    # ------------------------------------------------------------------ inspection
-    async def history(self, task_id: str) -> dict[str, Any]:
-        validate_task_id(task_id)
-        if (active := self.battles.get(task_id)) is not None:
-            return {"battle": active.battle.dump()}
-        loaded = await self.repo.io(self.repo.files.load_history, task_id)
-        return {
-            "battle": loaded.value.dump() if loaded else None,
-            "version": loaded.version if loaded else 0,
-        }
-
-    async def diff(self, task_id: str, iteration: int | None, limit: int) -> dict[str, Any]:
-        """The diff of the commit an iteration made (default: the latest that made one)."""
-        history = await self.history(task_id)
-        iterations = history["battle"]["iterations"] if history["battle"] else []
-        committed = [i for i in iterations if i.get("commitHash")]
-        if iteration is not None:
-            committed = [i for i in committed if i["number"] == iteration]
-        if not committed:
-            which = f"iteration {iteration}" if iteration is not None else "any iteration"
-            raise NotFound(
-                f"{task_id}: {which} made no commit", taskId=task_id, iteration=iteration
-            )
-        chosen = committed[-1]
-        git = GitService(self.repo.path)
-        text, truncated = await anyio.to_thread.run_sync(git.show, chosen["commitHash"], limit)
-        return {
-            "taskId": task_id,
-            "iteration": chosen["number"],
-            "commit": chosen["commitHash"],
-            "diff": text,
-            "truncated": truncated,
-        }
-
-    async def progress(self, task_id: str) -> dict[str, Any]:
-        validate_task_id(task_id)
-        if (active := self.battles.get(task_id)) is not None:
-            return {"progress": active.progress.dump()}
-        loaded = await self.repo.io(self.repo.files.load_progress, task_id)
-        return {"progress": loaded.value.dump() if loaded else None}
-
-    async def log(
-        self, task_id: str, iteration: int | None, offset: int | None, tail: int | None, limit: int
-    ) -> dict[str, Any]:
-        validate_task_id(task_id)
-        files = self.repo.files
-        if iteration is None:
-            history = await self.history(task_id)
-            iterations = history["battle"]["iterations"] if history["battle"] else []
-            active = self.battles.get(task_id)
-            current = active.progress.current_iteration if active else 0
-            iteration = max([i["number"] for i in iterations] + [current]) or None
-            if iteration is None:
-                raise NotFound(f"no iteration log for {task_id} yet", taskId=task_id)
-        if not 0 < limit <= 4 << 20:
-            raise InvalidParams("limit must be between 1 and 4194304 bytes", field="limit")
-        path = files.log_path(task_id, iteration)
-        if not await self.repo.io(safefs.is_file, path):
-            raise NotFound(
-                f"no log for {task_id} iteration {iteration}", taskId=task_id, iteration=iteration
-            )
-        if tail is not None:
-            data, size = await self.repo.io(_tail_lines, path, tail, limit)
-            start = size - len(data)
-        else:
-            data, size = await self.repo.io(files.read_log, task_id, iteration, offset or 0, limit)
-            start = max(0, size + (offset or 0)) if (offset or 0) < 0 else min(offset or 0, size)
-        return {
-            "iteration": iteration,
-            "data": data.decode("utf-8", errors="replace"),
-            "offset": start,
-            "nextOffset": start + len(data),
-            "size": size,
-        }
-
-    # ------------------------------------------------------------------ recovery
-    async def recover(self) -> None:
-        """After a restart: settle battles the previous daemon left active; leave them paused."""
-        files = self.repo.files
-        for task_id in await self.repo.io(files.battle_task_ids):
-            try:
-                loaded = await self.repo.io(files.load_history, task_id)
-                progress = await self.repo.io(files.load_progress, task_id)
-            except Exception as exc:
-                log.error("%s: cannot recover battle %s: %s", self.repo.name, task_id, exc)
-                continue
-            if loaded is None:
-                continue
-            if loaded.value.status in TERMINAL_BATTLE_STATUSES:
-                worktree = loaded.value.worktree
-                if worktree is not None and not worktree.removed:  # it ended mid-cleanup
-                    ended = ActiveBattle(loaded.value, Progress(task_id=task_id), task_id)
-                    await self._end_worktree(ended)
-                    if worktree.removed:
-                        await self.save(ended, progress=False)
-                continue
-            battle = loaded.value
-            prog = progress.value if progress else Progress(task_id=task_id)
-            if prog.agent_pid:
-                await anyio.to_thread.run_sync(end_recorded, prog.agent_pid, prog.agent_started)
-            recorded = {i.number for i in battle.iterations}
-            if prog.current_iteration and prog.current_iteration not in recorded:
-                battle.iterations.append(
-                    Iteration(
-                        number=prog.current_iteration,
-                        started_at=prog.last_update,
-                        ended_at=utcnow(),
-                        result=IterationResult.CANCELLED,
-                        error="the daemon stopped during this iteration",
-                    )
-                )
-            task = await self._task_title(task_id)
-            active = ActiveBattle(battle, prog, task)
-            prog.agent_pid = prog.agent_started = None
-            prog.status = ProgressStatus.IDLE
-            if battle.worktree is not None and not battle.worktree.removed:
-                try:
-                    await worktrees.ensure(self.repo.path, battle.worktree)
-                except (PokeralphError, worktrees.GitFailed, OSError) as exc:
-                    log.error("%s: the worktree of %s is lost: %s", self.repo.name, task_id, exc)
-                active.workdir = Path(battle.worktree.path)
-            if battle.status == B.ESCALATED:
-                # still waiting for a person (or answered, not yet acted on): stays so
-                if task_id not in self.battles:
-                    await self._recover_escalated(active)
-                continue
-            reason = "the daemon restarted; resume with `pokeralphctl battle resume`"
-            for step in battle_path(battle.status, B.PAUSED):  # blocked: through running
-                check_battle_transition(battle.status, step)
-                battle.status = step
-            battle.blocked = None
-            battle.paused_reason = reason
-            if task_id not in self.battles:
-                self.battles[task_id] = active
-                await self.save(active)
-                await self.sync_task_status(task_id, B.PAUSED)
-                self.publish("battle_paused", {"reason": reason, "recovered": True}, task_id)
-                self.host.launch(self, active, paused=True)
-
-        await self._sweep_worktrees()
-
-    async def _sweep_worktrees(self) -> None:
-        """Worktrees no battle owns (a start or an end the previous daemon did not
-        finish) are removed."""
-        root = self.host.worktree_root
-        if root is None:
-            return
-        try:
-            removed = await worktrees.sweep(self.repo.path, root, set(self.battles))
-        except (worktrees.GitFailed, OSError, TimeoutError) as exc:
-            log.warning("%s: sweeping worktrees failed: %s", self.repo.name, exc)
-            return
-        if removed:
-            log.info("%s: removed stray worktrees %s", self.repo.name, ", ".join(removed))
-
-    async def _recover_escalated(self, active: ActiveBattle) -> None:
-        """An escalated battle after a restart: an answer recorded but not acted on is
-        acted on now; else the person's inbox item is listened to again."""
-        self.battles[active.task_id] = active
-        await self.save(active)
-        await self.sync_task_status(active.task_id, B.ESCALATED)
-        if pending_resolution(active) is not None:
-            self.host.launch(self, active)
-            return
-        escalation = open_escalation(active)
-        self.host.launch(self, active, paused=True)
-        if escalation is not None:
-            for hook in self.host.escalation_hooks:
-                await hook.reopened(self, active, escalation)
-
-    async def _task_title(self, task_id: str) -> str:
-        try:
-            task, _ = await self.repo.task(task_id)
-        except Exception:
-            return task_id
-        return task.title
 
 
 def _archive_attempt(folder: Path, attempt: int) -> None:
@@ -924,20 +573,3 @@ def _archive_attempt(folder: Path, attempt: int) -> None:
                 continue
             target = new if safefs.entry_kind(fd, new) is None else f"{new}.{now_iso()}"
             os.replace(name, target, src_dir_fd=fd, dst_dir_fd=fd)
-
-
-def _tail_lines(path: Path, lines: int, limit: int) -> tuple[bytes, int]:
-    with os.fdopen(safefs.open_file(path, os.O_RDONLY), "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        start = max(0, size - limit)
-        handle.seek(start)
-        data = handle.read()
-    if lines <= 0:
-        return b"", size
-    parts = data.split(b"\n")
-    if parts and parts[-1] == b"":
-        parts = parts[:-1]
-        data = b"\n".join(parts[-lines:]) + b"\n"
-    else:
-        data = b"\n".join(parts[-lines:])
-    return data, size

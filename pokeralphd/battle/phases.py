@@ -25,11 +25,11 @@ done, with bounded cycles, escalation to a person and transient blocks.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pokeralphd.battle.governor import endpoint_of
 from pokeralphd.battle.transient import describe
-from pokeralphd.clock import wait_or_timeout
 from pokeralphd.domain.models import (
     Blocked,
     Escalation,
@@ -43,6 +43,8 @@ from pokeralphd.errors import PokeralphError
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
+
+    import anyio
 
     from pokeralphd.agents.base import ApiFailure
     from pokeralphd.battle.state import ActiveBattle, BattleControl
@@ -150,11 +152,21 @@ def findings_of(report: VerificationReport | ReviewReport, phase: Phase) -> Find
 # ----------------------------------------------------------------------------- blocked
 
 
+@dataclass(frozen=True, slots=True)
+class BlockedWait:
+    """How a battle waits, ``blocked``: the record, the reason it goes on, and (for the
+    governor) what ends the wait besides a command (given the mailbox's ``arrived``)."""
+
+    blocked: Blocked
+    resumed: str
+    until: Callable[[anyio.Event], Awaitable[object]] | None = None
+
+
 async def block(
     orch: BattleControl, active: ActiveBattle, failure: ApiFailure, config: Config
-) -> bool:
-    """Wait out a transient failure with the battle ``blocked``; True to go on (the same
-    step runs again), False when the retries ran out and the battle is escalated."""
+) -> BlockedWait | None:
+    """How to wait out a transient failure (the same step runs again after it), or None
+    when the retries ran out and the battle is escalated."""
     battle = active.battle
     clock = orch.host.clock
     endpoint = endpoint_of(agent_of(config, battle.phase))
@@ -170,8 +182,7 @@ async def block(
             retry_at=until,
             retry=active.rate_limits,
         )
-        await _wait_blocked(orch, active, blocked, "rate limit reset")
-        return True
+        return BlockedWait(blocked, "rate limit reset")
     active.rate_limits = 0
     battle.transient_failures += 1
     count = battle.transient_failures
@@ -184,7 +195,7 @@ async def block(
             f"({describe(failure)}: {failure.message[:300]}); answer to retry, accept the "
             "work as it is, or cancel",
         )
-        return False
+        return None
     until = clock.time() + backoff_delay(count)
     if failure.kind == "overloaded":  # the endpoint is overloaded for everyone
         orch.host.governor.limited(endpoint, until, f"{orch.repo.name}/{active.task_id}")
@@ -197,10 +208,7 @@ async def block(
         retry=count,
         max_retries=config.transient_retries,
     )
-    await _wait_blocked(
-        orch, active, blocked, f"retrying after a transient failure ({describe(failure)})"
-    )
-    return True
+    return BlockedWait(blocked, f"retrying after a transient failure ({describe(failure)})")
 
 
 def agent_of(config: Config, phase: str) -> AgentConfig:
@@ -212,17 +220,16 @@ def agent_of(config: Config, phase: str) -> AgentConfig:
     return config.agent
 
 
-async def governed(orch: BattleControl, active: ActiveBattle, config: Config) -> None:
-    """Before an agent run: wait, ``blocked``, while another battle's rate limit holds
-    this run's endpoint (see :mod:`pokeralphd.battle.governor`)."""
-    if active.retry_now:  # a person's "retry now" waits for no one
-        active.retry_now = False
-        return
+async def rate_wait(
+    orch: BattleControl, active: ActiveBattle, config: Config
+) -> BlockedWait | None:
+    """Before an agent run: how to wait while another battle's rate limit holds this
+    run's endpoint (see :mod:`pokeralphd.battle.governor`), or None to go on now."""
     governor = orch.host.governor
     endpoint = endpoint_of(agent_of(config, active.battle.phase))
     wait = governor.waits(endpoint)
     if wait is None:
-        return
+        return None
     me = f"{orch.repo.name}/{active.task_id}"
     seen = "this battle" if wait.seen_by == me else f"the battle of {wait.seen_by}"
     blocked = Blocked(
@@ -237,46 +244,11 @@ async def governed(orch: BattleControl, active: ActiveBattle, config: Config) ->
         priority = task.priority
     except PokeralphError:
         priority = 1_000_000
-    await _wait_blocked(
-        orch,
-        active,
-        blocked,
-        "rate limit reset",
-        until=lambda: governor.turn(endpoint, priority, me, active.resume_event),
-    )
 
+    async def turn(interrupt: anyio.Event) -> None:
+        await governor.turn(endpoint, priority, me, interrupt)
 
-async def _wait_blocked(
-    orch: BattleControl,
-    active: ActiveBattle,
-    blocked: Blocked,
-    resumed: str,
-    until: Callable[[], Awaitable[object]] | None = None,
-) -> None:
-    """Blocked until ``retry_at`` on the engine's clock (or until ``until`` returns: the
-    governor's turn), or until a person resumes it (retry now) or pauses it; then back
-    to running, as the seed's table has it."""
-    await orch.set_status(active, B.BLOCKED, blocked=blocked)
-    orch.publish(
-        "battle_blocked",
-        {
-            "reason": blocked.reason,
-            "kind": blocked.kind,
-            "retryAt": blocked.retry_at,
-            "retry": blocked.retry,
-            "maxRetries": blocked.max_retries,
-            "phase": active.battle.phase,
-        },
-        active.task_id,
-    )
-    if until is not None:
-        await until()
-    else:
-        clock = orch.host.clock
-        await wait_or_timeout(active.resume_event, clock, (blocked.retry_at or 0) - clock.time())
-    await orch.set_status(active, B.RUNNING, blocked=None)
-    if not active.pause_requested:
-        orch.publish("battle_resumed", {"reason": resumed}, active.task_id)
+    return BlockedWait(blocked, "rate limit reset", turn)
 
 
 def clear_transient(active: ActiveBattle) -> None:
@@ -324,6 +296,21 @@ def pending_resolution(active: ActiveBattle) -> Escalation | None:
         if last.resolution is not None and not last.resolution.applied:
             return last
     return None
+
+
+def escalated_hint(active: ActiveBattle) -> str:
+    """What a person does with an escalated battle (pause and resume do not apply)."""
+    escalation = open_escalation(active)
+    where = (
+        f"answer inbox item {escalation.delivery_id} "
+        f"(`pokeralphctl inbox show {escalation.delivery_id}`)"
+        if escalation is not None and escalation.delivery_id
+        else "answer its inbox item"
+    )
+    return (
+        f"the battle for {active.task_id} is escalated and waits for a person: {where} "
+        "to retry with guidance, accept the work, or cancel"
+    )
 
 
 async def apply_resolution(orch: BattleControl, active: ActiveBattle, config: Config) -> str | None:

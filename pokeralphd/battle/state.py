@@ -1,8 +1,10 @@
 """A battle's live state and the interfaces the battle parts talk through.
 
-- :class:`ActiveBattle`: the in-memory state of one active battle, shared by its runner
-  and the control methods. Why a runner is being stopped is one value with a precedence
-  (:meth:`ActiveBattle.request_stop`): a cancel is never downgraded to a pause.
+- :class:`ActiveBattle`: the in-memory state of one active battle, held by its owner
+  (:class:`pokeralphd.battle.run.BattleRun`) and changed by its runner and the parts the
+  runner drives (an iteration, a role's run, the phases); the control handlers reach it
+  only through the owner's commands. Why a runner is being stopped is one value with a
+  precedence (:meth:`ActiveBattle.request_stop`): a cancel is never downgraded to a pause.
 - :class:`BattleControl`: what the runner, an iteration and the hooks may do with a
   repository's battles (persist, move the status, publish); the orchestrator is it.
 - :class:`BattleHost`: what an orchestrator needs of the daemon-wide engine (slots, where
@@ -17,14 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-import anyio
-
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
     from contextlib import AbstractAsyncContextManager
     from datetime import datetime
     from pathlib import Path
 
+    import anyio
+
+    from pokeralphd.battle.commands import Approve
     from pokeralphd.battle.governor import RateGovernor
     from pokeralphd.domain.models import (
         Battle,
@@ -53,16 +56,10 @@ class ActiveBattle:
     battle: Battle
     progress: Progress
     title: str
-    runner_scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    iteration_scope: anyio.CancelScope | None = None
+    iteration_scope: anyio.CancelScope | None = None  # the agent run under way, if any
     stop_reason: StopReason | None = None
-    pause_requested: bool = False
-    resume_event: anyio.Event = field(default_factory=anyio.Event)
-    approval_event: anyio.Event = field(default_factory=anyio.Event)
-    approved: bool = True
     approval_note: str | None = None  # passed into the next iteration's prompt
     completion_problems: list[str] = field(default_factory=list)
-    finished: anyio.Event = field(default_factory=anyio.Event)
     queued: bool = False
     approval_delivery: str | None = None  # the inbox item asking for this approval
     rate_limits: int = 0  # rate limits in a row, for the backoff
@@ -71,7 +68,6 @@ class ActiveBattle:
     # own worktree (issue 14; None: the repository)
     workdir: Path | None = None
     budget_delivery: str | None = None  # the open inbox item about a budget cap
-    retry_now: bool = False  # a person said retry now: the next run waits for no one
 
     @property
     def task_id(self) -> str:
@@ -94,10 +90,6 @@ class ActiveBattle:
         """The immediate pause took effect: forget it (a stronger reason stays)."""
         if self.stop_reason == "pause_now":
             self.stop_reason = None
-
-    def wake_for_resume(self) -> None:
-        self.resume_event.set()
-        self.resume_event = anyio.Event()
 
 
 class BattleControl(Protocol):
@@ -157,7 +149,11 @@ class ApprovalHook(Protocol):
 
     async def opened(self, orch: BattleControl, active: ActiveBattle, iteration: int) -> None: ...
 
-    async def closed(self, orch: BattleControl, active: ActiveBattle, iteration: int) -> None: ...
+    async def closed(
+        self, orch: BattleControl, active: ActiveBattle, iteration: int, answer: Approve | None
+    ) -> None:
+        """The wait is over: ``answer`` is the verdict, or None when the battle was paused."""
+        ...
 
 
 class FailureHook(Protocol):
@@ -210,6 +206,12 @@ class CostHook(Protocol):
     async def __call__(self, orch: BattleControl, active: ActiveBattle, charge: Charge) -> None: ...
 
 
+class Runnable(Protocol):
+    """A battle's owner, as the engine runs it."""
+
+    async def run(self, paused: bool = False) -> None: ...
+
+
 class BattleHost(Protocol):
     """The daemon-wide side an orchestrator runs its battles on."""
 
@@ -234,7 +236,9 @@ class BattleHost(Protocol):
 
     def slot(self) -> AbstractAsyncContextManager[None]: ...
 
-    def launch(self, orch: BattleControl, active: ActiveBattle, paused: bool = False) -> None: ...
+    def launch(self, run: Runnable, paused: bool = False) -> None:
+        """Run ``run`` in the engine's task group (paused: it waits for a resume first)."""
+        ...
 
     def spawn(self, func: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
         """Run ``func`` in the engine's task group (a scheduler's step, off the caller)."""

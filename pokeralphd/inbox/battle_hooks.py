@@ -22,6 +22,7 @@ from pokeralphd.domain.inbox import Delivery, Feedback, Source
 from pokeralphd.errors import PokeralphError
 
 if TYPE_CHECKING:
+    from pokeralphd.battle.commands import Approve
     from pokeralphd.battle.state import ActiveBattle, BattleControl
     from pokeralphd.domain.models import Escalation, EscalationAction
 
@@ -89,17 +90,17 @@ class InboxApprovals:
             active.task_id,
         )
 
-    async def closed(self, orch: BattleControl, active: ActiveBattle, iteration: int) -> None:
+    async def closed(
+        self, orch: BattleControl, active: ActiveBattle, iteration: int, answer: Approve | None
+    ) -> None:
         inbox = orch.inbox
         delivery_id, active.approval_delivery = active.approval_delivery, None
         if delivery_id is None:
             return
-        if active.pause_requested and active.approved:
+        if answer is None:
             await inbox.close(delivery_id, "the battle was paused")
         else:
-            await inbox.record_outside_answer(
-                delivery_id, {"value": active.approved}, active.approval_note
-            )
+            await inbox.record_outside_answer(delivery_id, {"value": answer.approved}, answer.note)
 
 
 async def offer_retry(orch: BattleControl, active: ActiveBattle) -> None:

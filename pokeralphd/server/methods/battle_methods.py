@@ -62,7 +62,7 @@ def register(table: MethodTable) -> None:
         if p.all:
             if p.task_id is not None:
                 raise InvalidParams("give taskId or all, not both", field="all")
-            started = await orch.start_all(p.mode, p.max_iterations)
+            started = await orch.schedule.start_all(p.mode, p.max_iterations)
         elif p.task_id is None:
             raise InvalidParams("taskId is required (or all: true)", field="taskId")
         else:
@@ -141,13 +141,13 @@ def register(table: MethodTable) -> None:
         result=ProgressResult,
     )
     async def progress(ctx: CallContext, p: TaskRef) -> ProgressResult:
-        return msgspec.convert(await _orch(ctx, p.repo).progress(p.task_id), ProgressResult)
+        return msgspec.convert(await _orch(ctx, p.repo).queries.progress(p.task_id), ProgressResult)
 
     @table.add(
         "battle.history", TaskRef, "The task's battle with every iteration.", result=HistoryResult
     )
     async def history(ctx: CallContext, p: TaskRef) -> HistoryResult:
-        return msgspec.convert(await _orch(ctx, p.repo).history(p.task_id), HistoryResult)
+        return msgspec.convert(await _orch(ctx, p.repo).queries.history(p.task_id), HistoryResult)
 
     @table.add(
         "battle.report",
@@ -156,7 +156,7 @@ def register(table: MethodTable) -> None:
         result=ReportResult,
     )
     async def report(ctx: CallContext, p: BattleReportParams) -> ReportResult:
-        found = await _orch(ctx, p.repo).report(p.task_id, p.phase, p.cycle)
+        found = await _orch(ctx, p.repo).queries.report(p.task_id, p.phase, p.cycle)
         return msgspec.convert(found, ReportResult)
 
     @table.add(
@@ -167,7 +167,9 @@ def register(table: MethodTable) -> None:
         result=LogResult,
     )
     async def log_(ctx: CallContext, p: BattleLogParams) -> LogResult:
-        read = await _orch(ctx, p.repo).log(p.task_id, p.iteration, p.offset, p.tail, p.limit)
+        read = await _orch(ctx, p.repo).queries.log(
+            p.task_id, p.iteration, p.offset, p.tail, p.limit
+        )
         return msgspec.convert(read, LogResult)
 
     @table.add(
@@ -178,7 +180,7 @@ def register(table: MethodTable) -> None:
         result=DiffResult,
     )
     async def diff(ctx: CallContext, p: BattleDiffParams) -> DiffResult:
-        read = await _orch(ctx, p.repo).diff(p.task_id, p.iteration, p.limit)
+        read = await _orch(ctx, p.repo).queries.diff(p.task_id, p.iteration, p.limit)
         return msgspec.convert(read, DiffResult)
 
     @table.add(

@@ -1,0 +1,142 @@
+"""What a repository's battles were and are, read without changing anything.
+
+The queries of ``battle.history``, ``battle.progress``, ``battle.diff``, ``battle.log``
+and ``battle.report``: an active battle is read live from its owner's state (through
+``live``, which only reads), an ended one from its files.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from pokeralphd.battle.gitservice import GitService
+from pokeralphd.domain.ids import validate_task_id
+from pokeralphd.errors import InvalidParams, NotFound
+from pokeralphd.store import safefs
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from pokeralphd.battle.state import ActiveBattle
+    from pokeralphd.store.repo_store import RepoStore
+
+
+class BattleQueries:
+    """One repository's battle queries."""
+
+    def __init__(self, repo: RepoStore, live: Callable[[str], ActiveBattle | None]) -> None:
+        self.repo = repo
+        self._live = live
+
+    async def report(self, task_id: str, phase: str, cycle: int | None) -> dict[str, Any]:
+        """A verification or review report of the task's battle (default: the latest)."""
+        validate_task_id(task_id)
+        if phase not in ("verification", "review"):
+            raise InvalidParams("phase must be verification or review", field="phase")
+        if cycle is None:
+            history = await self.history(task_id)
+            record = history["battle"]
+            cycle = record[phase]["count"] if record else 0
+            if not cycle:
+                raise NotFound(f"no {phase} report for {task_id} yet", taskId=task_id)
+        if not 0 < cycle <= 1000:
+            raise InvalidParams("cycle must be between 1 and 1000", field="cycle")
+        loaded = await self.repo.io(self.repo.files.load_report, task_id, phase, cycle)
+        if loaded is None:
+            raise NotFound(f"no {phase} report {cycle} for {task_id}", taskId=task_id, cycle=cycle)
+        return {"phase": phase, "report": loaded.value.dump(), "version": loaded.version}
+
+    async def history(self, task_id: str) -> dict[str, Any]:
+        validate_task_id(task_id)
+        if (active := self._live(task_id)) is not None:
+            return {"battle": active.battle.dump()}
+        loaded = await self.repo.io(self.repo.files.load_history, task_id)
+        return {
+            "battle": loaded.value.dump() if loaded else None,
+            "version": loaded.version if loaded else 0,
+        }
+
+    async def diff(self, task_id: str, iteration: int | None, limit: int) -> dict[str, Any]:
+        """The diff of the commit an iteration made (default: the latest that made one)."""
+        history = await self.history(task_id)
+        iterations = history["battle"]["iterations"] if history["battle"] else []
+        committed = [i for i in iterations if i.get("commitHash")]
+        if iteration is not None:
+            committed = [i for i in committed if i["number"] == iteration]
+        if not committed:
+            which = f"iteration {iteration}" if iteration is not None else "any iteration"
+            raise NotFound(
+                f"{task_id}: {which} made no commit", taskId=task_id, iteration=iteration
+            )
+        chosen = committed[-1]
+        git = GitService(self.repo.path)
+        text, truncated = await anyio.to_thread.run_sync(git.show, chosen["commitHash"], limit)
+        return {
+            "taskId": task_id,
+            "iteration": chosen["number"],
+            "commit": chosen["commitHash"],
+            "diff": text,
+            "truncated": truncated,
+        }
+
+    async def progress(self, task_id: str) -> dict[str, Any]:
+        validate_task_id(task_id)
+        if (active := self._live(task_id)) is not None:
+            return {"progress": active.progress.dump()}
+        loaded = await self.repo.io(self.repo.files.load_progress, task_id)
+        return {"progress": loaded.value.dump() if loaded else None}
+
+    async def log(
+        self, task_id: str, iteration: int | None, offset: int | None, tail: int | None, limit: int
+    ) -> dict[str, Any]:
+        validate_task_id(task_id)
+        files = self.repo.files
+        if iteration is None:
+            history = await self.history(task_id)
+            iterations = history["battle"]["iterations"] if history["battle"] else []
+            active = self._live(task_id)
+            current = active.progress.current_iteration if active else 0
+            iteration = max([i["number"] for i in iterations] + [current]) or None
+            if iteration is None:
+                raise NotFound(f"no iteration log for {task_id} yet", taskId=task_id)
+        if not 0 < limit <= 4 << 20:
+            raise InvalidParams("limit must be between 1 and 4194304 bytes", field="limit")
+        path = files.log_path(task_id, iteration)
+        if not await self.repo.io(safefs.is_file, path):
+            raise NotFound(
+                f"no log for {task_id} iteration {iteration}", taskId=task_id, iteration=iteration
+            )
+        if tail is not None:
+            data, size = await self.repo.io(_tail_lines, path, tail, limit)
+            start = size - len(data)
+        else:
+            data, size = await self.repo.io(files.read_log, task_id, iteration, offset or 0, limit)
+            start = max(0, size + (offset or 0)) if (offset or 0) < 0 else min(offset or 0, size)
+        return {
+            "iteration": iteration,
+            "data": data.decode("utf-8", errors="replace"),
+            "offset": start,
+            "nextOffset": start + len(data),
+            "size": size,
+        }
+
+
+def _tail_lines(path: Path, lines: int, limit: int) -> tuple[bytes, int]:
+    with os.fdopen(safefs.open_file(path, os.O_RDONLY), "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        start = max(0, size - limit)
+        handle.seek(start)
+        data = handle.read()
+    if lines <= 0:
+        return b"", size
+    parts = data.split(b"\n")
+    if parts and parts[-1] == b"":
+        parts = parts[:-1]
+        data = b"\n".join(parts[-lines:]) + b"\n"
+    else:
+        data = b"\n".join(parts[-lines:])
+    return data, size
