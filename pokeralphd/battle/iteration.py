@@ -44,7 +44,7 @@ from pokeralphd.battle.state import Charge
 from pokeralphd.battle.toolcalls import ToolCallLog
 from pokeralphd.battle.transient import transient_failure
 from pokeralphd.domain.models import CompletionSignal, Config, FeedbackResult, Iteration
-from pokeralphd.domain.statuses import IterationResult, ProgressStatus
+from pokeralphd.domain.statuses import IterationResult, ProgressStatus, check_progress_transition
 from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import AgentError, PokeralphError
 from pokeralphd.permissions.router import policy_warnings
@@ -135,7 +135,7 @@ class IterationRun:
         clock = time.monotonic()
         progress = active.progress
         progress.current_iteration = self.number
-        progress.status = ProgressStatus.IN_PROGRESS
+        progress.status = check_progress_transition(progress.status, ProgressStatus.IN_PROGRESS)
         progress.completion_detected = False
         progress.error = None
         progress.feedback_results = {}

@@ -44,12 +44,13 @@ from pokeralphd.battle.state import ActiveBattle
 from pokeralphd.domain.ids import validate_task_id
 from pokeralphd.domain.models import Battle, PhaseCycles, Progress
 from pokeralphd.domain.statuses import (
+    BATTLE_TO_PROGRESS_STATUS,
     TERMINAL_BATTLE_STATUSES,
     BattleStatus,
     ExecutionMode,
-    ProgressStatus,
     TaskStatus,
     check_battle_transition,
+    check_progress_transition,
     task_path_for_battle,
 )
 from pokeralphd.domain.timeutil import now_iso, utcnow
@@ -232,13 +233,10 @@ class BattleOrchestrator:
             battle.duration_ms = int(
                 (battle.completed_at - battle.started_at).total_seconds() * 1000
             )
-        pmap = {
-            B.RUNNING: ProgressStatus.IN_PROGRESS,
-            B.AWAITING_APPROVAL: ProgressStatus.AWAITING_APPROVAL,
-            B.COMPLETED: ProgressStatus.COMPLETED,
-            B.FAILED: ProgressStatus.FAILED,
-        }
-        active.progress.status = pmap.get(status, ProgressStatus.IDLE)
+        progress = active.progress
+        progress.status = check_progress_transition(
+            progress.status, BATTLE_TO_PROGRESS_STATUS[status]
+        )
         if status == B.FAILED:
             active.progress.error = battle.error
         await self.save(active)

@@ -110,7 +110,7 @@ BATTLE_TRANSITIONS: dict[BattleStatus, frozenset[BattleStatus]] = {
 
 P = ProgressStatus
 PROGRESS_TRANSITIONS: dict[ProgressStatus, frozenset[ProgressStatus]] = {
-    P.IDLE: frozenset({P.IN_PROGRESS}),
+    P.IDLE: frozenset({P.IN_PROGRESS, P.FAILED}),  # failed: while blocked or escalated
     P.IN_PROGRESS: frozenset({P.AWAITING_APPROVAL, P.COMPLETED, P.FAILED, P.IDLE}),
     P.AWAITING_APPROVAL: frozenset({P.IN_PROGRESS, P.IDLE}),
     P.COMPLETED: frozenset(),
@@ -132,6 +132,20 @@ BATTLE_TO_TASK_STATUS: dict[BattleStatus, TaskStatus] = {
 }
 
 TERMINAL_BATTLE_STATUSES = frozenset({B.COMPLETED, B.FAILED, B.CANCELLED})
+
+# What progress.json says while the battle is in each status (idle: not working now).
+BATTLE_TO_PROGRESS_STATUS: dict[BattleStatus, ProgressStatus] = {
+    B.PENDING: P.IDLE,
+    B.QUEUED: P.IDLE,
+    B.RUNNING: P.IN_PROGRESS,
+    B.PAUSED: P.IDLE,
+    B.AWAITING_APPROVAL: P.AWAITING_APPROVAL,
+    B.COMPLETED: P.COMPLETED,
+    B.FAILED: P.FAILED,
+    B.CANCELLED: P.IDLE,
+    B.BLOCKED: P.IDLE,
+    B.ESCALATED: P.IDLE,
+}
 
 
 def check_task_transition(old: TaskStatus, new: TaskStatus) -> TaskStatus:

@@ -144,12 +144,6 @@ class EventBus:
         self._stamp_ms = -1
         self._stamp = ""
 
-    def set_limits(self, history: int, history_bytes: int) -> None:
-        """Bound the history by count and by encoded bytes (the oldest go first)."""
-        self.max_history = history
-        self.max_history_bytes = history_bytes
-        self._trim()
-
     def _trim(self) -> None:
         history = self.history
         while history and (

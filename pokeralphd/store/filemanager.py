@@ -154,9 +154,6 @@ class FileManager:
     def load_prd(self) -> Loaded[PRD] | None:
         return documents.load(PRD_KIND, self.prd_path)
 
-    def save_prd(self, prd: PRD, expected_version: int | None = None) -> int:
-        return documents.save(PRD_KIND, self.prd_path, prd, expected_version)
-
     # -- battles
     def create_battle_folder(self, task_id: str) -> Path:
         folder = self.battle_dir(task_id)
@@ -166,18 +163,8 @@ class FileManager:
     def load_progress(self, task_id: str) -> Loaded[Progress] | None:
         return documents.load(PROGRESS_KIND, self.progress_path(task_id))
 
-    def save_progress(self, progress: Progress, expected_version: int | None = None) -> int:
-        return documents.save(
-            PROGRESS_KIND, self.progress_path(progress.task_id), progress, expected_version
-        )
-
     def load_history(self, task_id: str) -> Loaded[Battle] | None:
         return documents.load(HISTORY_KIND, self.history_path(task_id))
-
-    def save_history(self, battle: Battle, expected_version: int | None = None) -> int:
-        return documents.save(
-            HISTORY_KIND, self.history_path(battle.task_id), battle, expected_version
-        )
 
     # -- reports (seed 003), one per cycle, atomic and versioned
     def load_report(

@@ -13,13 +13,16 @@ from pydantic import ValidationError
 from pokeralphd.domain.ids import InvalidId, next_task_id, slugify, validate_task_id
 from pokeralphd.domain.models import PRD, Battle, Config, Iteration, Progress, Task
 from pokeralphd.domain.statuses import (
+    BATTLE_TO_PROGRESS_STATUS,
     BATTLE_TO_TASK_STATUS,
     BATTLE_TRANSITIONS,
     TASK_TRANSITIONS,
     BattleStatus,
     IllegalTransition,
+    ProgressStatus,
     TaskStatus,
     check_battle_transition,
+    check_progress_transition,
     check_task_transition,
     task_path_for_battle,
 )
@@ -207,3 +210,20 @@ def test_iteration_and_battle_invariants() -> None:
     with pytest.raises(ValidationError):
         Progress(task_id="001-a", current_iteration=-1)
     assert Progress(task_id="001-a").dump()["error"] is None
+
+
+def test_every_battle_move_is_a_legal_progress_move() -> None:
+    """progress.json follows the battle (``BATTLE_TO_PROGRESS_STATUS``) and its moves are
+    checked: no legal battle move may need an illegal progress move."""
+    for old, targets in BATTLE_TRANSITIONS.items():
+        for new in targets:
+            before, after = BATTLE_TO_PROGRESS_STATUS[old], BATTLE_TO_PROGRESS_STATUS[new]
+            assert check_progress_transition(before, after) == after, (old, new)
+
+
+def test_progress_moves_are_checked() -> None:
+    check_progress_transition(ProgressStatus.IDLE, ProgressStatus.IN_PROGRESS)
+    with pytest.raises(IllegalTransition):
+        check_progress_transition(ProgressStatus.COMPLETED, ProgressStatus.IN_PROGRESS)
+    with pytest.raises(IllegalTransition):
+        check_progress_transition(ProgressStatus.IDLE, ProgressStatus.COMPLETED)

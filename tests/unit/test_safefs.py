@@ -21,7 +21,7 @@ from pokeralphd.domain.inbox import Delivery
 from pokeralphd.domain.models import PRD, Progress, Task
 from pokeralphd.errors import StorageError
 from pokeralphd.store import atomic, documents, safefs
-from pokeralphd.store.filemanager import PRD_KIND, FileManager
+from pokeralphd.store.filemanager import PRD_KIND, PROGRESS_KIND, FileManager
 from pokeralphd.store.inbox import InboxStore
 from pokeralphd.store.locks import RepoLock
 
@@ -121,7 +121,7 @@ def test_a_planted_temp_name_cannot_redirect_a_prd_write(repo: Path, outside: Pa
     # The name older versions used, predictable from the daemon's pid.
     _plant(fm.dir / f".prd.json.{os.getpid()}.tmp", outside / "target")
     prd = _prd()
-    assert fm.save_prd(prd) == 1
+    assert documents.save(PRD_KIND, fm.prd_path, prd) == 1
     _untouched(outside)
     loaded = fm.load_prd()
     assert loaded is not None and loaded.value == prd
@@ -144,7 +144,7 @@ def test_a_document_link_is_not_read(repo: Path, outside: Path) -> None:
         fm.load_prd()
     _names(info.value, link)
     with pytest.raises(StorageError):
-        fm.save_prd(_prd())
+        documents.save(PRD_KIND, fm.prd_path, _prd())
     assert (outside / "prd.json").read_bytes() == theirs
 
 
@@ -154,7 +154,7 @@ def test_a_dangling_document_link_is_refused_not_followed(repo: Path, tmp_path: 
     nowhere = tmp_path / "created-by-the-write"
     link = _plant(fm.progress_path("001-a"), nowhere)
     with pytest.raises(StorageError) as info:
-        fm.save_progress(Progress(task_id="001-a"))
+        documents.save(PROGRESS_KIND, fm.progress_path("001-a"), Progress(task_id="001-a"))
     _names(info.value, link)
     assert not nowhere.exists()
 
@@ -213,9 +213,9 @@ FOLDER_CASES = [
 def _operate(repo: Path, what: str) -> None:
     fm = FileManager(repo)
     if what == "prd":
-        fm.save_prd(_prd())
+        documents.save(PRD_KIND, fm.prd_path, _prd())
     elif what == "progress":
-        fm.save_progress(Progress(task_id="001-a"))
+        documents.save(PROGRESS_KIND, fm.progress_path("001-a"), Progress(task_id="001-a"))
     elif what == "history":
         fm.create_battle_folder("001-a")
     elif what == "log":

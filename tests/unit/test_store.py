@@ -11,9 +11,9 @@ import pytest
 
 from pokeralphd.domain.models import PRD, Progress, Task
 from pokeralphd.errors import CorruptFile, InvalidParams, RepoLocked, StorageError, VersionConflict
-from pokeralphd.store import atomic, config_layers
+from pokeralphd.store import atomic, config_layers, documents
 from pokeralphd.store.documents import DocumentKind, decode_document, load, save
-from pokeralphd.store.filemanager import FileManager
+from pokeralphd.store.filemanager import PRD_KIND, FileManager
 from pokeralphd.store.locks import RepoLock
 
 
@@ -30,8 +30,8 @@ def test_prd_round_trip_with_versions(tmp_path: Path) -> None:
     fm.init()
     assert fm.load_prd() is None
     prd = _prd()
-    assert fm.save_prd(prd) == 1
-    assert fm.save_prd(prd, expected_version=1) == 2
+    assert documents.save(PRD_KIND, fm.prd_path, prd) == 1
+    assert documents.save(PRD_KIND, fm.prd_path, prd, expected_version=1) == 2
     loaded = fm.load_prd()
     assert loaded is not None and loaded.version == 2 and loaded.value == prd
     raw = json.loads(fm.prd_path.read_text())
@@ -40,10 +40,10 @@ def test_prd_round_trip_with_versions(tmp_path: Path) -> None:
 
 def test_stale_version_is_a_conflict_and_writes_nothing(tmp_path: Path) -> None:
     fm = FileManager(tmp_path)
-    fm.save_prd(_prd())
+    documents.save(PRD_KIND, fm.prd_path, _prd())
     before = fm.prd_path.read_bytes()
     with pytest.raises(VersionConflict) as info:
-        fm.save_prd(_prd(), expected_version=0)
+        documents.save(PRD_KIND, fm.prd_path, _prd(), 0)
     assert info.value.data == {"file": str(fm.prd_path), "expected": 0, "actual": 1}
     assert fm.prd_path.read_bytes() == before
 
@@ -73,7 +73,7 @@ def test_corrupt_files_are_named_and_never_overwritten(
     if reason:
         assert reason in info.value.data["reason"]
     with pytest.raises(CorruptFile):
-        fm.save_prd(_prd())
+        documents.save(PRD_KIND, fm.prd_path, _prd())
     assert fm.prd_path.read_text() == content
 
 
