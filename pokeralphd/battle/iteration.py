@@ -9,6 +9,7 @@ The agent's own words are the only place a completion signal is looked for; tool
 from __future__ import annotations
 
 import logging
+import re
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 MAX_PROGRESS_LOGS = 50
+_DIGITS = re.compile(r"\d+")
 
 
 @dataclass
@@ -62,6 +64,9 @@ class IterationVerdict:
     completed: bool
     fatal: str | None = None  # the battle cannot go on (missing agent binary, broken PRD)
     api_failure: ApiFailure | None = None  # transient: retried after a backoff, not counted
+    # The agent failed before doing any work (a bad flag, a missing model): its error, as
+    # a signature that ignores numbers (pids, times), to tell the same failure again.
+    startup_failure: str | None = None
 
 
 def _refused(outcome: AgentOutcome) -> bool:
@@ -69,6 +74,25 @@ def _refused(outcome: AgentOutcome) -> bool:
     :func:`transient_failure`): the agent did no work worth judging, so no completion is
     looked for and no loop runs."""
     return outcome.api_failure is not None
+
+
+def startup_failure(outcome: AgentOutcome | None, record: Iteration) -> str | None:
+    """The failure's signature when the agent failed before doing any work: it exited
+    with an error (not the API's transient doing), said nothing, called no tool and
+    changed no file. Numbers are left out, so a pid or a time in the message does not
+    make the same failure look new."""
+    if (
+        outcome is None
+        or outcome.reason != "exited"
+        or outcome.api_failure is not None
+        or record.result != IterationResult.FAILURE
+        or not record.error
+        or outcome.texts
+        or record.tool_calls
+        or record.files_changed
+    ):
+        return None
+    return _DIGITS.sub("#", record.error)
 
 
 class IterationRun:
@@ -231,6 +255,7 @@ class IterationRun:
             completed=signalled_and_passed,
             fatal=fatal,
             api_failure=outcome.api_failure if outcome else None,
+            startup_failure=startup_failure(outcome, record),
         )
 
     async def _prompt(self) -> str:

@@ -63,6 +63,7 @@ class BattleRun:
         # What the runner took from its mailbox and has not acted on yet (its own state).
         self._pause_pending = False
         self._retry_now = False
+        self._startup_failure: str | None = None  # the last iteration's, if it was one
 
     @property
     def task_id(self) -> str:
@@ -293,6 +294,17 @@ class BattleRun:
         verdict = await IterationRun(orch, state, number, config).run()
         if verdict.fatal:
             await self._fail(verdict.fatal)
+            return True
+        repeated = verdict.startup_failure is not None and (
+            verdict.startup_failure == self._startup_failure
+        )
+        self._startup_failure = verdict.startup_failure
+        if repeated:
+            await self._fail(
+                "the agent failed the same way twice before doing any work, so the battle "
+                "stops instead of spending its iterations on it (check the agent's "
+                f"configuration: `pokeralphctl config get agent`): {verdict.iteration.error}"
+            )
             return True
         if verdict.completed:
             phases.clear_transient(state)

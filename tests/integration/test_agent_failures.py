@@ -224,3 +224,52 @@ def test_the_agents_own_path_is_honoured_when_checking(
     )
     events = run_until(daemon, ("battle.start", {"repo": str(repo), "taskId": task}), END)
     assert types(events)[-1] == "battle_complete"
+
+
+def _script(path: Path, body: str) -> str:
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_the_same_start_error_twice_fails_the_battle_instead_of_burning_iterations(
+    daemon: DaemonProcess, repo: Path, tmp_path: Path
+) -> None:
+    """A bad flag, a missing model, a usage error: the agent fails the same way before it
+    does anything. Twice in a row ends the battle with the agent's own error (issue 24:
+    the real Codex CLI's `cannot be used multiple times` burned every iteration)."""
+    bad = _script(
+        tmp_path / "bad-agent",
+        "cat >/dev/null\n"
+        "echo \"error: the argument '--sandbox <MODE>' cannot be used multiple times "
+        '(pid $$)" >&2\nexit 2\n',
+    )
+    task = setup_repo(daemon, repo, backend="command", fake="", maxIterationsPerTask=10)
+    daemon.call("config.update", {"repo": str(repo), "patch": {"agent": {"command": bad}}})
+    events = run_until(daemon, ("battle.start", {"repo": str(repo), "taskId": task}), END)
+    assert types(events)[-1] == "battle_failed"
+    battle = history(daemon, repo, task)
+    assert [i["result"] for i in battle["iterations"]] == ["failure", "failure"]
+    assert "failed the same way twice" in battle["error"]
+    assert "cannot be used multiple times" in battle["error"]  # the CLI's own words
+
+
+def test_failures_that_differ_or_follow_work_keep_their_iterations(
+    daemon: DaemonProcess, repo: Path, tmp_path: Path
+) -> None:
+    """An agent that did something (wrote a file, said something) before failing, or
+    fails differently each time, is judged by the iteration limit as before."""
+    counter = tmp_path / "count"
+    worker = _script(
+        tmp_path / "working-agent",
+        "cat >/dev/null\n"
+        f"n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}\n"
+        'echo "step $n" > "work-$n.txt"\necho "tried" \necho "broke" >&2\nexit 1\n',
+    )
+    task = setup_repo(daemon, repo, backend="command", fake="", maxIterationsPerTask=3)
+    daemon.call("config.update", {"repo": str(repo), "patch": {"agent": {"command": worker}}})
+    events = run_until(daemon, ("battle.start", {"repo": str(repo), "taskId": task}), END)
+    assert types(events)[-1] == "battle_failed"
+    battle = history(daemon, repo, task)
+    assert [i["result"] for i in battle["iterations"]] == ["failure"] * 3
+    assert battle["error"].startswith("max iterations (3)")
