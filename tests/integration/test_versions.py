@@ -155,3 +155,48 @@ async def test_task_writes_acknowledge_the_version_they_wrote(home: Path) -> Non
         _exactly_once([r["version"] for r in deleted], 2 * WRITERS)
         assert _version(prd) == 3 * WRITERS
         assert json.loads(prd.read_text())["tasks"] == []
+
+
+PROCESS_WRITER = """
+import json, sys
+from pathlib import Path
+from pokeralphd.store.config_layers import update_user_layer
+path, name, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+sys.stdin.readline()  # every writer starts on the same word
+versions = [
+    update_user_layer(path, {"agent": {"env": {f"{name}_{n}": "x"}}}) for n in range(count)
+]
+print(json.dumps(versions))
+"""
+
+
+def test_processes_writing_the_user_layer_get_every_version_once(home: Path) -> None:
+    """A second daemon of the same user, or an older ``pokeralph-agent``, writes the user
+    layer from another process: the flock beside it keeps their writes apart."""
+    import subprocess
+    import sys
+
+    user_file = home / "config" / "pokeralph" / "config.json"
+    processes, each = 5, WRITERS // 5
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", PROCESS_WRITER, str(user_file), f"P{p}", str(each)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for p in range(processes)
+    ]
+    for writer in writers:
+        assert writer.stdin is not None
+        writer.stdin.write("go\n")
+        writer.stdin.flush()
+    acked: list[int] = []
+    for writer in writers:
+        out, _ = writer.communicate(timeout=60)
+        assert writer.returncode == 0
+        acked += json.loads(out)
+    _exactly_once(acked, 0)
+    assert _version(user_file) == WRITERS
+    env = json.loads(user_file.read_text())["agent"]["env"]
+    assert set(env) == {f"P{p}_{n}" for p in range(processes) for n in range(each)}
