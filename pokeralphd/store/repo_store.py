@@ -220,6 +220,8 @@ class RepoStore:
         added: list[str] = await self.io(
             local_defaults.install_defaults, self._user_config_file, self._user_state_dir
         )
+        if added:
+            await self._config_changed()
         return added
 
     async def record_rule_use(self, source: RuleSource, rule_id: str) -> RuleUsage:
