@@ -4,6 +4,10 @@ read with :func:`pokeralphd.store.config_layers.load`, trust included), then a p
 the terminal for a call no rule decides: allow once, allow always (a user rule matching
 exactly this input, as the inbox's "allow always" makes one), or deny with a note.
 
+"Allow always" is the person's answer; the daemon writes the rule into the user's layer
+(:mod:`.daemon_link`: the daemon is the one writer of that file). Without a daemon the
+rule holds for this run only.
+
 Without a terminal (a script, a pipe), an undecided call is denied, unless ``--yes``
 allows every undecided call (an explicit opt-in, said at start).
 """
@@ -17,13 +21,11 @@ from typing import IO, TYPE_CHECKING, Literal
 import anyio
 
 from pokeralphd.domain.approval import ApprovalRule, canonical, decide
-from pokeralphd.errors import PokeralphError
+from pokeralphd.localagent.daemon_link import LinkError
 from pokeralphd.localagent.loop import Approval
-from pokeralphd.store.rules import add_to_user_layer
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
+    from pokeralphd.localagent.daemon_link import DaemonLink
     from pokeralphd.localagent.session import ToolCall
     from pokeralphd.localagent.toolspec import ToolSpec
 
@@ -36,12 +38,12 @@ class TerminalApprover:
         self,
         rules: list[ApprovalRule],
         unmatched: Unmatched,
-        user_config: Path | None,
+        daemon: DaemonLink | None,
         tty: IO[str] | None,
     ) -> None:
         self.rules = list(rules)
         self.unmatched = unmatched
-        self.user_config = user_config
+        self.daemon = daemon  # who keeps an "allow always" rule
         self.tty = tty
         self.lock = anyio.Lock()
 
@@ -102,8 +104,8 @@ class TerminalApprover:
                 )
 
     def _allow_always(self, call: ToolCall, spec: ToolSpec) -> str | None:
-        """A user rule allowing exactly this input (kept for this run even if it could
-        not be written)."""
+        """A user rule allowing exactly this input, kept by the daemon (for this run only
+        when it cannot be asked)."""
         try:
             rule = ApprovalRule.model_validate(
                 {
@@ -117,11 +119,11 @@ class TerminalApprover:
             sys.stderr.write(f"  (no rule made: {exc})\n")
             return None
         self.rules.append(rule)
-        if self.user_config is not None:
+        if self.daemon is not None:
             try:
-                add_to_user_layer(self.user_config, [rule])
-                sys.stderr.write(f"  rule {rule.id} added to {self.user_config}\n")
-            except PokeralphError as exc:
+                kept = self.daemon.add_user_rule(rule)
+                sys.stderr.write(f"  rule {kept} added to your rules (pokeralphctl rules list)\n")
+            except LinkError as exc:
                 sys.stderr.write(f"  (the rule is kept for this run only: {exc.message})\n")
         return rule.id
 

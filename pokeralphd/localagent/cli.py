@@ -10,7 +10,10 @@ On its own::
 It reads the same configuration as the daemon (the user's config, then the repository's
 ``.pokeralph/config.json`` found from here upwards, trust included): ``agent.model``,
 ``agent.local.*`` and the approval rules; flags override. A call no rule decides is asked
-at the terminal; without one it is denied, or allowed with ``--yes``.
+at the terminal; without one it is denied, or allowed with ``--yes``. It writes none of the
+daemon's files: an "allow always" and the read-only default rules are written into the
+user's config by the daemon, asked over its socket (:mod:`.daemon_link`); without a daemon
+they hold for this run only.
 
 In a battle the daemon runs ``python -m pokeralphd.localagent --stream-json …``: Claude
 Code's stream-json in and out (:mod:`.streamjson`), permission asks over its control
@@ -289,25 +292,51 @@ def _fail(args: argparse.Namespace, code: str, message: str) -> None:
 
 async def run(args: argparse.Namespace, cwd: Path) -> int:
     settings = Settings(args, cwd)
-    # In a battle the daemon installs them (the one writer of the user's config) and
-    # decides every call with them; here only a person's own runs do.
+    # In a battle the daemon installs them at its start and decides every call with them;
+    # here a person's own runs ask the daemon to (it is the one writer of the user's config)
     if args.install_default_rules or (settings.default_rules and not args.stream_json):
-        from pokeralphd.store.local_defaults import DEFAULT_RULES, install_defaults
-
-        paths = settings.paths
-        added = install_defaults(paths.user_config_file, paths.state_dir)
-        settings.rules += [rule for _, rule in DEFAULT_RULES if rule.id in added]
-        if added and not args.stream_json:
-            print(
-                f"pokeralph-agent: read-only default rules added to {paths.user_config_file}: "
-                f"{', '.join(added)} (remove one with `pokeralphctl rules rm ID`)",
-                file=sys.stderr,
-            )
+        await anyio.to_thread.run_sync(_default_rules, args, settings)
         if args.install_default_rules:
             return 0
     if args.stream_json:
         return await _battle(args, settings)
     return await _standalone(args, settings)
+
+
+def _default_rules(args: argparse.Namespace, settings: Settings) -> None:
+    """Have the daemon install the read-only default rules not offered yet; without a
+    daemon, those apply to this run only (``--install-default-rules``: an error)."""
+    from pokeralphd.localagent.daemon_link import DaemonLink, LinkError
+    from pokeralphd.store import documents
+    from pokeralphd.store.local_defaults import DEFAULT_RULES, STATE_FILE, STATE_KIND
+
+    try:
+        added = DaemonLink(settings.paths.socket).install_defaults()
+    except LinkError as exc:
+        if args.install_default_rules:
+            raise UsageError(f"the default rules were not installed: {exc.message}") from None
+        try:  # reading the daemon's state file: which defaults were offered before
+            state = documents.load(STATE_KIND, settings.paths.state_dir / STATE_FILE)
+        except PokeralphError:
+            state = None
+        since = state.value.default_rules_installed if state is not None else 0
+        held = {rule.id for rule in settings.rules}
+        pending = [r for n, r in DEFAULT_RULES if n > since and r.id not in held]
+        settings.rules += pending
+        if pending and not args.json:
+            print(
+                f"pokeralph-agent: read-only default rules for this run only ({exc.message}; "
+                "start pokeralphd to keep them)",
+                file=sys.stderr,
+            )
+        return
+    settings.rules += [rule for _, rule in DEFAULT_RULES if rule.id in added]
+    if added and not args.stream_json:
+        print(
+            f"pokeralph-agent: read-only default rules added to your rules: {', '.join(added)} "
+            "(remove one with `pokeralphctl rules rm ID`)",
+            file=sys.stderr,
+        )
 
 
 def _tools(settings: Settings, plan: bool) -> list[ToolSpec]:
@@ -403,6 +432,7 @@ async def _battle(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _standalone(args: argparse.Namespace, settings: Settings) -> int:
     from pokeralphd.localagent.approve import TerminalApprover, open_tty
+    from pokeralphd.localagent.daemon_link import DaemonLink
     from pokeralphd.localagent.sandbox import Sandbox
     from pokeralphd.localagent.tools import Toolbox
 
@@ -443,7 +473,7 @@ async def _standalone(args: argparse.Namespace, settings: Settings) -> int:
         print(f"pokeralph-agent: {why}: every call no rule decides is allowed", file=sys.stderr)
     events = HumanEvents(quiet=args.json)
     approver = TerminalApprover(
-        settings.rules, settings.unmatched, settings.paths.user_config_file, open_tty()
+        settings.rules, settings.unmatched, DaemonLink(settings.paths.socket), open_tty()
     )
     loop = AgentLoop(
         settings.client(),

@@ -480,6 +480,13 @@ class RuleAddResult(Result):
     rule: RuleView
 
 
+class RulesInstallDefaultsResult(Result):
+    """The ids of the local agent's default rules added to the user's layer (none when
+    they were offered before: a rule the user removed is not brought back)."""
+
+    added: list[str]
+
+
 class RulesRemoveResult(Result):
     removed: list[RuleView]
 

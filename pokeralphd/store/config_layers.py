@@ -24,6 +24,7 @@ layer's rules are sensitive (a cloned repository must not be able to allow anyth
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
@@ -39,8 +40,10 @@ from pokeralphd.domain.models import Config
 from pokeralphd.errors import CorruptFile, InvalidParams, PokeralphError, VersionConflict
 from pokeralphd.store.atomic import atomic_write
 from pokeralphd.store.documents import META_KEYS, first_error, read_json
+from pokeralphd.store.locks import file_lock
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
     from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -84,8 +87,9 @@ TRUST_HINT = "read .pokeralph/config.json, then run `pokeralphctl trust` to appl
 #: The approval rules: concatenated across layers (repository first), never replaced.
 RULES_KEY = "approvalRules"
 
-#: Serialises read-modify-write of the user layer (trust records) across repositories;
-#: the writes run in worker threads.
+#: Serialises read-modify-write of the user layer (trust records, user settings and rules)
+#: across repositories; the writes run in worker threads. Other processes: see
+#: :func:`_user_write`.
 _user_lock = threading.Lock()
 
 
@@ -391,11 +395,24 @@ def _document(layer: dict[str, Any], version: int) -> dict[str, Any]:
     return {"schemaVersion": CONFIG_SCHEMA_VERSION, "version": version, **layer}
 
 
+@contextlib.contextmanager
+def _user_write(user_file: Path) -> Iterator[None]:
+    """Hold the user layer for one read-modify-write: against this daemon's other
+    threads (:data:`_user_lock`) and against other processes that write it (a second
+    daemon of the same user, an older ``pokeralph-agent``: the ``flock`` of
+    :func:`pokeralphd.store.locks.file_lock`). The repository layer needs no such lock:
+    one daemon holds the repository (``.pokeralph/daemon.lock``) and writes it under its
+    own write lock."""
+    with _user_lock, file_lock(user_file):
+        yield
+
+
 def write_layer(
     path: Path, layer: dict[str, Any], expected_version: int | None, mode: int | None = None
 ) -> int:
-    """Write a layer with the next version; the file keeps its permissions (``mode``
-    for a new one, else 0644)."""
+    """Write a layer with the next version, and return that version: the one this write
+    produced (the caller holds the layer's lock, so no other write comes in between);
+    the file keeps its permissions (``mode`` for a new one, else 0644)."""
     _, on_disk = read_layer(path)
     if expected_version is not None and expected_version != on_disk:
         raise VersionConflict(path, expected_version, on_disk)
@@ -412,7 +429,7 @@ def write_layer(
 def _record(user_file: Path, root: Path, digest: str | None) -> bool:
     """Set (or with ``None`` remove) a repository's trust record; whether it changed.
 
-    The caller holds :data:`_user_lock`. A user layer edited by hand meanwhile is a
+    The caller holds :func:`_user_write`. A user layer edited by hand meanwhile is a
     :class:`VersionConflict`, never overwritten.
     """
     raw = read_raw(user_file)
@@ -448,7 +465,7 @@ def update_repo_layer(
     untrusted layer stays untrusted; its sensitive keys keep being ignored.
     """
     _refuse_trust_key(patch, None)
-    with _user_lock:
+    with _user_write(user_file):
         raw = read_raw(repo_file)
         layer, _ = _split(raw)
         user, records, _ = _user(user_file)
@@ -480,7 +497,7 @@ def set_trust(
     ``expected_hash`` the layer is trusted only if it still has that hash (what the user
     read). A layer that would make the config invalid is refused, nothing recorded.
     """
-    with _user_lock:
+    with _user_write(user_file):
         raw = read_raw(repo_file)
         layer, _ = _split(raw)
         _refuse_trust_key(layer, repo_file)
@@ -509,10 +526,30 @@ def update_user_layer(
     Validated before anything is written, alone and under the defaults. A new user
     config is private (it may hold the user's own ``agent.env`` secrets).
     """
-    _refuse_trust_key(patch, None)
-    with _user_lock:
+    version = edit_user_layer(user_file, lambda _layer: patch, expected_version)
+    assert version is not None
+    return version
+
+
+def edit_user_layer(
+    user_file: Path,
+    edit: Callable[[dict[str, Any]], dict[str, Any] | None],
+    expected_version: int | None = None,
+) -> int | None:
+    """Read the user layer, let ``edit`` make a patch of what it holds now, write that:
+    one read-modify-write under :func:`_user_write`, so that a change derived from the
+    layer (one more rule in its list) is never lost to a write in between, from this
+    daemon or another process. The version written, or ``None`` when ``edit`` returns
+    ``None`` (nothing to change). ``edit`` gets the layer without ``schemaVersion`` and
+    ``version``, its own copy; it may raise to refuse (nothing written).
+    """
+    with _user_write(user_file):
         raw = read_raw(user_file)
         layer, version = _split(raw)
+        patch = edit(copy.deepcopy(layer))
+        if patch is None:
+            return None
+        _refuse_trust_key(patch, None)
         new_layer = merge(layer, patch)
         layer_rules(new_layer, None)
         settings = {k: v for k, v in new_layer.items() if k != TRUST_KEY}

@@ -120,19 +120,30 @@ class RepoStore:
         return loaded.describe()
 
     async def config_update(self, patch: dict[str, Any], expected: int | None) -> dict[str, Any]:
+        """Apply ``patch`` to the repository layer; the ``config.get`` result as this write
+        left it, with the version this write produced.
+
+        Read and written under the write lock, and described before letting go of it: a
+        description read after (as it once was) showed whichever write came last, so
+        fifty writers at once got versions twice and others never (issue 22)."""
         async with self.write_lock:
-            version = await self.io(
-                config_layers.update_repo_layer,
-                self._user_config_file,
-                self.files.config_path,
-                self.path,
-                patch,
-                expected,
+            result = await self.io(self._config_update, patch, expected)
+            self.publish(
+                "config_updated",
+                {"config": result["config"], "version": result["version"], "patch": patch},
             )
-        result = await self.config_get()
-        self.publish(
-            "config_updated", {"config": result["config"], "version": version, "patch": patch}
+        return result
+
+    def _config_update(self, patch: dict[str, Any], expected: int | None) -> dict[str, Any]:
+        version = config_layers.update_repo_layer(
+            self._user_config_file, self.files.config_path, self.path, patch, expected
         )
+        result = config_layers.load(
+            self._user_config_file, self.files.config_path, self.path
+        ).describe()
+        # the layer is this daemon's alone (its lock), so the file holds our version; a
+        # hand edit landing in between would show, but the version is the one we wrote
+        result["version"] = version
         return result
 
     async def config_set_in_effect(self, dotted: str, value: Any) -> str:
@@ -209,6 +220,8 @@ class RepoStore:
         added: list[str] = await self.io(
             local_defaults.install_defaults, self._user_config_file, self._user_state_dir
         )
+        if added:
+            await self._config_changed()
         return added
 
     async def record_rule_use(self, source: RuleSource, rule_id: str) -> RuleUsage:

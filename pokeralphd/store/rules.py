@@ -143,38 +143,37 @@ class RuleStore:
 
     def add(self, rule: ApprovalRule, scope: RuleSource) -> EffectiveRule:
         """Append ``rule`` to the ``scope`` layer. The caller holds the repository's write
-        lock (for the repository layer). Refused: a rule with the same id in that layer,
-        and a repository rule while the repository layer is not trusted (it would be
-        written and then ignored)."""
-        if scope == "repo":
-            loaded = config_layers.load(
-                self.user_config_file, self.repo_config_file, self.repo_root
+        lock (for the repository layer); the user layer, which every repository's thread
+        writes, is read and written in one locked step. Refused: a rule with the same id
+        in that layer, and a repository rule while the repository layer is not trusted
+        (it would be written and then ignored)."""
+
+        def appended(layer: dict[str, Any]) -> dict[str, Any]:
+            existing = list(layer.get(RULES_KEY) or [])
+            for index, item in enumerate(existing):
+                if isinstance(item, dict) and _id_of(item) == rule.id:
+                    raise InvalidParams(
+                        f"the {scope} layer has this rule already: approvalRules[{index}], "
+                        f"id {rule.id}",
+                        field="paramPattern",
+                        id=rule.id,
+                    )
+            return {RULES_KEY: [*existing, rule.dump()]}
+
+        if scope == "user":
+            config_layers.edit_user_layer(self.user_config_file, appended)
+            return EffectiveRule(rule, scope, RuleUsage())
+        loaded = config_layers.load(self.user_config_file, self.repo_config_file, self.repo_root)
+        if not loaded.trust.trusted:
+            raise InvalidState(
+                f"{loaded.trust.message()}: a rule added there would be ignored; run "
+                "`pokeralphctl trust` first, or add the rule with scope user",
+                trust=loaded.trust.describe(),
             )
-            if not loaded.trust.trusted:
-                raise InvalidState(
-                    f"{loaded.trust.message()}: a rule added there would be ignored; run "
-                    "`pokeralphctl trust` first, or add the rule with scope user",
-                    trust=loaded.trust.describe(),
-                )
-            layer, version = config_layers.read_layer(self.repo_config_file)
-        else:
-            layer, version = config_layers.read_layer(self.user_config_file)
-        existing = list(layer.get(RULES_KEY) or [])
-        for index, item in enumerate(existing):
-            if isinstance(item, dict) and _id_of(item) == rule.id:
-                raise InvalidParams(
-                    f"the {scope} layer has this rule already: approvalRules[{index}], "
-                    f"id {rule.id}",
-                    field="paramPattern",
-                    id=rule.id,
-                )
-        patch = {RULES_KEY: [*existing, rule.dump()]}
-        if scope == "repo":
-            config_layers.update_repo_layer(
-                self.user_config_file, self.repo_config_file, self.repo_root, patch, version
-            )
-        else:
-            config_layers.update_user_layer(self.user_config_file, patch, version)
+        layer, version = config_layers.read_layer(self.repo_config_file)
+        config_layers.update_repo_layer(
+            self.user_config_file, self.repo_config_file, self.repo_root, appended(layer), version
+        )
         return EffectiveRule(rule, scope, RuleUsage())
 
     def remove(self, rule_id: str) -> list[EffectiveRule]:
@@ -199,11 +198,8 @@ class RuleStore:
                 repo_version,
             )
         if "user" in sources:
-            user_layer, user_version = config_layers.read_layer(self.user_config_file)
-            items = list(user_layer.get(RULES_KEY) or [])
-            kept = [i for i in items if not (isinstance(i, dict) and _id_of(i) == rule_id)]
-            config_layers.update_user_layer(
-                self.user_config_file, {RULES_KEY: kept or None}, user_version
+            config_layers.edit_user_layer(
+                self.user_config_file, lambda layer: _without_rule(layer, rule_id)
             )
         for source in sources:
             forget_usage(self.usage_files[source], [rule_id])
@@ -212,17 +208,27 @@ class RuleStore:
 
 def add_to_user_layer(user_config_file: Path, rules: list[ApprovalRule]) -> list[str]:
     """Append to the user layer each of ``rules`` it does not hold yet (the same id, given
-    or derived as validation derives it); the ids added. For rules offered on the user's
-    behalf (the local agent's defaults, an "allow always" at its terminal), where one the
-    user has already is no error."""
-    layer, version = config_layers.read_layer(user_config_file)
-    existing = list(layer.get(RULES_KEY) or [])
-    held = {_id_of(item) for item in existing if isinstance(item, dict)}
-    new = [rule for rule in rules if rule.id not in held]
-    if new:
-        patch = {RULES_KEY: [*existing, *(rule.dump() for rule in new)]}
-        config_layers.update_user_layer(user_config_file, patch, version)
-    return [rule.id for rule in new]
+    or derived as validation derives it); the ids added. For rules the daemon offers on
+    the user's behalf (the local agent's read-only defaults), where one the user has
+    already is no error. One locked read-modify-write: no rule added meanwhile is lost."""
+    added: list[str] = []
+
+    def appended(layer: dict[str, Any]) -> dict[str, Any] | None:
+        existing = list(layer.get(RULES_KEY) or [])
+        held = {_id_of(item) for item in existing if isinstance(item, dict)}
+        new = [rule for rule in rules if rule.id not in held]
+        added[:] = [rule.id for rule in new]
+        return {RULES_KEY: [*existing, *(r.dump() for r in new)]} if new else None
+
+    config_layers.edit_user_layer(user_config_file, appended)
+    return added
+
+
+def _without_rule(layer: dict[str, Any], rule_id: str) -> dict[str, Any] | None:
+    """The patch removing the rule ``rule_id`` from a layer's list (None: not there)."""
+    items = list(layer.get(RULES_KEY) or [])
+    kept = [i for i in items if not (isinstance(i, dict) and _id_of(i) == rule_id)]
+    return {RULES_KEY: kept or None} if len(kept) != len(items) else None
 
 
 def _id_of(item: dict[str, Any]) -> str | None:

@@ -181,6 +181,7 @@ async def test_every_method_answers_as_its_schema_says(home: Path) -> None:
         assert tested["decision"] == "allow" and tested["rule"]["id"] == added["rule"]["id"]
         assert (await call("rules.test", {**r, "tool": "Bash", "input": {}}))["rule"] is None
         await call("rules.remove", {**r, "id": added["rule"]["id"]})
+        assert (await call("rules.installDefaults", {}))["added"][0] == "local-read-file"
 
         # the PRD and its tasks
         assert (await call("prd.get", o))["prd"] is None

@@ -183,3 +183,50 @@ def test_the_demo_agent_starts_with_the_standard_library_only() -> None:
     ours = sorted(m for m in json.loads(out) if m.startswith("pokeralphd"))
     assert ours == ["pokeralphd", "pokeralphd.agents", "pokeralphd.agents.demo_agent"]
     assert {"pydantic", "psutil", "anyio", "msgspec"}.isdisjoint(json.loads(out))
+
+
+# What writes the files the daemon owns (the user's config layer, the repository's, the
+# daemon's state): the local agent asks the daemon instead (issue 22).
+DAEMON_WRITES = {
+    "pokeralphd.store.config_layers": {
+        "write_layer",
+        "update_repo_layer",
+        "update_user_layer",
+        "edit_user_layer",
+        "set_trust",
+        "_record",
+    },
+    "pokeralphd.store.rules": None,  # every name: rules are the daemon's to write
+    "pokeralphd.store.local_defaults": {"install_defaults"},
+    "pokeralphd.store.repo_store": None,
+}
+
+
+def test_the_local_agent_writes_no_file_the_daemon_owns() -> None:
+    found = []
+    for path in (ROOT / "pokeralphd" / "localagent").rglob("*.py"):
+        aliases: dict[str, str] = {}  # a name bound to one of those modules -> the module
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                for alias in node.names:
+                    dotted = f"{node.module}.{alias.name}"
+                    if dotted in DAEMON_WRITES:
+                        aliases[alias.asname or alias.name] = dotted
+                    names = DAEMON_WRITES.get(node.module, set())
+                    if node.module in DAEMON_WRITES and (names is None or alias.name in names):
+                        found.append(f"{path.name}: from {node.module} import {alias.name}")
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name in DAEMON_WRITES:
+                        aliases[alias.asname or alias.name] = alias.name
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in aliases
+            ):
+                names = DAEMON_WRITES[aliases[node.value.id]]
+                if names is None or node.attr in names:
+                    found.append(f"{path.name}: {aliases[node.value.id]}.{node.attr}")
+    assert found == []

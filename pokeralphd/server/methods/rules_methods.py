@@ -4,6 +4,13 @@ Rules live in the config layers (``approvalRules``: the repository's, then the u
 a repository's rules apply only once its layer is trusted. ``rules.add`` writes through
 the config layer (a trusted layer stays trusted, as with ``config.update``); usage is kept
 by the daemon in state files, not in the config.
+
+The user's layer is one file for every repository, written by the daemon alone: the
+local agent's terminal ("allow always", its read-only defaults) asks for it here
+(``rules.add`` with scope user, ``rules.installDefaults``), without naming a repository
+when it runs in a folder the daemon does not know. None of these is for agents: a rule
+is made by a person's answer (here, the inbox's "allow always", or the terminal's),
+never on an agent's own authority.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from pydantic import ValidationError
 
 from pokeralphd.domain.approval import ApprovalRule
 from pokeralphd.domain.timeutil import utcnow
-from pokeralphd.errors import InvalidParams
+from pokeralphd.errors import InvalidParams, RepoNotFound
 from pokeralphd.protocol.params import (
     RepoParams,
     RulesAddParams,
@@ -24,6 +31,7 @@ from pokeralphd.protocol.params import (
 )
 from pokeralphd.protocol.results import (
     RuleAddResult,
+    RulesInstallDefaultsResult,
     RulesListResult,
     RulesRemoveResult,
     RulesTestResult,
@@ -32,6 +40,7 @@ from pokeralphd.protocol.results import (
 from pokeralphd.store.documents import first_error
 
 if TYPE_CHECKING:
+    from pokeralphd.repository import Repository
     from pokeralphd.server.context import CallContext
     from pokeralphd.server.dispatch import MethodTable
     from pokeralphd.store.rules import EffectiveRule
@@ -39,6 +48,22 @@ if TYPE_CHECKING:
 
 def view(rule: EffectiveRule) -> RuleView:
     return msgspec.convert(rule.describe(), RuleView)
+
+
+def user_layer_repo(ctx: CallContext, repo: str | None) -> Repository:
+    """The repository through which the user's layer is written: the one named, else the
+    one registered, else the first usable one (the user's layer is the same file from
+    every repository; its ``config_updated`` event goes out on that one)."""
+    if repo is not None or len(ctx.repos) == 1:
+        return ctx.repos.resolve(repo)
+    for found in sorted(ctx.repos, key=lambda r: r.name):
+        if found.error is None:
+            return found
+    raise RepoNotFound(
+        "no usable repository is registered, and the user's rules are written through one: "
+        "register one first (`pokeralphctl register`)",
+        repo=None,
+    )
 
 
 def register(table: MethodTable) -> None:
@@ -62,12 +87,16 @@ def register(table: MethodTable) -> None:
         "rules.add",
         RulesAddParams,
         "Add an approval rule to the repository's config layer (scope repo; it must be "
-        "trusted) or the user's (scope user). Refused: a pattern that does not compile, an "
-        "unknown tool, an allow rule that matches every input (a blanket), a duplicate.",
+        "trusted) or the user's (scope user; no repository need be named). Refused: a "
+        "pattern that does not compile, an unknown tool, an allow rule that matches every "
+        "input (a blanket), a duplicate.",
         result=RuleAddResult,
     )
     async def add(ctx: CallContext, params: RulesAddParams) -> RuleAddResult:
-        store = ctx.repos.resolve(params.repo).store
+        if params.scope == "user":
+            store = user_layer_repo(ctx, params.repo).store
+        else:
+            store = ctx.repos.resolve(params.repo).store
         try:
             rule = ApprovalRule.model_validate(  # by alias: errors name the wire's fields
                 {
@@ -82,6 +111,17 @@ def register(table: MethodTable) -> None:
             field, message = first_error(exc)
             raise InvalidParams(f"{field}: {message}", field=field) from exc
         return RuleAddResult(rule=view(await store.add_rule(rule, params.scope)))
+
+    @table.add(
+        "rules.installDefaults",
+        RepoParams,
+        "Add the local agent's read-only default rules to the user's layer, once (a rule "
+        "the user removed is not brought back); no repository need be named.",
+        result=RulesInstallDefaultsResult,
+    )
+    async def install_defaults(ctx: CallContext, params: RepoParams) -> RulesInstallDefaultsResult:
+        repo = user_layer_repo(ctx, params.repo)
+        return RulesInstallDefaultsResult(added=await repo.store.install_local_defaults())
 
     @table.add(
         "rules.remove",
