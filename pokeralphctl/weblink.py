@@ -3,11 +3,12 @@ one-time login link a client hands to a browser. Standard library only (``pokera
 web`` runs it; the daemon checks links with the same functions).
 
 Beside the socket ``pokeralphd.sock`` the daemon keeps ``pokeralphd.web.json`` (the URL,
-port, pid and this start's instance id; 0600) and ``pokeralphd.web-token`` (the per-user secret; 0600). A client
-that can read the secret mints a login link ``/login?n=NONCE&e=EXPIRY&m=MAC``: the MAC
-is an HMAC-SHA256 of the instance, the nonce and the expiry under the secret, so the
-secret itself never appears in a URL, a shell history or a browser history; the daemon takes each nonce once
-and only before its expiry (:data:`LINK_TTL` seconds), then sets a session cookie.
+port, pid and this start's instance id; 0600) and ``pokeralphd.web-token`` (the per-user
+secret; 0600). A client that can read the secret mints a login link
+``/login?n=NONCE&e=EXPIRY&m=MAC``: the MAC is an HMAC-SHA256 of the instance, the nonce
+and the expiry under the secret, so the secret itself never appears in a URL, a shell
+history or a browser history; the daemon takes each nonce once, only before its expiry
+(:data:`LINK_TTL` seconds) and only for its own start, then opens a session.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ LINK_TTL = 120  # seconds a login link stays usable (once)
 
 
 def info_path(socket: str) -> str:
-    """``…/pokeralphd.web.json``: the dashboard's URL, port and the daemon's pid."""
+    """``…/pokeralphd.web.json``: the dashboard's URL, port, the daemon's pid and the
+    instance id of its start."""
     return _beside(socket, ".web.json")
 
 

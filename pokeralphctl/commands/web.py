@@ -33,7 +33,9 @@ if TYPE_CHECKING:
 
 def add_web(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--open", action="store_true", help="open the link in the default browser as well"
+        "--open",
+        action="store_true",
+        help="open it in the browser too (via a private page, not its command line)",
     )
     parser.set_defaults(handler=web)
 
