@@ -3,7 +3,9 @@ opens it in the browser).
 
 The link carries no secret: it is signed with the per-user secret the daemon keeps
 beside its socket (see :mod:`pokeralphctl.weblink`), works once, within two minutes, and
-leaves a session cookie in the browser that opened it.
+leaves a session in the browser that opened it (until the daemon stops, 12 hours at
+most). ``--open`` starts the browser on a private file that forwards to the link, never
+on the link itself: a program's arguments are there for every local user to read.
 """
 
 from __future__ import annotations
@@ -13,7 +15,15 @@ import time
 from typing import TYPE_CHECKING
 
 from pokeralphctl.commands import CommandError
-from pokeralphctl.weblink import LINK_TTL, info_path, login_query, read_secret, token_path
+from pokeralphctl.weblink import (
+    LINK_TTL,
+    info_path,
+    login_query,
+    opener_path,
+    read_secret,
+    token_path,
+    write_opener,
+)
 
 if TYPE_CHECKING:
     import argparse
@@ -23,7 +33,9 @@ if TYPE_CHECKING:
 
 def add_web(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--open", action="store_true", help="open the link in the default browser as well"
+        "--open",
+        action="store_true",
+        help="open it in the browser too (via a private page, not its command line)",
     )
     parser.set_defaults(handler=web)
 
@@ -32,7 +44,8 @@ def login_url(socket: str) -> str:
     """A fresh one-time login link to the dashboard of the daemon on ``socket``."""
     try:
         with open(info_path(socket), "rb") as file:
-            url = str(json.load(file)["url"])
+            info = json.load(file)
+        url, instance = str(info["url"]), str(info["instance"])
         secret = read_secret(token_path(socket))
     except FileNotFoundError as exc:
         raise CommandError(
@@ -41,7 +54,7 @@ def login_url(socket: str) -> str:
         ) from exc
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise CommandError(f"cannot read the dashboard's address: {exc}") from exc
-    return f"{url}login?{login_query(secret)}"
+    return f"{url}login?{login_query(secret, instance)}"
 
 
 def web(ctx: Context, args: argparse.Namespace) -> int:
@@ -52,7 +65,11 @@ def web(ctx: Context, args: argparse.Namespace) -> int:
     if args.open:
         import webbrowser
 
-        opened = webbrowser.open(url)
+        try:
+            page = write_opener(opener_path(ctx.socket()), url)
+        except OSError as exc:
+            raise CommandError(f"cannot write the page that opens the dashboard: {exc}") from exc
+        opened = webbrowser.open(page)
     out = ctx.out
     if out.json:
         out.ok({"url": url, "expires": int(time.time()) + LINK_TTL, "opened": opened})

@@ -7,6 +7,9 @@ for the model; the loop turns either into a ToolResult. Output is capped by the 
 :data:`SEARCH_SECONDS`, a command's output is kept up to :data:`KEEP_OUTPUT` bytes at
 each end.
 
+``fetch_webpage`` reaches public addresses only, redirects and DNS answers checked hop
+by hop (:mod:`.fetch`).
+
 ``run_in_terminal`` runs ``sh -c`` in its own process group, with no input, and ends the
 whole group (SIGTERM, then SIGKILL) when its timeout passes or the agent is stopped.
 """
@@ -25,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 from pokeralphd.localagent.errors import ToolError
+from pokeralphd.localagent.fetch import MAX_FETCH, Fetcher
 from pokeralphd.localagent.output import cap
 
 if TYPE_CHECKING:
@@ -42,7 +46,6 @@ DEFAULT_COMMAND_TIMEOUT = 120
 MAX_COMMAND_TIMEOUT = 600
 KILL_GRACE = 2.0
 SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", ".pokeralph"}
-MAX_FETCH = 2 << 20
 
 
 @dataclass
@@ -67,7 +70,7 @@ class LastCommand:
 class Toolbox:
     sandbox: Sandbox
     fetch_enabled: bool = False
-    fetch_timeout: float = 30.0
+    fetcher: Fetcher = field(default_factory=Fetcher)
     last: LastCommand | None = None
 
     async def run(self, name: str, args: dict[str, Any]) -> ToolOutcome:
@@ -410,19 +413,10 @@ class Toolbox:
         import httpx
 
         try:
-            async with (
-                httpx.AsyncClient(timeout=self.fetch_timeout, follow_redirects=True) as client,
-                client.stream("GET", url) as response,
-            ):
-                data = bytearray()
-                async for chunk in response.aiter_bytes():
-                    data.extend(chunk)
-                    if len(data) > MAX_FETCH:
-                        break
-                status = response.status_code
-                kind = response.headers.get("content-type", "")
-        except httpx.HTTPError as exc:
+            fetched = await self.fetcher.get(url)
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
             raise ToolError(f"fetching {url} failed: {exc}") from None
+        data, status, kind = fetched.data, fetched.status, fetched.content_type
         text = data[:MAX_FETCH].decode("utf-8", "replace")
         if "html" in kind:
             text = html_text(text)

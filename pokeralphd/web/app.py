@@ -6,11 +6,17 @@ on ``/ws``, to the same dispatcher as the Unix socket. The HTTP routes only serv
 turn a one-time login link into a session cookie, and show a delivery's HTML where it
 can do no harm.
 
-Every request passes :class:`Guard` first (loopback ``Host``, our ``Origin`` or none, the
-session cookie or the bearer secret; see :mod:`pokeralphd.web.auth`), and every response
-carries a Content-Security-Policy: the page may load only its own scripts and styles and
-connect only to itself; delivered HTML is served with ``sandbox`` (no scripts, an opaque
-origin that cannot reach the page, the cookie or the socket) and ``default-src 'none'``.
+Every request passes :class:`Guard` first (loopback ``Host``, our ``Origin`` or none, a
+session or the bearer secret; the WebSocket and a delivery's content also the session's
+page key, and the WebSocket our own ``Origin``; see :mod:`pokeralphd.web.auth`), and every
+response carries a Content-Security-Policy: the page may load only its own scripts and
+styles and connect only to itself; delivered HTML is served with ``sandbox`` (no scripts,
+an opaque origin that cannot reach the page, the cookie or the socket) and
+``default-src 'none'``.
+
+``/login`` answers a good link with a small page, not a redirect: it sets the session
+cookie, and ``login.js`` moves the page key from the body into ``localStorage`` and goes
+on to ``/``. The key is never in a URL the browser keeps.
 """
 
 from __future__ import annotations
@@ -20,11 +26,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from starlette.applications import Starlette
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
-from pokeralphd.web.auth import COOKIE
+from pokeralphd.web.auth import SESSION_TTL
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -59,6 +65,13 @@ REFUSED = """<!doctype html><meta charset="utf-8"><title>pokeralph: not signed i
 <p>{why}</p><p>Open the dashboard with <code>pokeralphctl web --open</code>, or print a
 fresh one-time link with <code>pokeralphctl web</code>.</p></body>"""
 
+#: The answer to a good login link: login.js stores the key and goes on to the page.
+SIGNED_IN = """<!doctype html><meta charset="utf-8"><title>pokeralph: signing in</title>
+<meta name="pokeralph-key" content="{key}">
+<script type="module" src="/static/js/login.js"></script>
+<body><p>Signing in…</p></body>"""
+LOGIN_CSP = "default-src 'none'; script-src 'self'; base-uri 'none'; form-action 'none'"
+
 
 class WebHost(Protocol):
     """What the routes need of the web service (:class:`pokeralphd.web.service.WebService`)."""
@@ -74,6 +87,20 @@ def _header(scope: Scope, name: bytes) -> bytes | None:
             value_: bytes = value
             return value_
     return None
+
+
+def _query(scope: Scope, name: str) -> str | None:
+    """One parameter of the query string (the page key: URL-safe as it is, hex)."""
+    raw: bytes = scope.get("query_string", b"")
+    for part in raw.decode("latin-1").split("&"):
+        key, _, value = part.partition("=")
+        if key == name:
+            return value
+    return None
+
+
+#: What the page key guards besides the WebSocket: a delivery's content.
+KEYED_PREFIXES = ("/ws", "/content/")
 
 
 def _cookie(scope: Scope, name: str) -> str | None:
@@ -110,9 +137,7 @@ class Guard:
             why = "This address is not the dashboard's (wrong Host)."
         elif not gate.origin_ok(origin.decode("latin-1") if origin is not None else None):
             why = "Requests from other pages are refused (foreign Origin)."
-        elif scope["path"] != "/login" and not gate.authorized(
-            _cookie(scope, COOKIE), _header(scope, b"authorization")
-        ):
+        elif scope["path"] != "/login" and not self._authorized(scope, kind, origin):
             why = "This browser has no dashboard session (or an old one)."
         if why is not None:
             log.info("web: refused %s %s: %s", kind, scope["path"], why)
@@ -123,6 +148,19 @@ class Guard:
             await HTMLResponse(REFUSED.format(why=why), status)(scope, receive, _secured(send))
             return
         await self.app(scope, receive, _secured(send) if kind == "http" else send)
+
+    def _authorized(self, scope: Scope, kind: str, origin: bytes | None) -> bool:
+        """The bearer secret, or a session; with its page key where the data is, and for
+        a WebSocket our own Origin (a browser's handshake always has one)."""
+        gate = self.gate
+        if gate.bearer_ok(_header(scope, b"authorization")):
+            return True
+        session = _cookie(scope, gate.cookie)
+        if kind == "websocket" or scope["path"].startswith(KEYED_PREFIXES):
+            if kind == "websocket" and origin is None:
+                return False
+            return gate.page_key_ok(session, _query(scope, "k"))
+        return gate.session_ok(session)
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:
@@ -173,9 +211,13 @@ def build_app(web: WebHost, gate: Gate) -> ASGIApp:
         if not gate.take_link(query.get("n", ""), query.get("e", ""), query.get("m", "")):
             why = "This login link is not valid, expired or was already used."
             return HTMLResponse(REFUSED.format(why=why), 403)
-        response = RedirectResponse("/", 303)
+        session = gate.new_session()
+        response = HTMLResponse(
+            SIGNED_IN.format(key=gate.page_key(session)),
+            headers={"content-security-policy": LOGIN_CSP, "x-frame-options": "DENY"},
+        )
         response.set_cookie(
-            COOKIE, gate.cookie, httponly=True, samesite="strict", path="/", max_age=400 * 86400
+            gate.cookie, session, httponly=True, samesite="strict", path="/", max_age=SESSION_TTL
         )
         return response
 

@@ -1,8 +1,8 @@
 """The dashboard service: a loopback HTTP server inside the daemon's event loop.
 
 ``run`` binds ``127.0.0.1`` (the port of ``--web-port``, or a free one), writes the
-per-user secret and ``pokeralphd.web.json`` (URL, port, pid; both 0600) beside the
-socket, where ``pokeralphctl web`` finds them, and serves the Starlette app of
+per-user secret and ``pokeralphd.web.json`` (URL, port, pid, this start's instance id;
+both 0600) beside the socket, where ``pokeralphctl web`` finds them, and serves the Starlette app of
 :mod:`pokeralphd.web.app` with Hypercorn until the daemon stops it. Hypercorn runs as a
 coroutine of our loop and, given a shutdown trigger, installs no signal handlers: the
 daemon keeps SIGTERM and SIGINT to itself.
@@ -100,7 +100,14 @@ class WebService(ConnectionSet):
         return sock
 
     def _write_info(self) -> None:
-        data = json.dumps({"url": self.url, "port": self.port, "pid": os.getpid()}).encode()
+        assert self.gate is not None
+        info = {
+            "url": self.url,
+            "port": self.port,
+            "pid": os.getpid(),
+            "instance": self.gate.instance,
+        }
+        data = json.dumps(info).encode()
         tmp = self.info_file.with_name(f".{self.info_file.name}.{os.getpid()}.tmp")
         tmp.unlink(missing_ok=True)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)

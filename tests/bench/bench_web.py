@@ -45,7 +45,8 @@ def run(table: Table, loads: int = 5, lines: int = 200) -> None:
     try:
         socket = str(daemon.socket)
         wait_until(lambda: Path(info_path(socket)).exists(), what="the dashboard's address")
-        url = json.loads(Path(info_path(socket)).read_text())["url"]
+        info = json.loads(Path(info_path(socket)).read_text())
+        url, instance = info["url"], info["instance"]
         secret = Path(token_path(socket)).read_bytes().strip()
         repo = make_git_repo(daemon.home / "repo")
         daemon.call("repo.register", {"path": str(repo)})
@@ -73,7 +74,7 @@ def run(table: Table, loads: int = 5, lines: int = 200) -> None:
         for _ in range(loads):
             browser.driver.delete_all_cookies()
             t0 = time.perf_counter()
-            browser.driver.get(f"{url}login?{login_query(secret)}")
+            browser.driver.get(f"{url}login?{login_query(secret, instance)}")
             wait_until(lambda: browser.js(ready), what="the dashboard")
             drawn.append(time.perf_counter() - t0)
             loaded.append(

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import http.client
 import json
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -42,10 +44,35 @@ class WebDaemon:
         return Path(token_path(str(self.daemon.socket))).read_bytes().strip()
 
     def login_url(self) -> str:
-        return f"{self.url}login?{login_query(self.secret)}"
+        return f"{self.url}login?{login_query(self.secret, self.info['instance'])}"
 
     def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
         return self.daemon.call(method, params)
+
+    def sign_in(self, link: str | None = None) -> Session:
+        """Follow a one-time login link (a fresh one by default) as a browser would."""
+        return sign_in(self.port, link or self.login_url())
+
+
+@dataclass
+class Session:
+    """What a browser keeps from ``/login``: the cookie, and the page key from the body."""
+
+    cookie: str  # "name=value", as a Cookie header
+    key: str
+
+
+def sign_in(port: int, link: str) -> Session:
+    path = link.split(f"127.0.0.1:{port}", 1)[1]
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("GET", path, headers={"Host": f"127.0.0.1:{port}"})
+    response = conn.getresponse()
+    body = response.read().decode()
+    conn.close()
+    assert response.status == 200, (response.status, body)
+    key = re.search(r'name="pokeralph-key" content="([0-9a-f]+)"', body)
+    assert key is not None, body
+    return Session(response.headers["set-cookie"].split(";")[0], key.group(1))
 
 
 def demo_repo(daemon: ThreadedDaemon, target: Path, mode: str = "hitl") -> Path:

@@ -24,7 +24,7 @@ from pokeralphctl.weblink import link_mac, login_query
 from pokeralphd.daemon import Daemon
 from pokeralphd.settings import DaemonSettings
 from pokeralphd.web import service
-from pokeralphd.web.auth import COOKIE, Gate, load_or_create_secret
+from pokeralphd.web.auth import Gate, cookie_name, load_or_create_secret
 from tests.helpers import short_tmpdir
 from tests.inproc import ThreadedDaemon, paths_for
 from tests.web.conftest import WebDaemon
@@ -75,7 +75,7 @@ def test_no_page_without_the_token(web: WebDaemon) -> None:
     assert get(web, "/").status == 401
     assert get(web, "/static/js/app.js").status == 401
     assert get(web, "/", {"Authorization": "Bearer wrong"}).status == 401
-    assert get(web, "/", {"Cookie": f"{COOKIE}=forged"}).status == 401
+    assert get(web, "/", {"Cookie": f"{cookie_name(web.port)}=forged"}).status == 401
     assert get(web, "/", bearer(web)).status == 200
 
 
@@ -98,30 +98,39 @@ def test_the_page_is_locked_down(web: WebDaemon) -> None:
 
 
 def test_a_login_link_works_once_and_sets_a_strict_cookie(web: WebDaemon) -> None:
-    query = login_query(web.secret)
+    query = login_query(web.secret, web.info["instance"])
     first = get(web, f"/login?{query}")
-    assert first.status == 303 and first.headers["location"] == "/"
+    assert first.status == 200  # a page that keeps the page key, then goes on to /
     cookie = first.headers["set-cookie"]
+    assert cookie.startswith(f"{cookie_name(web.port)}=")
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie
     assert web.secret.decode() not in cookie  # the browser never holds the secret
     value = cookie.split(";")[0]
     assert get(web, "/", {"Cookie": value}).status == 200
     assert get(web, f"/login?{query}").status == 403  # once only
     nonce, past = "abcdefghijkl", int(time.time()) - 1
-    expired = f"/login?n={nonce}&e={past}&m={link_mac(web.secret, nonce, past)}"
+    mac = link_mac(web.secret, web.info["instance"], nonce, past)
+    expired = f"/login?n={nonce}&e={past}&m={mac}"
     assert get(web, expired).status == 403
     assert get(web, "/login?n=abcdefghijkl&e=9999999999&m=00").status == 403
 
 
 def test_gate_links_unit() -> None:
-    gate = Gate(b"s" * 64, 8080)
     now = 1_000_000.0
+    secret = b"s" * 64
+    gate = Gate(secret, 8080, clock=lambda: now)
     nonce = "n" * 16
-    assert not gate.take_link(nonce, str(int(now) + 3600), link_mac(b"s" * 64, nonce, 0), now)
+    later = int(now) + 3600
+    assert not gate.take_link(nonce, str(later), link_mac(secret, gate.instance, nonce, later))
     expiry = int(now) + 60
-    assert gate.take_link(nonce, str(expiry), link_mac(b"s" * 64, nonce, expiry), now)
-    assert not gate.take_link(nonce, str(expiry), link_mac(b"s" * 64, nonce, expiry), now)
-    assert not gate.take_link("m" * 16, "soon", "x", now)
+    assert gate.take_link(nonce, str(expiry), link_mac(secret, gate.instance, nonce, expiry))
+    assert not gate.take_link(nonce, str(expiry), link_mac(secret, gate.instance, nonce, expiry))
+    assert not gate.take_link("m" * 16, "soon", "x")
+    restarted = Gate(secret, 8080, clock=lambda: now)  # a link for the last start
+    other = "o" * 16
+    assert not restarted.take_link(
+        other, str(expiry), link_mac(secret, gate.instance, other, expiry)
+    )
 
 
 def test_a_readable_secret_is_replaced() -> None:

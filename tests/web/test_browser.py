@@ -12,12 +12,15 @@ from __future__ import annotations
 import http.server
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import websocket
 
 from pokeralphctl.commands.demo import TASK_ID
-from pokeralphd.web.auth import COOKIE
+from pokeralphctl.weblink import write_opener
+from pokeralphd.web.auth import cookie_name
 from tests.web.browser import Browser, missing
 from tests.web.conftest import WebDaemon
 
@@ -64,9 +67,11 @@ def text(browser: Browser, selector: str) -> str:
 
 def signed_in(browser: Browser, web: WebDaemon) -> None:
     """A session in this browser (each test may run alone, on any xdist worker)."""
-    if browser.driver.get_cookie(COOKIE) is None:
+    name = cookie_name(web.port)
+    if browser.driver.get_cookie(name) is None:
         browser.driver.get(web.login_url())
-        wait(browser, lambda: browser.driver.get_cookie(COOKIE) is not None, "a session")
+        wait(browser, lambda: browser.driver.get_cookie(name) is not None, "a session")
+        wait(browser, lambda: browser.driver.current_url == web.url, "the page")
 
 
 def show(browser: Browser, web: WebDaemon, route: str) -> None:
@@ -229,9 +234,11 @@ def test_delivered_html_cannot_script_the_dashboard(browser: Browser, web: WebDa
 def test_no_session_and_foreign_pages_are_refused(browser: Browser, web: WebDaemon) -> None:
     # A page of another local site (another port: same site for cookies) tries the socket.
     port = web.port
+    caught: list[str] = []  # what the browser sends the other port: our cookie, too
 
     class Evil(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            caught.append(self.headers.get("Cookie") or "")
             page = (
                 "<title>evil</title><script>"
                 f"const ws = new WebSocket('ws://127.0.0.1:{port}/ws');"
@@ -260,8 +267,30 @@ def test_no_session_and_foreign_pages_are_refused(browser: Browser, web: WebDaem
     finally:
         evil.shutdown()
         evil.server_close()
+    # The program behind that port replays the cookie it caught, forging our Origin: the
+    # page key, which never left the dashboard's origin, is missing.
+    assert any(cookie_name(port) in cookie for cookie in caught), caught
+    with pytest.raises(websocket.WebSocketBadStatusException) as replayed:
+        websocket.create_connection(
+            f"ws://127.0.0.1:{port}/ws",
+            header=[f"Cookie: {caught[0]}"],
+            origin=web.url.rstrip("/"),
+            timeout=10,
+        )
+    assert replayed.value.status_code == 403
 
     browser.driver.delete_all_cookies()
     browser.driver.get(web.url)
     assert "Not signed in" in browser.driver.page_source
     browser.shot("refused")
+
+
+def test_the_page_web_open_writes_signs_the_browser_in(
+    browser: Browser, web: WebDaemon, tmp_path: Path
+) -> None:
+    """``pokeralphctl web --open`` hands the browser a file:// page, not the link."""
+    browser.driver.delete_all_cookies()
+    page = write_opener(str(tmp_path / "open.html"), web.login_url())
+    browser.driver.get(page)
+    wait(browser, lambda: browser.driver.current_url == web.url, "the dashboard")
+    wait(browser, lambda: text(browser, "#conn") == "live", "a live dashboard")

@@ -1,7 +1,7 @@
 // The dashboard: a client of the daemon's JSON-RPC protocol over /ws, with hash routes
 // #/<view>/<repo>/<item>. Each view renders into <main> and listens to events while shown.
 
-import { Rpc } from "./rpc.js";
+import { Rpc, pageKey } from "./rpc.js";
 import { h, clear, toast } from "./dom.js";
 import * as dashboard from "./views/dashboard.js";
 import * as battle from "./views/battle.js";
@@ -14,7 +14,7 @@ const VIEWS = { dashboard, battle, history, planning, inbox, config };
 
 class App {
   constructor() {
-    this.rpc = new Rpc(`ws://${location.host}/ws`);
+    this.rpc = new Rpc(() => `ws://${location.host}/ws?k=${encodeURIComponent(pageKey())}`);
     this.root = document.getElementById("view");
     this.repos = [];
     this.repo = localStorage.getItem("pokeralph.repo") || null;

@@ -5,6 +5,9 @@
 // the same process (same epoch), and the app is told to reload when events were lost or
 // the daemon restarted.
 
+// The session's page key, which login.js kept (see pokeralphd/web/auth.py); "" if none.
+export function pageKey() { return localStorage.getItem("pokeralph.key") || ""; }
+
 export class RpcError extends Error {
   constructor(error) {
     super(error.message);
@@ -14,6 +17,7 @@ export class RpcError extends Error {
 }
 
 export class Rpc {
+  // url: the WebSocket's, or a function giving it at each (re)connection.
   constructor(url) {
     this.url = url;
     this.nextId = 1;
@@ -37,7 +41,7 @@ export class Rpc {
   }
 
   connect() {
-    const ws = new WebSocket(this.url);
+    const ws = new WebSocket(typeof this.url === "function" ? this.url() : this.url);
     this.ws = ws;
     ws.onopen = () => {
       this.backoff = 250;

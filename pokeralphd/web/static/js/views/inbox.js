@@ -5,6 +5,7 @@
 import { h, clear, pill, fmtTime, coalesce, toast } from "../dom.js";
 import { renderMarkdown } from "../markdown.js";
 import { feedbackForm } from "../forms.js";
+import { pageKey } from "../rpc.js";
 
 export async function render(app, root, { repo, item }) {
   const list = h("div", { class: "panel", id: "inbox-list" });
@@ -72,7 +73,7 @@ function content(repo, d) {
     // No allow-scripts and never allow-same-origin: the frame's content cannot run code,
     // reach this page, its cookie or the daemon; the route adds a CSP of its own.
     return h("iframe", { class: "delivery", sandbox: "", referrerpolicy: "no-referrer", title: d.title,
-      src: `/content/${encodeURIComponent(repo)}/${encodeURIComponent(d.id)}` });
+      src: `/content/${encodeURIComponent(repo)}/${encodeURIComponent(d.id)}?k=${encodeURIComponent(pageKey())}` });
   }
   if (type === "text") return h("pre", {}, body);
   return h("div", { class: "content" }, renderMarkdown(body));
