@@ -60,7 +60,7 @@ class Tally:
     name: str
     measure: bool  # per-battle counts and delays (else totals only: cheaper)
     events: int = 0
-    bytes: int = 0
+    received: int = 0  # bytes
     lines: int = 0
     per_battle: Counter[str] = field(default_factory=Counter)
     coalesced: Counter[str] = field(default_factory=Counter)  # announced lost, by battle
@@ -73,7 +73,7 @@ class Tally:
 
     def take(self, block: bytes, now: int) -> None:
         """A run of whole lines received at ``now`` (ns)."""
-        self.bytes += len(block)
+        self.received += len(block)
         self.events += block.count(EVENT)
         at = block.rfind(b'"seq":')
         if at >= 0 and (m := SEQ.match(block, at)):
@@ -289,7 +289,9 @@ def run(
 ) -> None:
     per_repo = math.ceil(battles / repos)
     if per_repo > MAX_PER_REPO:
-        raise SystemExit(f"{per_repo} battles per repository: parallelBattles allows {MAX_PER_REPO}")
+        raise SystemExit(
+            f"{per_repo} battles per repository: parallelBattles allows {MAX_PER_REPO}"
+        )
     at_once = min(battles, MAX_CONCURRENT)
     home = short_tmpdir("prst")
     out_dir = home / "printed"
@@ -346,8 +348,8 @@ def run(
             last = i == subscribers
             name = "websocket" if last else f"subscriber {i + 1}"
             # measured in full: the first and last subscribers (fan-out order) and the page
-            full = last or i < measure // 2 or i >= subscribers - (measure - measure // 2)
-            tally = Tally(name, measure=full)
+            counts = last or i < measure // 2 or i >= subscribers - (measure - measure // 2)
+            tally = Tally(name, measure=counts)
             ready = ctx.Event()
             receive, send = ctx.Pipe(duplex=False)
             if last:
@@ -406,22 +408,22 @@ def run(
         cpu = s_end[1] - sampler.samples[0][1]
         peak_agents = max(s[3] for s in sampler.samples)
         table.add(
-            f"stream: {battles} battles in {len(paths)} repos, {rate:.0f} lines/s × {seconds:.0f} s",
+            f"stream: {battles} battles in {len(paths)} repos, {rate:.0f} lines/s x {seconds:.0f} s",
             f"{total:,} lines",
             f"of {int(rate * seconds) * battles:,} due; {peak_agents} agents at once at most "
             f"(maxConcurrentBattles ≤ {MAX_CONCURRENT}); {wall:.1f} s wall; "
             f"{ended['battle_failed']} failed; {subscribers} subscribers + the WebSocket",
         )
-        full = [t for t in tallies if t.measure and t.name != "websocket"]
+        measured = [t for t in tallies if t.measure and t.name != "websocket"]
         page = [t for t in tallies if t.name == "websocket"]
         table.add(
             "  agent line written → subscriber p50 / p99",
-            ms2(pcts(merged(full, "since_written"), 50, 99)),
-            f"target p99 <100 ms; at {', '.join(t.name for t in full)}",
+            ms2(pcts(merged(measured, "since_written"), 50, 99)),
+            f"target p99 <100 ms; at {', '.join(t.name for t in measured)}",
         )
         table.add(
             "  agent line due → subscriber p50 / p99",
-            ms2(pcts(merged(full, "since_due"), 50, 99)),
+            ms2(pcts(merged(measured, "since_due"), 50, 99)),
             "adds the time an agent was held back (full pipe, busy machine)",
         )
         table.add(
@@ -444,7 +446,7 @@ def run(
             f"{rss_at(10)} / {rss_at(30)} / {s_end[2] / 2**20:.0f}",
             f"peak {peak_rss / 2**20:.0f} MiB",
         )
-        mean_event = sum(t.bytes for t in tallies[:1]) / max(1, tallies[0].events)
+        mean_event = sum(t.received for t in tallies[:1]) / max(1, tallies[0].events)
         table.add(
             "  event history at the end",
             f"{kept:,} events",
