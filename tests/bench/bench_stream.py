@@ -374,8 +374,18 @@ def run(
         with daemon.connect(timeout=seconds * 4 + 600) as conn:
             conn.call("events.subscribe", {"types": ["battle_complete", "battle_failed"]})
             t0 = time.monotonic()
-            for repo in paths:
-                daemon.call("battle.start", {"repo": str(repo), "all": True, "maxIterations": 1})
+            answered: list[float] = []
+
+            def start(repo: Path) -> None:
+                # each repository's from a thread of its own: under the load of the first
+                # ones, a later start may take long to be answered (it is reported)
+                with daemon.connect(timeout=600) as own:
+                    own.call("battle.start", {"repo": str(repo), "all": True, "maxIterations": 1})
+                answered.append(time.monotonic() - t0)
+
+            starters = [threading.Thread(target=start, args=(repo,)) for repo in paths]
+            for thread in starters:
+                thread.start()
             ended: Counter[str] = Counter()
             for message in conn.messages():
                 if message.get("method") == "event":
@@ -383,6 +393,8 @@ def run(
                     if sum(ended.values()) == battles:
                         break
             t_end = time.monotonic()
+            for thread in starters:
+                thread.join()
         sampler.halt.set()
         sampler.join()
         target.value = daemon.call("daemon.status")["seq"]
@@ -412,7 +424,8 @@ def run(
             f"{total:,} lines",
             f"of {int(rate * seconds) * battles:,} due; {peak_agents} agents at once at most "
             f"(maxConcurrentBattles ≤ {MAX_CONCURRENT}); {wall:.1f} s wall; "
-            f"{ended['battle_failed']} failed; {subscribers} subscribers + the WebSocket",
+            f"{ended['battle_failed']} failed; {subscribers} subscribers + the WebSocket; "
+            f"the last battle.start answered after {max(answered):.1f} s",
         )
         measured = [t for t in tallies if t.measure and t.name != "websocket"]
         page = [t for t in tallies if t.name == "websocket"]
