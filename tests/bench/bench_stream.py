@@ -463,8 +463,9 @@ def run(
         table.add(
             "  event history at the end",
             f"{kept:,} events",
-            f"~{kept * mean_event / 2**20:.1f} MiB (bounds 10,000 events / 32 MiB); "
-            f"{published:,} published",
+            f"of {published:,} published; bounds 10,000 events / 32 MiB "
+            f"({'the bytes bound' if kept < min(10_000, published) else 'neither'} reached; "
+            f"events averaged {mean_event / 1024:.1f} KiB at subscriber 1)",
         )
         coalesced = max((sum(t.coalesced.values()) for t in tallies), default=0)
         table.add(
@@ -479,22 +480,30 @@ def run(
             f"{sum(t.lost_events for t in tallies):,} events lost past the history "
             "(the resubscription's reply says so)",
         )
-        unannounced = 0
-        checks = []
+        # A receiver that overflowed was told (events.overflow) and lost whole events
+        # past the history: its shortfall was announced, at the event's grain.
+        unannounced, by_overflow, checks, totals = 0, 0, 0, 0
         for t in tallies:
             if t.error:
                 print(f"  ({t.name} stopped: {t.error})", flush=True)
             if t.measure:
-                for tag, n in printed.items():
-                    unannounced += max(0, n - t.per_battle[tag] - t.coalesced[tag])
-                checks.append(f"{t.name} per battle")
+                short = sum(
+                    max(0, n - t.per_battle[tag] - t.coalesced[tag]) for tag, n in printed.items()
+                )
             else:
-                unannounced += max(0, total - t.lines - sum(t.coalesced.values()))
+                short = max(0, total - t.lines - sum(t.coalesced.values()))
+            if t.overflows or t.lost_events:
+                by_overflow += short
+            else:
+                unannounced += short
+                checks += t.measure
+                totals += not t.measure
         table.add(
             "  lines lost and not announced",
             f"{unannounced:,}",
-            f"arrived + announced == printed, per battle at {len(checks)} receivers, "
-            f"in total at the other {len(tallies) - len(checks)}",
+            f"arrived + announced == printed: per battle at {checks}, in total at {totals} "
+            f"receivers that never overflowed; the {len(overflowed)} that did lost "
+            f"{by_overflow:,} line-receipts in events they were told of",
         )
         if latencies:
             ping = sorted(latencies)
