@@ -19,6 +19,8 @@ ALL = [
     "writes",
     "web",
     "localagent",
+    "iteration",
+    "stream",
 ]
 
 

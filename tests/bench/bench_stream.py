@@ -1,0 +1,545 @@
+"""Many battles streaming at once (issue 22): BATTLES battles across REPOS repositories,
+each agent printing RATE lines a second for SECONDS (:mod:`tests.bench.flood_agent`),
+with SUBSCRIBERS clients subscribed to every event, the dashboard's WebSocket subscribed
+too, and another client pinging 20 times a second throughout.
+
+Reports the delay from an agent writing a line to a subscriber receiving it (p50/p99;
+from the line's write, and from when it was due, which adds the time an agent was held
+back by a full pipe or a busy machine), the daemon's CPU per 1,000 lines, its resident
+memory over the run, the event history's size, what was coalesced away or dropped and
+where that was said, and the ping's p50/p99. Accounting: for every battle, at the
+measuring receivers, the lines that arrived plus those announced as lost equal the lines
+the agent printed; at the others the totals do.
+
+Where loss is said: an ``iteration_output`` chunk ``[N chunks coalesced away; see the
+log]`` (the battle's output backlog passed its bound between two flushes), and an
+``events.overflow`` notice to a subscriber that fell too far behind (it is disconnected;
+it resumes with ``since`` and the reply says how many events were ``lost``).
+
+``python -m tests.bench.bench_stream --battles 5 --repos 1 --seconds 3`` for a small run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing as mp
+import re
+import socket
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+import websocket
+
+from pokeralphctl.weblink import info_path, token_path
+from tests.bench.common import Table
+from tests.helpers import SettingsDaemon, make_git_repo, short_tmpdir, wait_until
+
+AGENT = Path(__file__).with_name("flood_agent.py")
+MAX_CONCURRENT = 64  # DaemonSettings.max_concurrent_battles' upper bound
+MAX_PER_REPO = 16  # Config.parallel_battles' upper bound
+PING_HZ = 20
+STAMP = re.compile(rb"STAMP (\d+) (\d+) (\S+) \d+")
+COALESCED = re.compile(r"^\[(\d+) chunks coalesced away")
+SEQ = re.compile(rb'"seq":(\d+)')
+BUCKET_NS = 100_000  # delays are counted in 0.1 ms buckets
+EVENT = b'"method":"event"'
+
+
+@dataclass
+class Tally:
+    """What one receiver saw."""
+
+    name: str
+    measure: bool  # per-battle counts and delays (else totals only: cheaper)
+    events: int = 0
+    received: int = 0  # bytes
+    lines: int = 0
+    per_battle: Counter[str] = field(default_factory=Counter)
+    coalesced: Counter[str] = field(default_factory=Counter)  # announced lost, by battle
+    overflows: list[int] = field(default_factory=list)  # lastSeq of each events.overflow
+    lost_events: int = 0  # from the resubscription's reply
+    since_written: Counter[int] = field(default_factory=Counter)  # delay buckets
+    since_due: Counter[int] = field(default_factory=Counter)
+    last_seq: int = 0
+    error: str = ""
+
+    def take(self, block: bytes, now: int) -> None:
+        """A run of whole lines received at ``now`` (ns)."""
+        self.received += len(block)
+        self.events += block.count(EVENT)
+        at = block.rfind(b'"seq":')
+        if at >= 0 and (m := SEQ.match(block, at)):
+            self.last_seq = max(self.last_seq, int(m.group(1)))
+        if self.measure:
+            written, due, battles = self.since_written, self.since_due, self.per_battle
+            for m in STAMP.finditer(block):
+                battles[m.group(3).decode()] += 1
+                written[(now - int(m.group(2))) // BUCKET_NS] += 1
+                due[(now - int(m.group(1))) // BUCKET_NS] += 1
+        else:
+            self.lines += block.count(b"STAMP ")
+        if b"coalesced away" in block or b"events.overflow" in block or b'"lost"' in block:
+            for line in block.splitlines():
+                self._special(line)
+
+    def _special(self, line: bytes) -> None:
+        if not line.strip():
+            return
+        message = json.loads(line)
+        params = message.get("params") or {}
+        if message.get("method") == "events.overflow":
+            self.overflows.append(int(params["lastSeq"]))
+        elif message.get("method") == "event" and params.get("type") == "iteration_output":
+            tag = f"{params['repo']}/{params.get('taskId')}"
+            for chunk in params["payload"]["chunks"]:
+                if chunk["kind"] == "notice" and (m := COALESCED.match(chunk["text"])):
+                    self.coalesced[tag] += int(m.group(1))
+        elif isinstance(message.get("result"), dict):
+            self.lost_events += int(message["result"].get("lost") or 0)
+
+    @property
+    def arrived(self) -> int:
+        return sum(self.per_battle.values()) if self.measure else self.lines
+
+
+# ---------------------------------------------------------------- the clients
+
+
+def _subscribe(since: int | None) -> bytes:
+    params = {} if since is None else {"since": since}
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "events.subscribe", "params": params}
+    ).encode()
+
+
+def socket_receiver(path: str, tally: Tally, ready: Any, target: Any, stop: Any, out: Any) -> None:
+    """A subscriber to every event on the Unix socket (in a process of its own), until
+    it has seen the event ``target`` names (or ``stop``). After an overflow it resumes
+    with ``since``, as a client should."""
+    since: int | None = None
+    try:
+        while not stop.is_set():
+            with socket.socket(socket.AF_UNIX) as sock:
+                sock.connect(path)
+                sock.sendall(_subscribe(since) + b"\n")
+                sock.settimeout(0.2)
+                ready.set()
+                buf = b""
+                while not stop.is_set() and not (target.value and tally.last_seq >= target.value):
+                    try:
+                        data = sock.recv(1 << 20)
+                    except TimeoutError:
+                        continue
+                    if not data:
+                        break
+                    buf += data
+                    cut = buf.rfind(b"\n") + 1
+                    if cut:
+                        tally.take(buf[:cut], time.time_ns())
+                        buf = buf[cut:]
+                else:
+                    break
+                since = tally.overflows[-1] if tally.overflows else tally.last_seq
+    except Exception as exc:
+        tally.error = repr(exc)
+    finally:
+        ready.set()
+        out.send(tally)
+
+
+def ws_receiver(
+    url: str, secret: str, tally: Tally, ready: Any, target: Any, stop: Any, out: Any
+) -> None:
+    """The dashboard's WebSocket, subscribed to every event as the page is."""
+    try:
+        port = url.split(":")[2].split("/")[0]
+        ws = websocket.create_connection(
+            f"ws://127.0.0.1:{port}/ws",
+            timeout=0.2,
+            header=[f"Authorization: Bearer {secret}"],
+            origin=url.rstrip("/"),
+        )
+        ws.send(_subscribe(None).decode())
+        ready.set()
+        while not stop.is_set() and not (target.value and tally.last_seq >= target.value):
+            try:
+                message = ws.recv()
+            except websocket.WebSocketTimeoutException:
+                continue
+            data = message.encode() if isinstance(message, str) else message
+            tally.take(data + b"\n", time.time_ns())
+        ws.close()
+    except Exception as exc:
+        tally.error = repr(exc)
+    finally:
+        ready.set()
+        out.send(tally)
+
+
+def pinger(path: str, ready: Any, stop: Any, out: Any) -> None:
+    """Another client: ``daemon.ping`` PING_HZ times a second, each round trip timed."""
+    latencies: list[float] = []
+    error = ""
+    request = b'{"jsonrpc":"2.0","id":1,"method":"daemon.ping"}\n'
+    try:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.connect(path)
+            ready.set()
+            tick = time.monotonic()
+            while not stop.is_set():
+                t0 = time.perf_counter()
+                sock.sendall(request)
+                buf = b""
+                while not buf.endswith(b"\n"):
+                    chunk = sock.recv(4096)
+                    if not chunk:
+                        raise ConnectionError("closed by the daemon")
+                    buf += chunk
+                latencies.append(time.perf_counter() - t0)
+                tick += 1 / PING_HZ
+                time.sleep(max(0.0, tick - time.monotonic()))
+    except Exception as exc:
+        error = repr(exc)
+    finally:
+        ready.set()
+        out.send((latencies, error))
+
+
+class Sampler(threading.Thread):
+    """The daemon's CPU time, resident memory and running agents, twice a second."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.proc = psutil.Process(pid)
+        self.samples: list[tuple[float, float, int, int]] = []  # (t, cpu s, rss, agents)
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            try:
+                cpu = sum(self.proc.cpu_times()[:2])
+                rss = self.proc.memory_info().rss
+                agents = sum(1 for c in self.proc.children(recursive=True) if _is_agent(c))
+            except psutil.Error:
+                return
+            self.samples.append((time.monotonic(), cpu, rss, agents))
+            self.halt.wait(0.5)
+
+    def at(self, t: float) -> tuple[float, float, int, int]:
+        """The first sample at or after ``t`` (the last one if none)."""
+        return next((s for s in self.samples if s[0] >= t), self.samples[-1])
+
+
+def _is_agent(proc: psutil.Process) -> bool:
+    try:
+        return any(a.endswith("flood_agent.py") for a in proc.cmdline())
+    except psutil.Error:
+        return False
+
+
+# ---------------------------------------------------------------- the figures
+
+
+def pcts(buckets: Counter[int], *ps: float) -> list[float]:
+    """Percentiles (seconds) of delays counted in BUCKET_NS buckets."""
+    total = sum(buckets.values())
+    out = []
+    for p in ps:
+        rank, seen = math.ceil(p / 100 * total), 0
+        for key in sorted(buckets):
+            seen += buckets[key]
+            if seen >= rank:
+                out.append((key + 1) * BUCKET_NS / 1e9)
+                break
+        else:
+            out.append(math.nan)
+    return out
+
+
+def merged(tallies: list[Tally], attr: str) -> Counter[int]:
+    total: Counter[int] = Counter()
+    for t in tallies:
+        total.update(getattr(t, attr))
+    return total
+
+
+def ms2(pair: list[float]) -> str:
+    return f"{pair[0] * 1000:.1f} / {pair[1] * 1000:.1f} ms"
+
+
+# ---------------------------------------------------------------- the run
+
+
+def run(
+    table: Table,
+    battles: int = 100,
+    repos: int = 10,
+    rate: float = 1000,
+    seconds: float = 30,
+    subscribers: int = 10,
+    measure: int = 2,
+) -> None:
+    per_repo = math.ceil(battles / repos)
+    if per_repo > MAX_PER_REPO:
+        raise SystemExit(
+            f"{per_repo} battles per repository: parallelBattles allows {MAX_PER_REPO}"
+        )
+    at_once = min(battles, MAX_CONCURRENT)
+    home = short_tmpdir("prst")
+    out_dir = home / "printed"
+    out_dir.mkdir()
+    daemon = SettingsDaemon(home, {"web": True, "maxConcurrentBattles": at_once})
+    daemon.fork = False  # exec'd, as a user runs it (the fork server's pages are not its own)
+    daemon.start()
+    ctx = mp.get_context("fork")
+    stop, target = ctx.Event(), ctx.Value("q", 0)
+    procs: list[tuple[Any, Any]] = []
+    try:
+        socket_path = str(daemon.socket)
+        wait_until(lambda: Path(info_path(socket_path)).exists(), 30, "the dashboard")
+        url = json.loads(Path(info_path(socket_path)).read_text())["url"]
+        secret = Path(token_path(socket_path)).read_bytes().strip().decode()
+        paths, tasks = [], 0
+        for r in range(repos):
+            count = min(per_repo, battles - tasks)
+            if count <= 0:
+                break
+            repo = make_git_repo(home / f"r{r:02d}")
+            paths.append(repo)
+            daemon.call("repo.register", {"path": str(repo)})
+            agent = {
+                "backend": "command",
+                "command": sys.executable,
+                "extraArgs": [str(AGENT), str(out_dir), str(rate), str(seconds)],
+                "env": {},
+            }
+            patch = {
+                "mode": "yolo",
+                "agent": agent,
+                "phases": ["implementation"],
+                "feedbackLoops": ["none"],
+                "parallelBattles": count,
+                "autoCommit": True,
+            }
+            daemon.call("config.update", {"repo": str(repo), "patch": patch})
+            for k in range(count):
+                daemon.call(
+                    "task.create",
+                    {
+                        "repo": str(repo),
+                        "title": f"Stream {k}",
+                        "description": "d",
+                        "acceptanceCriteria": ["c"],
+                    },
+                )
+            tasks += count
+
+        # the clients, each in a process of its own (they share the two cores with it all)
+        receivers: list[tuple[Tally, Any]] = []
+        for i in range(subscribers + 1):
+            last = i == subscribers
+            name = "websocket" if last else f"subscriber {i + 1}"
+            # measured in full: the first and last subscribers (fan-out order) and the page
+            counts = last or i < measure // 2 or i >= subscribers - (measure - measure // 2)
+            tally = Tally(name, measure=counts)
+            ready = ctx.Event()
+            receive, send = ctx.Pipe(duplex=False)
+            if last:
+                args: tuple[Any, ...] = (url, secret, tally, ready, target, stop, send)
+                proc = ctx.Process(target=ws_receiver, args=args)
+            else:
+                args = (socket_path, tally, ready, target, stop, send)
+                proc = ctx.Process(target=socket_receiver, args=args)
+            proc.start()
+            ready.wait(30)
+            procs.append((proc, receive))
+            receivers.append((tally, receive))
+        ping_ready = ctx.Event()
+        ping_receive, ping_send = ctx.Pipe(duplex=False)
+        ping_proc = ctx.Process(target=pinger, args=(socket_path, ping_ready, stop, ping_send))
+        ping_proc.start()
+        ping_ready.wait(30)
+        procs.append((ping_proc, ping_receive))
+
+        sampler = Sampler(daemon.pid)
+        sampler.start()
+        with daemon.connect(timeout=seconds * 4 + 600) as conn:
+            conn.call("events.subscribe", {"types": ["battle_complete", "battle_failed"]})
+            t0 = time.monotonic()
+            answered: list[float] = []
+
+            def start(repo: Path) -> None:
+                # each repository's from a thread of its own: under the load of the first
+                # ones, a later start may take long to be answered (it is reported)
+                with daemon.connect(timeout=600) as own:
+                    own.call("battle.start", {"repo": str(repo), "all": True, "maxIterations": 1})
+                answered.append(time.monotonic() - t0)
+
+            starters = [threading.Thread(target=start, args=(repo,)) for repo in paths]
+            for thread in starters:
+                thread.start()
+            ended: Counter[str] = Counter()
+            for message in conn.messages():
+                if message.get("method") == "event":
+                    ended[message["params"]["type"]] += 1
+                    if sum(ended.values()) == battles:
+                        break
+            t_end = time.monotonic()
+            for thread in starters:
+                thread.join()
+        sampler.halt.set()
+        sampler.join()
+        target.value = daemon.call("daemon.status")["seq"]
+        tallies: list[Tally] = []
+        for tally, receive in receivers:
+            tallies.append(receive.recv() if receive.poll(120) else tally)
+        stop.set()
+        latencies, ping_error = ping_receive.recv() if ping_receive.poll(60) else ([], "none")
+        # how many events the history still holds: a resumption from 0 is told how many
+        # it lost (replaying only the few battle_complete events still there)
+        published = daemon.call("daemon.status")["seq"]
+        with daemon.connect() as conn:
+            reply = conn.call("events.subscribe", {"since": 0, "types": ["battle_complete"]})
+        kept = published - int(reply.get("lost") or 0)
+
+        printed = {}
+        for f in out_dir.iterdir():
+            record = json.loads(f.read_text())
+            printed[record["tag"]] = record["printed"]
+        total = sum(printed.values())
+        wall = t_end - t0
+        s_end = sampler.samples[-1]
+        cpu = s_end[1] - sampler.samples[0][1]
+        peak_agents = max(s[3] for s in sampler.samples)
+        table.add(
+            f"stream: {battles} battles in {len(paths)} repos, {rate:.0f} lines/s x {seconds:.0f} s",
+            f"{total:,} lines",
+            f"of {int(rate * seconds) * battles:,} due; {peak_agents} agents at once at most "
+            f"(maxConcurrentBattles ≤ {MAX_CONCURRENT}); {wall:.1f} s wall; "
+            f"{ended['battle_failed']} failed; {subscribers} subscribers + the WebSocket; "
+            f"the last battle.start answered after {max(answered):.1f} s",
+        )
+        measured = [t for t in tallies if t.measure and t.name != "websocket"]
+        page = [t for t in tallies if t.name == "websocket"]
+        table.add(
+            "  agent line written → subscriber p50 / p99",
+            ms2(pcts(merged(measured, "since_written"), 50, 99)),
+            f"target p99 <100 ms; at {', '.join(t.name for t in measured)}",
+        )
+        table.add(
+            "  agent line due → subscriber p50 / p99",
+            ms2(pcts(merged(measured, "since_due"), 50, 99)),
+            "adds the time an agent was held back (full pipe, busy machine)",
+        )
+        table.add(
+            "  agent line written → dashboard WebSocket p50 / p99",
+            ms2(pcts(merged(page, "since_written"), 50, 99)),
+            f"due → WebSocket {ms2(pcts(merged(page, 'since_due'), 50, 99))}",
+        )
+        table.add(
+            "  daemon CPU per 1,000 lines",
+            f"{cpu / max(total, 1) * 1e6:.1f} ms",
+            f"{cpu:.1f} s CPU over {wall:.1f} s ({cpu / wall * 100:.0f}% of a core)",
+        )
+
+        def rss_at(t: float) -> str:
+            return f"{sampler.at(t0 + t)[2] / 2**20:.0f}"
+
+        peak_rss = max(s[2] for s in sampler.samples)
+        table.add(
+            "  daemon RSS at 10 s / 30 s / end (MiB)",
+            f"{rss_at(10)} / {rss_at(30)} / {s_end[2] / 2**20:.0f}",
+            f"peak {peak_rss / 2**20:.0f} MiB",
+        )
+        mean_event = sum(t.received for t in tallies[:1]) / max(1, tallies[0].events)
+        table.add(
+            "  event history at the end",
+            f"{kept:,} events",
+            f"of {published:,} published; bounds 10,000 events / 32 MiB "
+            f"({'the bytes bound' if kept < min(10_000, published) else 'neither'} reached; "
+            f"events averaged {mean_event / 1024:.1f} KiB at subscriber 1)",
+        )
+        coalesced = max((sum(t.coalesced.values()) for t in tallies), default=0)
+        table.add(
+            "  lines coalesced away (announced)",
+            f"{coalesced:,}",
+            "said in the battle's iteration_output: '[N chunks coalesced away; see the log]'",
+        )
+        overflowed = [t for t in tallies if t.overflows]
+        table.add(
+            "  subscribers overflowed (events.overflow)",
+            f"{len(overflowed)} of {len(tallies)}",
+            f"{sum(t.lost_events for t in tallies):,} events lost past the history "
+            "(the resubscription's reply says so)",
+        )
+        # A receiver that overflowed was told (events.overflow) and lost whole events
+        # past the history: its shortfall was announced, at the event's grain.
+        unannounced, by_overflow, checks, totals = 0, 0, 0, 0
+        for t in tallies:
+            if t.error:
+                print(f"  ({t.name} stopped: {t.error})", flush=True)
+            if t.measure:
+                short = sum(
+                    max(0, n - t.per_battle[tag] - t.coalesced[tag]) for tag, n in printed.items()
+                )
+            else:
+                short = max(0, total - t.lines - sum(t.coalesced.values()))
+            if t.overflows or t.lost_events:
+                by_overflow += short
+            else:
+                unannounced += short
+                checks += t.measure
+                totals += not t.measure
+        table.add(
+            "  lines lost and not announced",
+            f"{unannounced:,}",
+            f"arrived + announced == printed: per battle at {checks}, in total at {totals} "
+            f"receivers that never overflowed; the {len(overflowed)} that did lost "
+            f"{by_overflow:,} line-receipts in events they were told of",
+        )
+        if latencies:
+            ping = sorted(latencies)
+            table.add(
+                f"  ping from another client p50 / p99 ({PING_HZ} Hz)",
+                ms2([ping[len(ping) // 2], ping[min(len(ping) - 1, int(0.99 * len(ping)))]]),
+                f"target p99 <50 ms; max {ping[-1] * 1000:.0f} ms, {len(ping)} pings",
+            )
+        if ping_error:
+            print(f"  (the pinger stopped: {ping_error})", flush=True)
+    finally:
+        stop.set()
+        for proc, _receive in procs:
+            proc.join(30)
+            if proc.is_alive():
+                proc.kill()
+        daemon.stop()
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--battles", type=int, default=100)
+    parser.add_argument("--repos", type=int, default=10)
+    parser.add_argument("--rate", type=float, default=1000, help="lines a second per agent")
+    parser.add_argument("--seconds", type=float, default=30, help="how long each agent prints")
+    parser.add_argument("--subscribers", type=int, default=10)
+    parser.add_argument(
+        "--measure", type=int, default=2, help="subscribers counting every line per battle"
+    )
+    args = parser.parse_args(argv)
+    table = Table()
+    run(table, args.battles, args.repos, args.rate, args.seconds, args.subscribers, args.measure)
+    print()
+    print(table.markdown())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
