@@ -176,7 +176,15 @@ class PermissionRouter:
         minutes = self.policy.ask_timeout_minutes
         delivery = await self.inbox.create(
             f"May {self.task_id} run {ask.tool_name}?",
-            self._item_body(ask, shown, described, minutes),
+            item_body(
+                f"{code_span(self.task_id)}: {code_span(self.title)}",
+                self.iteration,
+                self.repo.name,
+                ask.tool_name,
+                shown,
+                described if ask.description else None,
+                minutes,
+            ),
             "blocking",
             {"type": "select", "prompt": "Allow this tool call?", "options": [ALLOW, ALWAYS, DENY]},
             Source(kind="permission", task_id=self.task_id, iteration=self.iteration),
@@ -206,42 +214,6 @@ class PermissionRouter:
             ask, True, "manual", note or None, rule_id=rule_id, delivery_id=delivery.id
         )
 
-    def _item_body(
-        self, ask: AgentPermissionRequest, shown: InputView, described: InputView, minutes: float
-    ) -> str:
-        """The item's Markdown: what the daemon says in its own words, the input and the
-        model's description each in a block that nothing in them can close."""
-        cut = (
-            "all of it shown"
-            if shown.cut is None
-            else "cut: its beginning and its end are shown, and where the rest was"
-        )
-        lines = [
-            f"**{code_span(self.task_id)}: {code_span(self.title)}**, iteration "
-            f"{self.iteration}, in {code_span(self.repo.name)}",
-            "",
-            f"The agent asks to run **{code_span(ask.tool_name)}** with this input, "
-            f"{shown.length:,} characters as JSON ({cut}):",
-            "",
-            code_block(shown),
-            *(["", "; ".join(shown.legend) + "."] if shown.legend else []),
-        ]
-        if ask.description:
-            lines += [
-                "",
-                "The agent describes it so (its own words, as a JSON string, not checked "
-                f"against the input; {described.summary}):",
-                "",
-                code_block(described),
-            ]
-        lines += [
-            "",
-            "Allow it once, allow it always (a rule for exactly this input), or deny it; a "
-            f"note goes to the agent with a denial. Unanswered in {minutes:g} minutes, it is "
-            "denied.",
-        ]
-        return "\n".join(lines)
-
     async def _add_rule(self, ask: AgentPermissionRequest) -> str | None:
         """A repository rule allowing exactly this input (the person may widen it)."""
         try:
@@ -261,6 +233,48 @@ class PermissionRouter:
             log.warning("allow-always rule not added: %s", exc.message)
             return None
         return added.rule.id
+
+
+def item_body(
+    task: str,
+    iteration: int,
+    repo: str,
+    tool: str,
+    shown: InputView,
+    described: InputView | None,
+    minutes: float,
+) -> str:
+    """A permission item's Markdown: what the daemon says in its own words, the input and
+    the model's description each in a block that nothing in them can close (``task`` is
+    Markdown already: the task's id and title as code spans)."""
+    cut = (
+        "all of it shown"
+        if shown.cut is None
+        else "cut: its beginning and its end are shown, and where the rest was"
+    )
+    lines = [
+        f"**{task}**, iteration {iteration}, in {code_span(repo)}",
+        "",
+        f"The agent asks to run **{code_span(tool)}** with this input, {shown.length:,} "
+        f"characters as JSON ({cut}):",
+        "",
+        code_block(shown),
+        *(["", "; ".join(shown.legend) + "."] if shown.legend else []),
+    ]
+    if described is not None:
+        lines += [
+            "",
+            "The agent describes it so (its own words, as a JSON string, not checked against "
+            f"the input; {described.summary}):",
+            "",
+            code_block(described),
+        ]
+    lines += [
+        "",
+        "Allow it once, allow it always (a rule for exactly this input), or deny it; a note "
+        f"goes to the agent with a denial. Unanswered in {minutes:g} minutes, it is denied.",
+    ]
+    return "\n".join(lines)
 
 
 def policy_warnings(config: Config) -> list[str]:
