@@ -5,7 +5,9 @@ A rule names a tool (``Bash``, ``Read``, ``mcp__server__tool``, the local agent'
 canonical JSON (sorted keys, no spaces): ``^\\{"command":"git status"\\}$`` matches that
 one command. A ``deny`` rule wins over any ``allow`` rule; with no matching rule the
 policy decides (a person, through the inbox). ``rules test TOOL INPUT-JSON`` shows which
-rule would decide a call, and the canonical input it is matched against.
+rule would decide a call, and the canonical input it is matched against as a person is
+shown it: its full length, its beginning and end with where it was cut, spaces counted
+(``␠×N``) and invisible characters named (``<U+202E>``).
 
 Rules go to the repository's ``.pokeralph/config.json`` (it must be trusted: see
 ``pokeralphctl trust``), or with ``--user`` to the user's config, for every repository.
@@ -146,5 +148,12 @@ def test(ctx: Context, args: argparse.Namespace) -> int:
         out.line(out.style(decision, "green" if decision == "allow" else "red"))
         out.line("  by " + _line(result["rule"]))
         out.line(f"  {clean(result['reason'])}")
-    out.line(out.style(f"  input as matched: {clean(result['canonicalInput'])}", "dim"))
+    length = result.get("inputLength")
+    shown = result.get("inputView")
+    if shown is None:  # a daemon from before inputView: the canonical input as it is
+        out.line(out.style(f"  input as matched: {clean(result['canonicalInput'])}", "dim"))
+        return 0
+    out.line(f"  input as matched ({length:,} characters as JSON):")
+    for line in str(shown).splitlines():
+        out.line("    " + clean(line))
     return 0

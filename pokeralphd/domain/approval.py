@@ -6,16 +6,29 @@ sorted, no spaces, UTF-8 kept). :func:`decide` finds the rules that match a call
 ``deny`` rule wins over any ``allow`` rule, and no match at all leaves the decision to the
 policy (a person, through the inbox).
 
-**Matching is** :func:`re.search`: a pattern matches anywhere in the canonical JSON unless
-it anchors itself, so ``^`` and ``$`` mean what they say (the seed's example
-``^{"path":".*\\.txt"}$`` matches the whole input; ``rm -rf`` matches any input that
-contains it). Write anchored patterns for ``allow`` rules.
+**Matching is** a search (the ``regex`` package, whose syntax is :mod:`re`'s): a pattern
+matches anywhere in the canonical JSON unless it anchors itself, so ``^`` and ``$`` mean
+what they say (the seed's example ``^{"path":".*\\.txt"}$`` matches the whole input;
+``rm -rf`` matches any input that contains it). Write anchored patterns for ``allow``
+rules. ``regex`` rather than :mod:`re` for what :mod:`re` cannot do: stop a search after
+a deadline, and search without holding the GIL, so a pattern that backtracks
+(``(a|aa)+$`` on forty ``a`` and a ``!``) cannot freeze the daemon (which decides in a
+worker thread: its loop goes on meanwhile).
+
+**What no rule decides.** An input longer than :data:`INPUT_MAX` is denied, before any
+rule: too large to match and too large for a person to review, so no allow rule and no
+policy may let it through. Matching a call against the rules gets :data:`MATCH_SECONDS`
+in all; a rule still searching then denies the call, naming the rule: it might have been
+a deny rule, and asking a person instead would hand them a decision a rule was meant to
+take, or, with ``permissions.unmatched: allow``, nobody (fail closed, and loudly, so the
+rule gets fixed).
 
 **Validation** (:class:`ApprovalRule`) refuses what cannot be meant: a pattern that does
 not compile, an empty description, a tool no backend has (Claude Code's tools, any
-``mcp__server__tool``, the local agent's catalog), and a *blanket* allow rule: one whose
-pattern matches every probe input of its tool (:func:`probes`), so it would approve
-everything. A blanket ``deny`` rule ("never WebFetch") is allowed: it only takes power
+``mcp__server__tool``, the local agent's catalog), a pattern that takes longer than
+:data:`PROBE_SECONDS` over the probe inputs of its tool (:func:`probes`, a few dozen short
+inputs: it backtracks), and a *blanket* allow rule: one whose pattern matches every probe
+input of its tool, so it would approve everything. A blanket ``deny`` rule ("never WebFetch") is allowed: it only takes power
 away. Lengths and the number of rules are bounded.
 
 Ids: the daemon writes an ``id`` into each rule it adds; a rule written by hand without
@@ -31,9 +44,11 @@ import hashlib
 import json
 import random
 import re
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
+import regex
 from pydantic import (
     Field,
     StrictInt,
@@ -57,7 +72,9 @@ PATTERN_MAX = 1000  # characters of a paramPattern
 DESCRIPTION_MAX = 500  # characters of a description
 TOOL_NAME_MAX = 128  # characters of a tool name
 RULES_MAX = 200  # rules per config layer (the effective list holds at most twice that)
-INPUT_MAX = 256 * 1024  # characters of canonical JSON a rule is matched against
+INPUT_MAX = 256 * 1024  # characters of canonical JSON a call may have: longer is denied
+MATCH_SECONDS = 0.5  # matching one call against every rule: past it the call is denied
+PROBE_SECONDS = 0.5  # a pattern over its tool's probe inputs, when it is validated
 RULE_ID_RE = r"^[A-Za-z0-9_-]{1,64}$"
 
 #: Claude Code's built-in tools (its permission prompts name these).
@@ -146,9 +163,9 @@ def rule_id(tool_name: str, param_pattern: str, decision: str) -> str:
 
 
 @functools.lru_cache(maxsize=2048)
-def compiled(pattern: str) -> re.Pattern[str]:
-    """The compiled pattern (raises :class:`re.error`)."""
-    return re.compile(pattern)
+def compiled(pattern: str) -> regex.Pattern[str]:
+    """The compiled pattern (raises :class:`regex.error`)."""
+    return regex.compile(pattern)
 
 
 def _probe_strings() -> tuple[str, ...]:
@@ -198,9 +215,25 @@ def probes(tool_name: str) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=4096)
 def is_blanket(tool_name: str, pattern: str) -> bool:
-    """Whether ``pattern`` matches every probe input of ``tool_name``."""
-    regex = compiled(pattern)
-    return all(regex.search(text) for text in probes(tool_name))
+    """Whether ``pattern`` matches every probe input of ``tool_name``.
+
+    Raises :class:`TimeoutError` when the probes take longer than :data:`PROBE_SECONDS`
+    (short inputs: the pattern backtracks)."""
+    return all(probe_matches(tool_name, pattern))
+
+
+def probe_matches(tool_name: str, pattern: str) -> list[bool]:
+    """Whether ``pattern`` matches each probe input of ``tool_name``, within
+    :data:`PROBE_SECONDS` in all (else :class:`TimeoutError`)."""
+    search = compiled(pattern).search
+    deadline = time.monotonic() + PROBE_SECONDS
+    found = []
+    for text in probes(tool_name):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        found.append(search(text, timeout=left) is not None)
+    return found
 
 
 ToolName = Annotated[str, StringConstraints(min_length=1, max_length=TOOL_NAME_MAX)]
@@ -265,18 +298,30 @@ class ApprovalRule(Model):
         who = f"rule for {tool}" if tool else "rule"
         try:
             compiled(pattern)
-        except re.error as exc:
+        except regex.error as exc:
             raise ValueError(f"{who}: paramPattern is not a valid regex: {exc}") from None
-        if tool and info.data.get("decision") == "allow" and is_blanket(tool, pattern):
+        if not tool:
+            return pattern
+        try:
+            blanket = is_blanket(tool, pattern)
+        except TimeoutError:
+            raise ValueError(
+                f"{who}: paramPattern {pattern!r} takes more than {PROBE_SECONDS:g} s over a "
+                "few short inputs (it backtracks, like (a|aa)+$): write it without nested "
+                "or overlapping repetition"
+            ) from None
+        if blanket and info.data.get("decision") == "allow":
             raise ValueError(
                 f"{who}: paramPattern {pattern!r} matches every input of {tool} "
                 "(a blanket approval): anchor it (^...$) and name what it allows"
             )
         return pattern
 
-    def matches(self, text: str) -> bool:
-        """Whether the rule's pattern matches a canonical input (:func:`re.search`)."""
-        return compiled(self.param_pattern).search(text) is not None
+    def matches(self, text: str, timeout: float | None = None) -> bool:
+        """Whether the rule's pattern matches a canonical input (a search); past
+        ``timeout`` seconds, :class:`TimeoutError`."""
+        search = compiled(self.param_pattern).search
+        return search(text, concurrent=True, timeout=timeout) is not None
 
 
 class RuleUsage(Model):
@@ -321,28 +366,38 @@ def check_rules(rules: Sequence[ApprovalRule]) -> None:
         seen[rule.id] = index
 
 
+Limit = Literal["too_large", "too_slow"]
+
+
 @dataclass(frozen=True)
 class Decision:
     """What the rules say about one call: ``decision`` is ``None`` when no rule matched
-    (the policy decides); ``rule`` and ``index`` (into the rules given) name the rule."""
+    (the policy decides); ``rule`` and ``index`` (into the rules given) name the rule.
+    ``limit`` says when a limit decided instead (always a denial): ``too_large`` (no
+    rule), ``too_slow`` (the rule being searched when time ran out)."""
 
     decision: RuleDecision | None
     rule: ApprovalRule | None
     index: int | None
     reason: str
     canonical_input: str
+    limit: Limit | None = None
 
 
 def _describe(rule: ApprovalRule) -> str:
     return f"{rule.decision} rule {rule.id} ({rule.tool_name} {rule.param_pattern!r}: {rule.description})"
 
 
-def decide(rules: Sequence[ApprovalRule], tool: str, tool_input: Any) -> Decision:
+def decide(
+    rules: Sequence[ApprovalRule], tool: str, tool_input: Any, seconds: float = MATCH_SECONDS
+) -> Decision:
     """Which rule decides a call of ``tool`` with ``tool_input``, and why.
 
     A matching ``deny`` rule wins over every ``allow`` rule; among rules of one kind the
-    first in order wins (the repository's rules come before the user's). No match, or an
-    input too large to match safely, gives ``decision=None``: the policy decides.
+    first in order wins (the repository's rules come before the user's). No match gives
+    ``decision=None``: the policy decides. An input longer than :data:`INPUT_MAX` is
+    denied before any rule; so is one the rules could not be matched against within
+    ``seconds`` (:data:`MATCH_SECONDS`).
     """
     try:
         text = canonical(tool_input)
@@ -350,17 +405,36 @@ def decide(rules: Sequence[ApprovalRule], tool: str, tool_input: Any) -> Decisio
         return Decision(None, None, None, f"input is not JSON ({exc}): the policy decides", "")
     if len(text) > INPUT_MAX:
         return Decision(
+            "deny",
             None,
             None,
-            None,
-            f"input is {len(text)} characters, more than rules match ({INPUT_MAX}): "
-            "the policy decides",
+            f"denied: the input is {len(text):,} characters as JSON, too large to approve "
+            f"(at most {INPUT_MAX:,}: no rule, policy or person is asked)",
             text[:INPUT_MAX],
+            "too_large",
         )
+    deadline = time.monotonic() + seconds
     allow: tuple[int, ApprovalRule] | None = None
     for index, rule in enumerate(rules):
-        if rule.tool_name != tool or not rule.matches(text):
+        if rule.tool_name != tool:
             continue
+        try:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            if not rule.matches(text, timeout=left):
+                continue
+        except TimeoutError:
+            return Decision(
+                "deny",
+                rule,
+                index,
+                f"denied: matching the rules took too long (more than {seconds:g} s, "
+                f"stopped in {_describe(rule)}); a pattern that backtracks decides nothing "
+                "else: fix or remove it",
+                text,
+                "too_slow",
+            )
         if rule.decision == "deny":
             reason = _describe(rule)
             if allow is not None:

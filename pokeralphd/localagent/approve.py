@@ -21,6 +21,7 @@ from typing import IO, TYPE_CHECKING, Literal
 import anyio
 
 from pokeralphd.domain.approval import ApprovalRule, canonical, decide
+from pokeralphd.domain.input_view import json_text, view
 from pokeralphd.localagent.daemon_link import LinkError
 from pokeralphd.localagent.loop import Approval
 
@@ -49,6 +50,8 @@ class TerminalApprover:
 
     async def __call__(self, call: ToolCall, spec: ToolSpec) -> Approval:
         decision = decide(self.rules, spec.name, call.parameters)
+        if decision.limit == "too_large":  # denied before any rule, policy or person
+            return Approval(False, "policy", decision.reason)
         if decision.decision is not None and decision.rule is not None:
             rule = decision.rule
             if decision.decision == "allow":
@@ -78,11 +81,12 @@ class TerminalApprover:
 
     def _ask(self, call: ToolCall, spec: ToolSpec) -> Approval:
         assert self.tty is not None
-        shown = canonical(call.parameters)
-        if len(shown) > SHOWN:
-            shown = shown[:SHOWN] + f"… ({len(shown):,} characters)"
+        shown = view(json_text(call.parameters), SHOWN)
         risk = spec.risk.replace("_", " ")
-        sys.stderr.write(f"\n? The agent asks to run {spec.name} ({risk}):\n  {shown}\n")
+        text = shown.text.replace("\n", "\n  ")
+        sys.stderr.write(
+            f"\n? The agent asks to run {spec.name} ({risk}), {shown.summary}:\n  {text}\n"
+        )
         while True:
             sys.stderr.write("  [y] allow once  [a] allow always  [n] deny: ")
             sys.stderr.flush()

@@ -3,15 +3,21 @@
 An agent whose backend routes permissions (Claude Code, over its stdio control channel)
 asks before a tool runs. The router answers:
 
+0. an input too large to approve (:data:`~pokeralphd.domain.approval.INPUT_MAX`) is denied
+   at once (method ``limit``), whatever rule or policy would allow it;
 1. by the approval rules (``approvalRules``, the repository's then the user's): a deny
-   rule wins over an allow rule; the rule's use is counted durably;
+   rule wins over an allow rule; the rule's use is counted durably; a rule whose pattern
+   is still searching after the matching deadline denies the call;
 2. else by the policy ``permissions.unmatched``: ``ask`` (the default) puts a blocking
    inbox item in front of a person (allow, allow always, deny; a note goes back to the
    model with a denial) and denies when nobody answers within
    ``permissions.askTimeoutMinutes``; ``deny``; or ``allow`` (an explicit opt-in).
 
 Each request and decision is an event (``permission_requested``,
-``permission_decided``). "Allow always" also adds a repository rule matching exactly this
+``permission_decided``). A person, and every event, sees the input through
+:func:`pokeralphd.domain.input_view.view`: its full length, its head and its tail with
+where it was cut, nothing invisible; the model's own description of the call is shown
+the same way in a block of its own, where it cannot pass for the item's text. "Allow always" also adds a repository rule matching exactly this
 input (the person can widen it with ``pokeralphctl rules``).
 """
 
@@ -29,18 +35,21 @@ from pokeralphd.agents.base import AgentPermissionRequest, ApprovalMethod, Permi
 from pokeralphd.clock import wait_or_timeout
 from pokeralphd.domain.approval import ApprovalRule, canonical
 from pokeralphd.domain.inbox import Source
+from pokeralphd.domain.input_view import InputView, code_block, code_span, json_text, view
 from pokeralphd.errors import PokeralphError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from pokeralphd.domain.approval import Decision
     from pokeralphd.domain.inbox import Delivery, Feedback
     from pokeralphd.domain.models import Config, PermissionPolicy
     from pokeralphd.ports import Clock, Inbox
     from pokeralphd.store.repo_store import RepoStore
+    from pokeralphd.store.rules import EffectiveRule
 
 log = logging.getLogger(__name__)
-INPUT_SHOWN = 2000  # characters of a tool's input in events and inbox items
+DESCRIPTION_SHOWN = 1000  # characters of the model's description of a call shown
 # How each way of deciding maps to seed 001's approval method (a person, a rule, or
 # automatically: the policy, or the ask's time running out).
 APPROVAL_METHODS: dict[str, ApprovalMethod] = {
@@ -48,6 +57,7 @@ APPROVAL_METHODS: dict[str, ApprovalMethod] = {
     "manual": "manual",
     "policy": "auto",
     "timeout": "auto",
+    "limit": "auto",
 }
 ALLOW, ALWAYS, DENY = "allow", "allow_always", "deny"
 
@@ -74,29 +84,27 @@ class PermissionRouter:
         self.publish = publish  # (event type, payload, task id)
 
     async def __call__(self, ask: AgentPermissionRequest) -> PermissionAnswer:
-        shown = canonical(ask.input)[:INPUT_SHOWN]
+        shown = view(json_text(ask.input))
+        described = view(json_text(ask.description), DESCRIPTION_SHOWN)
         self.publish(
             "permission_requested",
             {
                 "iteration": self.iteration,
                 "requestId": ask.request_id,
                 "tool": ask.tool_name,
-                "input": shown,
-                "description": ask.description,
+                "input": shown.text,
+                "inputLength": shown.length,
+                "description": described.text if ask.description else "",
             },
             self.task_id,
         )
         rules = await self.repo.rules()
-        decision, effective = rules.decide(ask.tool_name, ask.input)
+        # off the loop: a search stops at its deadline, and the loop goes on meanwhile
+        decision, effective = await anyio.to_thread.run_sync(rules.decide, ask.tool_name, ask.input)
+        if decision.limit == "too_large":
+            return self._decided(ask, False, "limit", decision.reason)
         if decision.decision is not None and effective is not None:
-            rule = effective.rule
-            try:
-                await self.repo.record_rule_use(effective.source, rule.id)
-            except PokeralphError as exc:  # counting must not change the decision
-                log.warning("could not count a use of rule %s: %s", rule.id, exc.message)
-            allowed = decision.decision == "allow"
-            message = None if allowed else f"denied by rule {rule.id}: {rule.description}"
-            return self._decided(ask, allowed, "config_rule", message, rule_id=rule.id)
+            return await self._by_rule(ask, decision, effective)
         unmatched = self.policy.unmatched
         if unmatched == "allow":
             return self._decided(ask, True, "policy", None)
@@ -108,7 +116,21 @@ class PermissionRouter:
                 f"no approval rule allows {ask.tool_name} here, and unmatched calls are "
                 "denied (permissions.unmatched); ask the user to add a rule",
             )
-        return await self._ask_a_person(ask, shown)
+        return await self._ask_a_person(ask, shown, described)
+
+    async def _by_rule(
+        self, ask: AgentPermissionRequest, decision: Decision, effective: EffectiveRule
+    ) -> PermissionAnswer:
+        rule = effective.rule
+        if decision.limit == "too_slow":  # the rule did not decide: its use is not counted
+            return self._decided(ask, False, "config_rule", decision.reason, rule_id=rule.id)
+        try:
+            await self.repo.record_rule_use(effective.source, rule.id)
+        except PokeralphError as exc:  # counting must not change the decision
+            log.warning("could not count a use of rule %s: %s", rule.id, exc.message)
+        allowed = decision.decision == "allow"
+        message = None if allowed else f"denied by rule {rule.id}: {rule.description}"
+        return self._decided(ask, allowed, "config_rule", message, rule_id=rule.id)
 
     def _decided(
         self,
@@ -141,7 +163,9 @@ class PermissionRouter:
             rule_id=rule_id,
         )
 
-    async def _ask_a_person(self, ask: AgentPermissionRequest, shown: str) -> PermissionAnswer:
+    async def _ask_a_person(
+        self, ask: AgentPermissionRequest, shown: InputView, described: InputView
+    ) -> PermissionAnswer:
         answered = anyio.Event()
         answer: list[Feedback] = []
 
@@ -152,23 +176,14 @@ class PermissionRouter:
         minutes = self.policy.ask_timeout_minutes
         delivery = await self.inbox.create(
             f"May {self.task_id} run {ask.tool_name}?",
-            "\n".join(
-                [
-                    f"**{self.task_id}: {self.title}**, iteration {self.iteration}, in "
-                    f"`{self.repo.name}`",
-                    "",
-                    f"The agent asks to run **{ask.tool_name}**"
-                    + (f" ({ask.description})" if ask.description else "")
-                    + ":",
-                    "",
-                    "```json",
-                    shown,
-                    "```",
-                    "",
-                    "Allow it once, allow it always (a rule for exactly this input), or "
-                    "deny it; a note goes to the agent with a denial. Unanswered in "
-                    f"{minutes:g} minutes, it is denied.",
-                ]
+            item_body(
+                f"{code_span(self.task_id)}: {code_span(self.title)}",
+                self.iteration,
+                self.repo.name,
+                ask.tool_name,
+                shown,
+                described if ask.description else None,
+                minutes,
             ),
             "blocking",
             {"type": "select", "prompt": "Allow this tool call?", "options": [ALLOW, ALWAYS, DENY]},
@@ -218,6 +233,48 @@ class PermissionRouter:
             log.warning("allow-always rule not added: %s", exc.message)
             return None
         return added.rule.id
+
+
+def item_body(
+    task: str,
+    iteration: int,
+    repo: str,
+    tool: str,
+    shown: InputView,
+    described: InputView | None,
+    minutes: float,
+) -> str:
+    """A permission item's Markdown: what the daemon says in its own words, the input and
+    the model's description each in a block that nothing in them can close (``task`` is
+    Markdown already: the task's id and title as code spans)."""
+    cut = (
+        "all of it shown"
+        if shown.cut is None
+        else "cut: its beginning and its end are shown, and where the rest was"
+    )
+    lines = [
+        f"**{task}**, iteration {iteration}, in {code_span(repo)}",
+        "",
+        f"The agent asks to run **{code_span(tool)}** with this input, {shown.length:,} "
+        f"characters as JSON ({cut}):",
+        "",
+        code_block(shown),
+        *(["", "; ".join(shown.legend) + "."] if shown.legend else []),
+    ]
+    if described is not None:
+        lines += [
+            "",
+            "The agent describes it so (its own words, as a JSON string, not checked against "
+            f"the input; {described.summary}):",
+            "",
+            code_block(described),
+        ]
+    lines += [
+        "",
+        "Allow it once, allow it always (a rule for exactly this input), or deny it; a note "
+        f"goes to the agent with a denial. Unanswered in {minutes:g} minutes, it is denied.",
+    ]
+    return "\n".join(lines)
 
 
 def policy_warnings(config: Config) -> list[str]:

@@ -224,8 +224,9 @@ class PermissionRequested(Payload):
     iteration: int
     request_id: str
     tool: str
-    input: str  # the input as canonical JSON, trimmed
-    description: str
+    input: str  # the input as canonical JSON, for a person: pokeralphd.domain.input_view
+    input_length: int  # characters of the whole input as canonical JSON
+    description: str  # the model's own words, as a JSON string, shown the same way
 
 
 class PermissionDecided(Payload):
@@ -234,7 +235,7 @@ class PermissionDecided(Payload):
     request_id: str
     tool: str
     allowed: bool
-    method: Literal["config_rule", "manual", "policy", "timeout"]
+    method: Literal["config_rule", "manual", "policy", "timeout", "limit"]
     rule_id: str | None = None
     message: str | None = None
     delivery_id: str | None = None

@@ -497,4 +497,6 @@ class RulesTestResult(Result):
     decision: Literal["allow", "deny"] | None
     rule: RuleView | None
     reason: str
-    canonical_input: str  # what the patterns are matched against (re.search)
+    canonical_input: str  # what the patterns are matched against (a search)
+    input_length: int  # its length in characters (the whole input's, when too large)
+    input_view: str  # the same for a person: pokeralphd.domain.input_view

@@ -4,6 +4,7 @@ the store's layers and usage file."""
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -95,12 +96,43 @@ def test_deny_wins_over_allow_in_any_order() -> None:
     assert "deny wins" in decide([allow, deny], "Bash", {"command": "git push"}).reason
 
 
-def test_no_match_and_oversized_input_leave_it_to_the_policy() -> None:
+def test_no_match_leaves_it_to_the_policy() -> None:
     rules = [rule("Bash", GIT_STATUS)]
     none = decide(rules, "Bash", {"command": "ls"})
     assert none.decision is None and none.rule is None and "policy decides" in none.reason
-    huge = decide([rule("Bash", "x", "deny")], "Bash", {"command": "x" * (INPUT_MAX + 1)})
-    assert huge.decision is None and "policy decides" in huge.reason
+
+
+def test_an_oversized_input_is_denied_before_any_rule() -> None:
+    """It used to skip every rule, deny rules included, and fall to the policy."""
+    allow = rule("Bash", r'^\{"command":"x+"\}$')
+    huge = decide([allow], "Bash", {"command": "x" * (INPUT_MAX + 1)})
+    assert huge.decision == "deny" and huge.rule is None and huge.limit == "too_large"
+    assert f"{INPUT_MAX:,}" in huge.reason and "too large" in huge.reason
+    assert decide([allow], "Bash", {"command": "x" * (INPUT_MAX - 20)}).decision == "allow"
+
+
+def test_a_backtracking_pattern_denies_within_the_deadline() -> None:
+    """``(a|aa)+$`` backtracks for minutes on forty ``a`` and a ``!``: the call is denied
+    when the time runs out, naming the rule; the rules after it decide nothing."""
+    slow = rule("Bash", "(a|aa)+$", "deny")
+    later = rule("Bash", r'^\{"command":"a+!"\}$')
+    began = time.monotonic()
+    decided = decide([slow, later], "Bash", {"command": "a" * 40 + "!"}, seconds=0.2)
+    assert time.monotonic() - began < 2
+    assert decided.decision == "deny" and decided.rule is slow and decided.limit == "too_slow"
+    assert "took too long" in decided.reason and slow.id in decided.reason
+    # an allow rule that backtracks denies too: it cannot be told from what it hides
+    decided = decide([rule("Bash", "(a|aa)+$")], "Bash", {"command": "a" * 40 + "!"}, 0.2)
+    assert decided.decision == "deny" and decided.limit == "too_slow"
+    # the same rule on an input it does not backtrack over decides as usual
+    assert decide([slow], "Bash", {"command": "ls"}, seconds=0.2).decision is None
+
+
+def test_a_pattern_that_backtracks_on_the_probes_is_refused_when_added() -> None:
+    """The probes hold 300 ``z``: ``(z|zz)+$`` backtracks over them."""
+    with pytest.raises(ValidationError) as info:
+        rule("Bash", "(z|zz)+$", "deny")
+    assert "backtracks" in str(info.value)
 
 
 @pytest.mark.parametrize(

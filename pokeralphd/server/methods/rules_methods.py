@@ -17,9 +17,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import anyio
 import msgspec
 from pydantic import ValidationError
 
+from pokeralphd.domain import input_view
 from pokeralphd.domain.approval import ApprovalRule
 from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import InvalidParams, RepoNotFound
@@ -137,15 +139,21 @@ def register(table: MethodTable) -> None:
         "rules.test",
         RulesTestParams,
         "Which rule would decide a call of this tool with this input, and why (a deny rule "
-        "wins over allow rules); decision null: no rule, the policy decides. Counts nothing.",
+        "wins over allow rules; an input too large, or one the rules take too long over, is "
+        "denied); decision null: no rule, the policy decides. Counts nothing. inputView: the "
+        "input as a person is shown it (its length, its head and tail with where it was cut, "
+        "nothing invisible).",
         result=RulesTestResult,
     )
     async def test(ctx: CallContext, params: RulesTestParams) -> RulesTestResult:
         current = await ctx.repos.resolve(params.repo).store.rules()
-        decision, rule = current.decide(params.tool, params.input)
+        decision, rule = await anyio.to_thread.run_sync(current.decide, params.tool, params.input)
+        shown = input_view.view(input_view.json_text(params.input))
         return RulesTestResult(
             decision=decision.decision,
             rule=view(rule) if rule is not None else None,
             reason=decision.reason,
             canonical_input=decision.canonical_input,
+            input_length=shown.length,
+            input_view=shown.text,
         )
