@@ -255,3 +255,27 @@ async def test_every_git_step_in_a_planted_repository_runs_nothing_planted(
     await worktrees.sweep(repo, root, set())
 
     assert_nothing_ran(markers)
+
+
+def test_a_submodules_own_planted_filter_does_not_run(tmp_path: Path) -> None:
+    """``git status`` and ``git diff`` would run git inside a dirty submodule, under the
+    submodule's own config (the agent's to write as well): they look at its commit only."""
+    inner = make_git_repo(tmp_path / "inner")
+    repo = make_git_repo(tmp_path / "repo")
+    allow = ("-c", "protocol.file.allow=always")
+    git(repo, *allow, "submodule", "add", "-q", str(inner), "sub")
+    git(repo, "commit", "-q", "-m", "a submodule")
+    sub = repo / "sub"
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    clean = program(tmp_path, markers, "submodule-filter", PASS_THROUGH)
+    (sub / ".gitattributes").write_text("* filter=planted\n")
+    git(sub, "config", "filter.planted.clean", str(clean))
+    # an edit of the same size: git must read the content (through the filter) to see it
+    (sub / "README.md").write_text("# SAMPLE\n")
+    service = GitService(repo)
+
+    service.snapshot()
+    service.diff(service.head())
+
+    assert_nothing_ran(markers)

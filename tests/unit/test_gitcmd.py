@@ -91,14 +91,14 @@ def test_the_protections_outrank_the_repositorys_config(tmp_path: Path) -> None:
     ):
         git(repo, "config", key, value)
 
-    def value(key: str) -> str:
+    def seen(key: str) -> str:
         return gitcmd.run(repo, "config", "--get", key, check=False).out.strip()
 
-    assert value("core.hooksPath") == "/dev/null"
-    assert value("core.fsmonitor") == "false"
-    assert value("commit.gpgSign") == "false"
-    assert value("filter.x.clean") == ""
-    assert value("filter.x.required") == "false"
+    assert seen("core.hooksPath") == "/dev/null"
+    assert seen("core.fsmonitor") == "false"
+    assert seen("commit.gpgSign") == "false"
+    assert seen("filter.x.clean") == ""
+    assert seen("filter.x.required") == "false"
     # no transport at all, whatever the repository allows
     failed = gitcmd.run(repo, "ls-remote", str(repo), check=False)
     assert failed.code != 0 and "transport 'file' not allowed" in failed.err
