@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from pokeralphd import gitcmd
 from pokeralphd.errors import InvalidParams, NotAGitRepo, RepoNotFound
 from pokeralphd.store.registry import Registry, RegistryStore, RepoEntry
 
@@ -127,7 +128,7 @@ class Repositories:
                         "or pass gitInit (`pokeralphctl init --git-init`)",
                         path=str(root),
                     )
-                await anyio.run_process(["git", "init", "-q", str(root)])
+                await gitcmd.run_async(root, "init", "-q", str(root), repository=False)
             repo = self._build(entry)
             if repo.failure is not None:
                 await self._release(repo)

@@ -5,14 +5,9 @@ battle's last commit.
 iteration touched, so the user's own uncommitted edits are never swept into a commit.
 ``.pokeralph/`` stays out unless asked. Synchronous: callers run it in a worker thread.
 
-Every step is one ``git`` command through GitPython's command runner (``git.Git``). No
-``git.Repo`` is built: a Repo starts two long-lived ``git cat-file`` children the first
-time an object is read, so a Repo per call (as this once did) left two processes per
-question behind until the garbage collector came.
-
-GitPython is imported when a repository is first asked something (:func:`_gitpython`): it
-is a sixth of the daemon's imports (~0.1 s), and a daemon that only answers requests, or a
-client that only reads, never needs it.
+Every step is one ``git`` command run by :mod:`pokeralphd.gitcmd`, the one place the
+daemon runs git, with hooks, the fsmonitor, filters, signing, external diff and textconv
+of the repository's own making switched off.
 """
 
 from __future__ import annotations
@@ -23,14 +18,12 @@ import os
 import subprocess
 from typing import TYPE_CHECKING
 
+from pokeralphd import gitcmd
 from pokeralphd.errors import InvalidState, StorageError
 
 if TYPE_CHECKING:
-    import types
-    from collections.abc import Iterator
+    from collections.abc import Mapping
     from pathlib import Path
-
-    import git
 
 RUNTIME = ".pokeralph"
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's empty tree
@@ -60,42 +53,6 @@ def has_identity(query_output: str) -> bool:
     return keys >= {"user.name", "user.email"}
 
 
-def git_executable() -> str:
-    """The git we run ourselves: the one GitPython runs (``$GIT_PYTHON_GIT_EXECUTABLE``),
-    else ``git`` on PATH."""
-    return os.environ.get("GIT_PYTHON_GIT_EXECUTABLE") or "git"
-
-
-@contextlib.contextmanager
-def starting_git() -> Iterator[None]:
-    """Around starting a git process: a git that is missing is :func:`cannot_run_git`'s
-    error (a missing folder to run it in stays a FileNotFoundError)."""
-    try:
-        yield
-    except FileNotFoundError as exc:
-        if exc.filename not in (git_executable(), None):
-            raise
-        raise cannot_run_git(exc) from exc
-
-
-def cannot_run_git(exc: Exception) -> InvalidState:
-    """The error for a git that is missing or cannot run, with what to do."""
-    return InvalidState(
-        f"cannot run git: {exc}",
-        hint="install git (or set GIT_PYTHON_GIT_EXECUTABLE to it), then retry",
-    )
-
-
-def _gitpython() -> types.ModuleType:
-    """GitPython, imported on first use; a missing or broken ``git`` executable (GitPython
-    checks it as it is imported) is a clear error, not an internal one."""
-    try:
-        import git
-    except ImportError as exc:
-        raise cannot_run_git(exc) from exc
-    return git
-
-
 def _runtime(path: str) -> bool:
     return path == RUNTIME or path.startswith(RUNTIME + "/")
 
@@ -103,25 +60,23 @@ def _runtime(path: str) -> bool:
 class GitService:
     def __init__(self, repo_root: Path) -> None:
         self.root = repo_root
-        self._cmd: git.Git | None = None
+        self._checked = False
 
-    @property
-    def _git(self) -> git.Git:
-        """The command runner in the repository (checked to be one the first time, as
-        GitPython's Repo does: by its ``.git``, a folder, or a file in a worktree)."""
-        if self._cmd is None:
+    def _git(self, *args: str, check: bool = True, env: Mapping[str, str] | None = None) -> str:
+        """``git ARGS``' output in the repository (checked to be one the first time: by
+        its ``.git``, a folder, or a file in a worktree). GitFailed on a non-zero exit
+        when ``check``."""
+        if not self._checked:
             if not (self.root / ".git").exists():
                 raise InvalidState(f"{self.root} is not a git repository", path=str(self.root))
-            self._cmd = _gitpython().Git(self.root)
-        return self._cmd
+            self._checked = True
+        return gitcmd.run(self.root, *args, check=check, env=env).out
 
     def head(self) -> str | None:
         """HEAD's hash, or None before the first commit."""
-        git = _gitpython()
-        try:
-            return str(self._git.rev_parse("--verify", "-q", "HEAD^{commit}")).strip() or None
-        except git.GitCommandError:
-            return None
+        return (
+            self._git("rev-parse", "--verify", "-q", "HEAD^{commit}", check=False).strip() or None
+        )
 
     @staticmethod
     def format_commit_message(task_id: str, title: str) -> str:
@@ -129,7 +84,7 @@ class GitService:
 
     def _dirty(self, include_runtime: bool = False) -> list[str]:
         """Paths that differ from HEAD: modified, deleted, untracked (not ignored)."""
-        out = self._git.status("--porcelain", "-z", "--untracked-files=all")
+        out = self._git("status", "--porcelain", "-z", "--untracked-files=all")
         paths: list[str] = []
         entries = out.split("\0")
         i = 0
@@ -172,15 +127,7 @@ class GitService:
     def _bounded(self, args: list[str], limit: int) -> str:
         """``git ARGS``' output, at most ``limit`` bytes of it (a huge diff is never held
         whole); the rest is cut and git stopped."""
-        with starting_git():
-            proc = subprocess.Popen(
-                [git_executable(), *args],
-                cwd=self.root,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                stdin=subprocess.DEVNULL,
-            )
-        with proc:
+        with gitcmd.start(self.root, *args) as proc:
             assert proc.stdout is not None
             data = proc.stdout.read(limit + 1)
             if len(data) > limit:
@@ -207,85 +154,67 @@ class GitService:
         """Which of ``paths`` git knows (in HEAD or in the index)."""
         if not paths:
             return set()
-        out = self._git.ls_files("-z", "--", *paths)
+        out = self._git("ls-files", "-z", "--", *paths)
         return {p for p in out.split("\0") if p} | self._in_head(paths)
 
     def _in_head(self, paths: list[str]) -> set[str]:
         """Which of ``paths`` HEAD holds (none before the first commit)."""
         if not self.head():
             return set()
-        out = self._git.ls_tree("-r", "-z", "--name-only", "HEAD", "--", *paths)
+        out = self._git("ls-tree", "-r", "-z", "--name-only", "HEAD", "--", *paths)
         return {p for p in out.split("\0") if p}
 
     def restore(self, paths: list[str]) -> list[str]:
         """Put ``paths`` back as HEAD has them: a tracked path is checked out again (a
         deleted one comes back), one git does not know is removed. The paths put back."""
-        git = _gitpython()
         if not paths:
             return []
-        cmd = self._git
         in_head = self._in_head(paths)
         done: list[str] = []
         for path in paths:
             if _runtime(path):
                 continue
             if path in in_head:
-                cmd.checkout("HEAD", "--", path)
-                with contextlib.suppress(git.GitCommandError):
-                    cmd.reset("-q", "HEAD", "--", path)
+                self._git("checkout", "HEAD", "--", path)
+                self._git("reset", "-q", "HEAD", "--", path, check=False)
             else:
                 full = self.root / path
-                with contextlib.suppress(git.GitCommandError):
-                    cmd.rm("-q", "--cached", "--ignore-unmatch", "--", path)
+                self._git("rm", "-q", "--cached", "--ignore-unmatch", "--", path, check=False)
                 with contextlib.suppress(FileNotFoundError, IsADirectoryError):
                     os.unlink(full)
             done.append(path)
         return done
 
-    def _identity(self) -> dict[str, str]:
+    def _identity(self) -> Mapping[str, str]:
         """Environment for committing: the user's identity where git has one, else ours
         (a fresh machine or a CI runner has none, and git would refuse to commit)."""
-        git = _gitpython()
-        try:
-            found = str(self._git.config(*IDENTITY_QUERY))
-        except git.GitCommandError:  # exit 1: neither is set
-            found = ""
+        found = self._git(*IDENTITY_QUERY, check=False)  # exit 1: neither is set
         return {} if has_identity(found) else FALLBACK_IDENTITY_ENV
-
-    def _committer(self) -> contextlib.AbstractContextManager[None]:
-        """Run the git commands inside with a committer identity (see :meth:`_identity`)."""
-        return self._git.custom_environment(**self._identity())
 
     def commit(self, paths: list[str], message: str, include_runtime: bool = False) -> str | None:
         """Stage exactly ``paths`` (deletions too) and commit; the new hash, or None if nothing changed."""
-        git = _gitpython()
         if not include_runtime:
             paths = [p for p in paths if not _runtime(p)]
         if not paths:
             return None
-        cmd = self._git
         try:
-            cmd.add("-A", "--", *paths)
+            self._git("add", "-A", "--", *paths)
             # (before the first commit too, against the empty tree)
-            if not cmd.diff("--cached", "--name-only", "--", *paths).strip():
+            if not self._git("diff", "--cached", "--name-only", "--", *paths).strip():
                 return None
-            with self._committer():
-                cmd.commit("-m", message, "--no-verify", "--", *paths)
-        except git.GitCommandError as exc:
+            self._git("commit", "-m", message, "--no-verify", "--", *paths, env=self._identity())
+        except gitcmd.GitFailed as exc:
             raise StorageError(
-                f"git commit failed: {exc.stderr.strip() or exc}", paths=paths[:20]
+                f"git commit failed: {exc.err.strip() or exc}", paths=paths[:20]
             ) from exc
         return self.head()
 
     def show(self, commit: str, limit: int, timeout: float = 30.0) -> tuple[str, bool]:
-        """``git show`` of ``commit`` (stat and patch, no external diff or textconv), at most
-        ``limit`` bytes of it (read no further: a huge commit costs nothing), and whether it
-        was cut."""
-        args = [git_executable(), "-C", str(self.root), "show", "--no-color", "--no-ext-diff"]
-        args += ["--no-textconv", "--stat", "--patch", "--format=fuller", commit, "--"]
-        with starting_git():
-            proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        with proc:
+        """``git show`` of ``commit`` (stat and patch, git's own diff: no external diff or
+        textconv), at most ``limit`` bytes of it (read no further: a huge commit costs
+        nothing), and whether it was cut."""
+        args = ["show", "--no-color", "--stat", "--patch", "--format=fuller", commit, "--"]
+        with gitcmd.start(self.root, *args, stderr=subprocess.PIPE) as proc:
             assert proc.stdout is not None and proc.stderr is not None
             data = proc.stdout.read(limit + 1)
             truncated = len(data) > limit
@@ -304,11 +233,10 @@ class GitService:
 
     def revert_last(self, expected_message_prefix: str | None) -> str:
         """Undo HEAD with a new revert commit, if HEAD is the expected PokéRalph commit."""
-        git = _gitpython()
         head = self.head()
         if head is None:
             raise InvalidState("the repository has no commits to revert")
-        message = str(self._git.log("-1", "--format=%B", head)).strip()
+        message = self._git("log", "-1", "--format=%B", head).strip()
         subject = message.splitlines()[0] if message else ""
         if expected_message_prefix and not subject.startswith(expected_message_prefix):
             raise InvalidState(
@@ -317,10 +245,9 @@ class GitService:
                 head=head,
             )
         try:
-            with self._committer():
-                self._git.revert("--no-edit", head)
-        except git.GitCommandError as exc:
-            raise InvalidState(f"git revert failed: {exc.stderr.strip() or exc}") from exc
+            self._git("revert", "--no-edit", head, env=self._identity())
+        except gitcmd.GitFailed as exc:
+            raise InvalidState(f"git revert failed: {exc.err.strip() or exc}") from exc
         new = self.head()
         assert new is not None
         return new

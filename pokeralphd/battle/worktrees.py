@@ -15,43 +15,33 @@ overwritten; when the branch is checked out nowhere, the ref moves with a
 compare-and-swap ``git update-ref``. A rebase conflict is aborted: the battle's branch is
 left exactly as it was and the conflicting files are named for a person.
 
-Everything runs the git CLI as a child with a timeout (``git worktree`` has no GitPython
-equivalent worth the wrapping); callers serialise merges of one repository.
+Every git command runs through :mod:`pokeralphd.gitcmd` (hooks, the fsmonitor, the
+repository's filters and drivers off: a worktree add, a rebase and a merge would run
+them) as a child with a timeout; callers serialise merges of one repository.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
-from pokeralphd.battle.gitservice import (
-    FALLBACK_EMAIL,
-    FALLBACK_NAME,
-    IDENTITY_QUERY,
-    git_executable,
-    has_identity,
-    starting_git,
-)
+from pokeralphd import gitcmd
+from pokeralphd.battle.gitservice import FALLBACK_IDENTITY_ENV, IDENTITY_QUERY, has_identity
 from pokeralphd.domain.models import BattleWorktree
 from pokeralphd.errors import InvalidState
+from pokeralphd.gitcmd import GitFailed as GitFailed  # raised by every function here
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 BRANCH_PREFIX = "pokeralph/"
 GIT_TIMEOUT = 120.0  # seconds for one git command (a rebase of many commits included)
-FALLBACK_IDENTITY_FLAGS = ("-c", f"user.name={FALLBACK_NAME}", "-c", f"user.email={FALLBACK_EMAIL}")
 MAX_FILES = 50  # conflicting files named in a message
-
-
-class GitFailed(Exception):
-    """Raised when a git command exits non-zero; carries its output."""
-
-    def __init__(self, args: list[str], code: int, out: str, err: str) -> None:
-        self.code, self.out, self.err = code, out, err
-        super().__init__(f"git {' '.join(args)} exited {code}: {err.strip()[:500]}")
 
 
 @dataclass
@@ -79,16 +69,13 @@ def folder_for(root: Path, repo_path: Path) -> Path:
     return root / f"{name or 'repo'}-{digest}"
 
 
-async def git(cwd: Path, *args: str, check: bool = True, timeout: float = GIT_TIMEOUT) -> str:
-    """Run ``git args`` in ``cwd``; its stdout (stripped). GitFailed on a non-zero exit."""
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", "GIT_EDITOR": "true"}
-    with starting_git(), anyio.fail_after(timeout):
-        done = await anyio.run_process([git_executable(), *args], cwd=cwd, env=env, check=False)
-    out = done.stdout.decode("utf-8", "replace")
-    err = done.stderr.decode("utf-8", "replace")
-    if check and done.returncode != 0:
-        raise GitFailed(list(args), done.returncode, out, err)
-    return out.strip()
+async def git(
+    cwd: Path, *args: str, check: bool = True, env: Mapping[str, str] | None = None
+) -> str:
+    """Run ``git args`` in ``cwd`` (protected, at most :data:`GIT_TIMEOUT` seconds); its
+    stdout (stripped). GitFailed on a non-zero exit when ``check``."""
+    done = await gitcmd.run_async(cwd, *args, check=check, env=env, timeout=GIT_TIMEOUT)
+    return done.out.strip()
 
 
 async def _ok(cwd: Path, *args: str) -> bool:
@@ -115,11 +102,11 @@ async def rev(repo_path: Path, ref: str) -> str | None:
         return None
 
 
-async def _identity(cwd: Path) -> tuple[str, ...]:
-    """Flags giving git an identity for the commits we write here (a rebase's, the
+async def _identity(cwd: Path) -> Mapping[str, str]:
+    """Environment giving git an identity for the commits we write here (a rebase's, the
     leftovers'), when the user has none: the same rule as the git service's."""
     found = await git(cwd, *IDENTITY_QUERY, check=False)
-    return () if has_identity(found) else FALLBACK_IDENTITY_FLAGS
+    return {} if has_identity(found) else FALLBACK_IDENTITY_ENV
 
 
 async def create(repo_path: Path, root: Path, task_id: str) -> BattleWorktree:
@@ -181,7 +168,7 @@ async def commit_leftovers(worktree: BattleWorktree, message: str) -> str | None
         return None
     await git(cwd, "add", "-A", *scope)
     ident = await _identity(cwd)
-    await git(cwd, *ident, "commit", "-q", "--no-verify", "-m", message)
+    await git(cwd, "commit", "-q", "--no-verify", "-m", message, env=ident)
     return await rev(cwd, "HEAD")
 
 
@@ -308,7 +295,7 @@ async def merge_back(repo_path: Path, worktree: BattleWorktree, strategy: str) -
                 )
             ident = await _identity(repo_path)
             try:
-                await git(cwd, *ident, "rebase", target)
+                await git(cwd, "rebase", target, env=ident)
             except GitFailed as failed:
                 conflicted = await git(cwd, "diff", "--name-only", "--diff-filter=U", check=False)
                 files = [f for f in conflicted.splitlines() if f][:MAX_FILES] or both[:MAX_FILES]

@@ -230,3 +230,65 @@ def test_the_local_agent_writes_no_file_the_daemon_owns() -> None:
                 if names is None or node.attr in names:
                     found.append(f"{path.name}: {aliases[node.value.id]}.{node.attr}")
     assert found == []
+
+
+# Issue 21: one place runs git for the daemon, with everything a repository could make it
+# run switched off. A git command built anywhere else would bypass that.
+GIT_RUNNER = "pokeralphd.gitcmd"
+SPAWNERS = {"run", "Popen", "call", "check_call", "check_output", "run_process", "open_process"}
+SPAWNERS |= {"system", "popen", "execv", "execvp", "execvpe", "spawnv", "spawnvp"}
+SPAWNERS |= {"create_subprocess_exec", "create_subprocess_shell"}
+
+
+def _names_git(node: ast.AST) -> bool:
+    """``node`` is a command naming git: ``"git"``, ``"git ..."``, ``["git", ...]``,
+    ``[git_executable(), ...]``."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value == "git" or node.value.startswith("git ")
+    if isinstance(node, ast.List | ast.Tuple) and node.elts:
+        return _names_git(node.elts[0])
+    if isinstance(node, ast.Starred):
+        return _names_git(node.value)
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        return name == "git_executable"
+    return False
+
+
+def test_only_the_git_runner_runs_git() -> None:
+    """No module but :mod:`pokeralphd.gitcmd` imports GitPython, starts a process whose
+    command names git, or asks where git is."""
+    found = []
+    for name, path in sorted(_modules("pokeralphd").items()):
+        if name == GIT_RUNNER:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import) and any(
+                a.name == "git" or a.name.startswith("git.") for a in node.names
+            ):
+                found.append(f"{name}:{node.lineno} imports GitPython")
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                if node.module == "git" or node.module.startswith("git."):
+                    found.append(f"{name}:{node.lineno} imports GitPython")
+            elif isinstance(node, ast.Call):
+                func = node.func
+                called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if called in SPAWNERS and node.args and _names_git(node.args[0]):
+                    found.append(f"{name}:{node.lineno} runs git itself")
+                if called == "which" and node.args and _names_git(node.args[0]):
+                    found.append(f"{name}:{node.lineno} looks for git")
+    assert found == []
+
+
+def test_the_git_runner_rule_sees_what_it_forbids() -> None:
+    """The rule above, on the calls the daemon once made itself."""
+    for source in (
+        'anyio.run_process(["git", "init", "-q", str(root)])',
+        "subprocess.Popen([git_executable(), *args], cwd=root)",
+        'subprocess.run("git status", shell=True)',
+        'os.system("git status")',
+    ):
+        call = ast.parse(source).body[0]
+        assert isinstance(call, ast.Expr) and isinstance(call.value, ast.Call)
+        assert _names_git(call.value.args[0]), source

@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -312,10 +311,11 @@ def test_an_agents_events_show_the_same_for_every_role(tmp_path: Path) -> None:
 def test_git_that_cannot_run_is_a_clear_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """GitPython is imported on first use, and refuses to import without a runnable git:
-    that is an InvalidState naming the cause and the remedy, not an internal error."""
+    """A git that is not there is an InvalidState naming the cause and the remedy, not an
+    internal error (the first step of a battle asks for HEAD)."""
     repo = make_git_repo(tmp_path / "repo")
-    monkeypatch.setitem(sys.modules, "git", None)  # import git -> ImportError
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    monkeypatch.delenv("GIT_PYTHON_GIT_EXECUTABLE", raising=False)
     with pytest.raises(InvalidState) as info:
         GitService(repo).head()
     assert "cannot run git" in info.value.message and "install git" in info.value.data["hint"]

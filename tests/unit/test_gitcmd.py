@@ -1,0 +1,201 @@
+"""The one place the daemon runs git (:mod:`pokeralphd.gitcmd`): its exact protections,
+that they reach a real git over a repository's own config, which drivers it neutralises
+(the repository's, not the user's), and when the listing behind them is used again."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pokeralphd import gitcmd
+from tests.helpers import make_git_repo
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def test_the_exact_protections() -> None:
+    assert gitcmd.PROTECTIONS == (
+        ("core.hooksPath", "/dev/null"),
+        ("core.fsmonitor", "false"),
+        ("commit.gpgSign", "false"),
+        ("tag.gpgSign", "false"),
+        ("log.showSignature", "false"),
+        ("merge.verifySignatures", "false"),
+        ("gc.auto", "0"),
+        ("maintenance.auto", "false"),
+        ("submodule.recurse", "false"),
+        ("credential.helper", ""),
+        ("core.askPass", ""),
+    )
+    assert gitcmd.ENVIRONMENT == {
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_ALLOW_PROTOCOL": "",
+        "GIT_PAGER": "cat",
+        "GIT_EDITOR": ":",
+        "GIT_SEQUENCE_EDITOR": ":",
+        "LC_ALL": "C",
+    }
+    git_ = gitcmd.git_executable()
+    assert gitcmd.argv(["diff", "--stat", "HEAD"]) == [
+        git_,
+        "diff",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--ignore-submodules=dirty",
+        "--stat",
+        "HEAD",
+    ]
+    assert gitcmd.argv(["show", "X"]) == [git_, "show", "--no-ext-diff", "--no-textconv", "X"]
+    assert gitcmd.argv(["log", "-1"]) == [git_, "log", "--no-ext-diff", "--no-textconv", "-1"]
+    assert gitcmd.argv(["status"]) == [git_, "status", "--ignore-submodules=dirty"]
+    assert gitcmd.argv(["merge", "--ff-only"]) == [git_, "merge", "--no-stat", "--ff-only"]
+    assert gitcmd.argv(["commit", "-m", "x"]) == [git_, "commit", "-m", "x"]
+    with pytest.raises(ValueError, match="subcommand"):
+        gitcmd.argv(["-c", "core.hooksPath=x", "commit"])  # config goes in the environment
+
+
+def test_the_environment_puts_ours_last_and_drops_what_would_outrank_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    monkeypatch.setenv("GIT_CONFIG_KEY_0", "user.name")
+    monkeypatch.setenv("GIT_CONFIG_VALUE_0", "Ada")
+    monkeypatch.setenv("GIT_CONFIG_PARAMETERS", "'core.hookspath'='/elsewhere'")
+    for name in ("GIT_EXTERNAL_DIFF", "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
+        monkeypatch.setenv(name, "/planted")
+    env = gitcmd.environment((("filter.x.clean", ""),), {"GIT_AUTHOR_NAME": "pokeralph"})
+    pairs = [
+        (env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"])
+        for i in range(int(env["GIT_CONFIG_COUNT"]))
+    ]
+    assert pairs == [("user.name", "Ada"), *gitcmd.PROTECTIONS, ("filter.x.clean", "")]
+    assert not set(gitcmd.UNSET) & set(env)
+    assert env["GIT_AUTHOR_NAME"] == "pokeralph" and env["GIT_ALLOW_PROTOCOL"] == ""
+
+
+def test_the_protections_outrank_the_repositorys_config(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo")
+    for key, value in (
+        ("core.hooksPath", str(tmp_path / "hooks")),
+        ("core.fsmonitor", str(tmp_path / "monitor")),
+        ("commit.gpgSign", "true"),
+        ("filter.x.clean", "planted"),
+        ("protocol.allow", "always"),
+    ):
+        git(repo, "config", key, value)
+
+    def seen(key: str) -> str:
+        return gitcmd.run(repo, "config", "--get", key, check=False).out.strip()
+
+    assert seen("core.hooksPath") == "/dev/null"
+    assert seen("core.fsmonitor") == "false"
+    assert seen("commit.gpgSign") == "false"
+    assert seen("filter.x.clean") == ""
+    assert seen("filter.x.required") == "false"
+    # no transport at all, whatever the repository allows
+    failed = gitcmd.run(repo, "ls-remote", str(repo), check=False)
+    assert failed.code != 0 and "transport 'file' not allowed" in failed.err
+
+
+def test_only_the_repositorys_own_drivers_are_neutralised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filter the user installed globally (git-lfs, say) keeps working; one the
+    repository's config (or a file it includes) defines does not; subsection names keep
+    their case and may hold dots and ``=``."""
+    user = tmp_path / "gitconfig"
+    user.write_text('[filter "lfs"]\n\tclean = git-lfs clean -- %f\n')
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(user))
+    repo = make_git_repo(tmp_path / "repo")
+    included = tmp_path / "included"
+    included.write_text('[merge "Mine.v2"]\n\tdriver = planted %A\n')
+    git(repo, "config", "include.path", str(included))
+    git(repo, "config", "diff.a=b.textconv", "planted")
+    git(repo, "config", "merge.ff", "false")  # no subsection: no driver
+    overrides = gitcmd.repository_overrides(repo)
+    assert overrides == (
+        ("diff.a=b.command", ""),
+        ("diff.a=b.textconv", ""),
+        ("merge.Mine.v2.driver", "false"),
+    )
+    listed = gitcmd.run(repo, "config", "--get-regexp", r"^(filter|merge|diff)\.").out
+    assert "filter.lfs.clean git-lfs clean -- %f" in listed.splitlines()
+    assert "merge.Mine.v2.driver false" in listed.splitlines()
+
+
+def test_the_listing_is_used_again_until_the_config_changes(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo")
+    cache = gitcmd._OverrideCache()
+    assert cache.get(repo) == () and cache.listings == 1
+    assert cache.get(repo) == () and cache.listings == 1  # two stats, no git
+    git(repo, "config", "filter.x.smudge", "planted")
+    assert ("filter.x.smudge", "") in cache.get(repo) and cache.listings == 2
+    assert cache.get(repo) and cache.listings == 2
+
+    # a linked worktree reads the shared config: it is known, so reused too
+    tree = tmp_path / "tree"
+    git(repo, "worktree", "add", "-q", str(tree))
+    assert ("filter.x.smudge", "") in cache.get(tree) and cache.listings == 3
+    cache.get(tree)
+    assert cache.listings == 3
+    git(repo, "config", "filter.y.clean", "planted")  # seen from the worktree as well
+    assert ("filter.y.clean", "") in cache.get(tree) and cache.listings == 4
+
+    # config.worktree appearing (with the extension on) counts as a change
+    git(repo, "config", "extensions.worktreeConfig", "true")
+    cache.get(repo)
+    listed = cache.listings
+    (repo / ".git" / "config.worktree").write_text('[filter "w"]\n\tclean = planted\n')
+    assert ("filter.w.clean", "") in cache.get(repo) and cache.listings == listed + 1
+
+
+def test_a_config_that_includes_another_is_listed_every_time(tmp_path: Path) -> None:
+    """An included file could be written without the repository's config changing: a
+    listing with an include is never reused, so what appears there is seen at once."""
+    repo = make_git_repo(tmp_path / "repo")
+    later = tmp_path / "later.gitconfig"  # named before it exists
+    git(repo, "config", "include.path", str(later))
+    cache = gitcmd._OverrideCache()
+    assert cache.get(repo) == ()
+    later.write_text('[filter "late"]\n\tprocess = planted\n')
+    assert ("filter.late.process", "") in cache.get(repo)
+    assert cache.listings == 2
+
+
+def test_the_cache_is_bounded(tmp_path: Path) -> None:
+    cache = gitcmd._OverrideCache(capacity=2)
+    repos = [make_git_repo(tmp_path / f"r{i}") for i in range(3)]
+    for repo in repos:
+        cache.get(repo)
+    assert list(cache._entries) == [str(repos[1]), str(repos[2])]
+
+
+def test_a_config_git_cannot_read_stops_the_command(tmp_path: Path) -> None:
+    """Fail closed: with a config it cannot read, nothing runs (git would refuse too)."""
+    repo = make_git_repo(tmp_path / "repo")
+    with (repo / ".git" / "config").open("a") as f:
+        f.write("[broken\n")
+    with pytest.raises(gitcmd.GitFailed, match="config"):
+        gitcmd.run(repo, "status")
+
+
+def test_the_identity_of_the_users_config_still_commits(tmp_path: Path) -> None:
+    """The protections leave the user's name and email alone."""
+    repo = make_git_repo(tmp_path / "repo")
+    (repo / "a.txt").write_text("a\n")
+    gitcmd.run(repo, "add", "a.txt")
+    gitcmd.run(repo, "commit", "-q", "-m", "a")
+    expected = subprocess.run(
+        ["git", "-C", str(repo), "config", "user.email"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+    ).stdout.strip()
+    assert git(repo, "log", "-1", "--format=%ae") == expected
