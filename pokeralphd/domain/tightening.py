@@ -37,11 +37,14 @@ report).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pokeralphd.domain.approval import ApprovalRule
 from pokeralphd.domain.models import Config
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pokeralphd.domain.approval import ApprovalRule
 
 #: Top-level keys whose whole subtree waits for trust.
 GATED: tuple[str, ...] = ("agent", "roles", "feedbackCommands")
