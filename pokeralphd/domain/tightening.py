@@ -123,15 +123,14 @@ def sensitive(dotted: str) -> bool:
     return top in GATED or top == RULES or any(_under(dotted, key) for key in ORDERED)
 
 
-def applies(dotted: str, below: Config, full: Config) -> bool:
+def applies(dotted: str, low: dict[str, Any], high: dict[str, Any]) -> bool:
     """Whether the key ``dotted`` of an untrusted layer applies: free, or every ordered
-    key it is, holds or lies under is at least as strict in ``full`` (the layer merged
-    over ``below``) as in ``below``. The rules are told apart one by one:
-    :func:`added_rules`."""
+    key it is, holds or lies under is at least as strict in ``high`` (the dumped config
+    with the layer merged over ``low``) as in ``low`` (the one below, dumped). The rules
+    are told apart one by one: :func:`added_rules`."""
     top = dotted.split(".")[0]
     if top in GATED or top == RULES:
         return False
-    low, high = below.dump(), full.dump()
     return all(
         stricter(lookup(low, key), lookup(high, key))
         for key, stricter in ORDERED.items()
@@ -154,6 +153,8 @@ def tighten(below: Config, full: Config) -> Config:
     for key, stricter in ORDERED.items():
         if not stricter(lookup(low, key), lookup(out, key)):
             _put(out, key, lookup(low, key))
-    denied = [rule.dump() for rule in added_rules(below, full) if rule.decision == "deny"]
-    out[RULES] = denied + low[RULES]
-    return Config.model_validate(out, by_alias=True, by_name=False)
+    # the rules were validated already (each on its own, and in both configs)
+    denied = [rule for rule in added_rules(below, full) if rule.decision == "deny"]
+    out[RULES] = []
+    config = Config.model_validate(out, by_alias=True, by_name=False)
+    return config.model_copy(update={"approval_rules": denied + below.approval_rules})

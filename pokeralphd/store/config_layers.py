@@ -436,6 +436,7 @@ def _weigh(trust: Trust, below: Config, full: Config) -> Trust:
     its allow rules wait)."""
     waiting: list[str] = []
     tight: list[str] = []
+    low, high = below.dump(), full.dump()
     for key in trust.sensitive_keys:
         if key == RULES_KEY:
             added = tightening.added_rules(below, full)
@@ -444,7 +445,7 @@ def _weigh(trust: Trust, below: Config, full: Config) -> Trust:
             if any(rule.decision != "deny" for rule in added):
                 waiting.append(key)
         else:
-            (tight if tightening.applies(key, below, full) else waiting).append(key)
+            (tight if tightening.applies(key, low, high) else waiting).append(key)
     return replace(trust, waiting=waiting, tightening=tight)
 
 
