@@ -36,6 +36,7 @@ import hashlib
 import json
 import logging
 import threading
+import types
 import typing
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -202,8 +203,10 @@ def dotted_patch(dotted: str, value: Any) -> dict[str, Any]:
 
 
 def _submodel(annotation: Any) -> type[BaseModel] | None:
-    """The model a field holds (``AgentConfig | None`` -> ``AgentConfig``), if any."""
-    for candidate in (annotation, *typing.get_args(annotation)):
+    """The model a field holds (``AgentConfig | None`` -> ``AgentConfig``), if any; not
+    the items of a list or a map (``approvalRules`` is one key)."""
+    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    for candidate in (annotation, *(typing.get_args(annotation) if union else ())):
         if isinstance(candidate, type) and issubclass(candidate, BaseModel):
             return candidate
     return None
@@ -418,14 +421,14 @@ def _load(
     data = merge(data, {k: v for k, v in repo_layer.items() if k != RULES_KEY})
     data[RULES_KEY] = [r.dump() for r in (repo_rules or []) + (user_rules or [])]
     full = validate(data, repo_file)
+    # what applies is decided on the two models; the keys named are for the user
+    config = full if trust.recorded else tightening.tighten(below, full)
     if trust.trusted:
         applied = layer_keys(repo_layer)
-        config = full
     else:
         trust = _weigh(trust, below, full)
         applied = [k for k in layer_keys(repo_layer) if not tightening.sensitive(k)]
         applied += trust.tightening_keys
-        config = tightening.tighten(below, full)
     sources.update(dict.fromkeys((key.split(".")[0] for key in applied), "repo"))
     return Loaded(config, sources, repo_layer, version, trust)
 
