@@ -7,8 +7,9 @@ sent verbatim. ``set`` parses VALUE as JSON when it parses
 (numbers, booleans, lists, objects, null) and takes it as a string otherwise. Changes go
 to the repository layer; ``unset`` removes a key there, so the user or default applies.
 
-When the repository layer is not trusted (``pokeralphctl trust``), its sensitive keys are
-ignored: ``get`` shows the value that applies and says so, on stderr.
+When the repository layer is not trusted (``pokeralphctl trust``), what it sets that would
+loosen the config waits (ignored) and what only tightens applies: ``get`` shows the value
+that applies and says both, on stderr.
 """
 
 from __future__ import annotations
@@ -45,10 +46,22 @@ def add_config(parser: argparse.ArgumentParser) -> None:
 
 
 #: The objects of the config whose keys are its model's fields (so ``snake_case`` is
-#: camel-cased): the top level and ``agent``. Every other object is a free-form map whose
-#: keys are data (environment variable names, loop names) and are kept as typed.
+#: camel-cased, the only spelling the daemon accepts): the top level, ``agent``, the
+#: roles, their ``local``, ``permissions``, ``budget``. Every other object is a free-form
+#: map whose keys are data (environment variable names, loop names) and are kept as typed.
 FIELD_OBJECTS = frozenset(
-    {(), ("agent",), ("roles",), ("roles", "verifier"), ("roles", "reviewer"), ("permissions",)}
+    {
+        (),
+        ("agent",),
+        ("agent", "local"),
+        ("roles",),
+        ("roles", "verifier"),
+        ("roles", "verifier", "local"),
+        ("roles", "reviewer"),
+        ("roles", "reviewer", "local"),
+        ("permissions",),
+        ("budget",),
+    }
 )
 #: Maps whose values are strings: ``config set agent.env.DEBUG 1`` sets the string "1".
 STRING_MAPS = frozenset(

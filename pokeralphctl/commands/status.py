@@ -134,7 +134,7 @@ def print_status(out: Output, result: dict[str, Any]) -> None:
             )
     for entry in result.get("trust") or []:
         state = entry.get("trust")
-        if isinstance(state, dict) and not state.get("trusted", True):
+        if isinstance(state, dict) and state.get("ignoredKeys"):
             repo = clean(entry.get("repo"))
             ignored = clean(", ".join(str(k) for k in state.get("ignoredKeys") or []))
             out.line(

@@ -2,11 +2,14 @@
 may decide what runs.
 
 A repository's ``.pokeralph/config.json`` comes with the repository (a clone, a pull, an
-agent's edit). Its sensitive keys (``agent.command``, ``agent.extraArgs``, ``agent.env``,
-``feedbackCommands``, ``commitRuntimeFiles``) apply only after the user read the file and
-trusted its content; the daemon records the content's hash in the user's config, and a
-changed file needs trust again. Changes made through the daemon (``config set``) keep a
-trusted file trusted.
+agent's edit). Until the user read the file and trusted its content, it may only make
+things stricter: its sensitive keys that would loosen (all of ``agent``, ``roles`` and
+``feedbackCommands``, allow rules, a looser ``permissions.unmatched``, a higher cap or
+bound, ``yolo``) wait, while those that only tighten (deny rules, a stricter
+``unmatched``, a lower cap) apply; the daemon decides which is which
+(``pokeralphd.domain.tightening``) and says so. The daemon records the trusted content's
+hash in the user's config, and a changed file needs trust again. Changes made through the
+daemon (``config set``) keep a trusted file trusted.
 """
 
 from __future__ import annotations
@@ -28,9 +31,10 @@ SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "A
 
 def add_trust(parser: argparse.ArgumentParser) -> None:
     parser.description = (
-        "Trust the repository's .pokeralph/config.json as it is now, so that its sensitive "
-        "keys (agent.command, agent.extraArgs, agent.env, feedbackCommands, "
-        "commitRuntimeFiles) apply. Read the file first: it comes with the repository."
+        "Trust the repository's .pokeralph/config.json as it is now, so that what it sets "
+        "applies even where it loosens your config (agent, roles, feedbackCommands, allow "
+        "rules, higher caps and bounds...); until then only what tightens applies. Read the "
+        "file first: it comes with the repository."
     )
     parser.add_argument(
         "target", nargs="?", metavar="REPO", help="name or path (default: --repo, else .)"
@@ -45,8 +49,8 @@ def add_trust(parser: argparse.ArgumentParser) -> None:
 
 def add_untrust(parser: argparse.ArgumentParser) -> None:
     parser.description = (
-        "Stop trusting the repository's .pokeralph/config.json: its sensitive keys are "
-        "ignored again."
+        "Stop trusting the repository's .pokeralph/config.json: what it sets that would "
+        "loosen your config waits again (what only tightens keeps applying)."
     )
     parser.add_argument(
         "target", nargs="?", metavar="REPO", help="name or path (default: --repo, else .)"
@@ -84,13 +88,17 @@ def trust(ctx: Context, args: argparse.Namespace) -> int:
     where = f"{clean(result['path'])}/.pokeralph/config.json"
     out.line(f"trusted {where} ({clean(state['hash'])[:19]}…)")
     values = result.get("sensitiveValues") or {}
+    already = [k for k in state.get("sensitiveKeys") or [] if k not in values]
     if not values:
-        out.line("it sets no sensitive key: nothing of it was ignored")
-        return 0
-    out.line("it may now set:")
-    for key, value in values.items():
-        out.line(f"  {clean(key)}: {clean(shown(key, value))}")
-    out.note("a change to the file needs `pokeralphctl trust` again", "dim")
+        out.line("nothing of it waited for trust: it sets no key that loosens your config")
+    else:
+        out.line("it may now set (these waited for trust):")
+        for key, value in values.items():
+            out.line(f"  {clean(key)}: {clean(shown(key, value))}")
+    if already:
+        out.line(f"applied before too (they only tighten): {clean(', '.join(already))}")
+    if values:
+        out.note("a change to the file needs `pokeralphctl trust` again", "dim")
     return 0
 
 
@@ -108,22 +116,36 @@ def untrust(ctx: Context, args: argparse.Namespace) -> int:
         out.line(f"no longer trusted: {where}")
     ignored = result["trust"].get("ignoredKeys") or []
     if ignored:
-        out.line(f"ignored from now on: {clean(', '.join(ignored))}")
+        out.line(f"ignored from now on (they would loosen): {clean(', '.join(ignored))}")
+    tight = result["trust"].get("tighteningKeys") or []
+    if tight:
+        out.line(f"still applied (they only tighten): {clean(', '.join(tight))}")
     return 0
 
 
 def warn(out: Output, state: dict[str, Any] | None, repo: str | None = None) -> bool:
-    """Tell the user (on stderr) what an untrusted repository layer leaves out."""
+    """Tell the user (on stderr) what an untrusted repository layer leaves out (it would
+    loosen their config), and what of it applies because it only tightens; whether it
+    warned (something waits for trust)."""
     if not isinstance(state, dict) or state.get("trusted", True):
         return False
-    ignored = ", ".join(str(k) for k in state.get("ignoredKeys") or [])
     where = f"repository {repo}: " if repo else ""
+    tight = ", ".join(str(k) for k in state.get("tighteningKeys") or [])
+    ignored = ", ".join(str(k) for k in state.get("ignoredKeys") or [])
+    if not ignored:
+        if tight:
+            note = f"{where}.pokeralph/config.json is not trusted: {tight} applied"
+            out.note(note + " (they only tighten)", "dim")
+        return False
     changed = " (it changed since you trusted it)" if state.get("trustedHash") else ""
     out.note(
         f"warning: {where}.pokeralph/config.json is not trusted{changed}: {ignored} ignored "
-        "(the user's or default values apply)",
+        "(they would loosen your config or choose what runs: the user's or default values "
+        "apply)",
         "yellow",
     )
+    if tight:
+        out.note(f"applied all the same (they only tighten): {tight}", "dim")
     target = f" {repo}" if repo else ""
     out.note(f"read .pokeralph/config.json, then run `pokeralphctl trust{target}`", "dim")
     return True

@@ -191,13 +191,16 @@ class RepoUnregisterResult(Result):
 
 # -- config
 class TrustState(Result):
-    """Whether the repository layer applies in full, and which sensitive keys it sets."""
+    """Whether the repository layer applies in full, and which sensitive keys it sets:
+    untrusted, which of them wait for trust (ignored) and which apply because they only
+    tighten."""
 
     trusted: bool
     hash: str
     trusted_hash: str | None
     sensitive_keys: list[str]
     ignored_keys: list[str]
+    tightening_keys: list[str]
     message: str | None
     hint: str | None
 
@@ -215,7 +218,7 @@ class TrustResult(Result):
     path: str
     changed: bool
     trust: TrustState
-    sensitive_values: dict[str, Any]
+    sensitive_values: dict[str, Any]  # the keys trust decides on: they wait while untrusted
 
 
 class TrustEntry(Result):

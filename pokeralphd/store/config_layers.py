@@ -6,20 +6,27 @@ a JSON merge patch: objects (``agent``, ``agent.env``, ``feedbackCommands``) mer
 key at every depth, anything else replaces, ``null`` unsets. A layer that makes the
 result invalid is named in the error, with the field.
 
+**Spelling.** A layer (either file, or a patch asked for) is validated accepting the
+camelCase spelling only: the models also take their Python names (``extra_args``), and
+a key a gate does not know by that name would slip past it. A snake_case key is an error
+naming it (:func:`validate`).
+
 **Trust.** The repository layer comes with the repository: whoever wrote the clone, a
-pull or an agent's edit wrote it, not the user. Its :data:`SENSITIVE_KEYS` (what runs,
-where credentials go, what gets committed) apply only once the user trusted that exact
-content (``pokeralphctl trust``): the user layer records the sha256 of the repository
-layer's canonical content (every key but the ``version`` counter) under
-:data:`TRUST_KEY`, per repository root. A layer whose hash is not recorded has its
-sensitive keys ignored: the user's or the default values apply, and :class:`Trust` says
-which keys were left out. Its other keys apply as they are. Changes the daemon writes at
-the user's request keep a trusted layer trusted (:func:`update_repo_layer`).
+pull or an agent's edit wrote it, not the user. Until the user trusted that exact content
+(``pokeralphctl trust``: the user layer records the sha256 of the repository layer's
+canonical content, every key but the ``version`` counter, under :data:`TRUST_KEY`, per
+repository root), it may only make things stricter: :mod:`pokeralphd.domain.tightening`
+says, key by key, what only tightens (a deny rule, a stricter ``permissions.unmatched``,
+a lower cap or bound) and so applies, and what waits for trust (all of ``agent``,
+``roles`` and ``feedbackCommands``, allow rules, anything that loosens). It is decided on
+validated models: the layers below (defaults, user), and those with the whole repository
+layer merged over them; :class:`Trust` names the keys of each kind. Keys that are not
+sensitive apply as they are. Changes the daemon writes at the user's request keep a
+trusted layer trusted (:func:`update_repo_layer`).
 
 **Approval rules** (``approvalRules``) are the one key that does not replace: the
 effective list is the repository layer's rules, then the user's. Each layer's list is
-checked on its own, so an error names the file and the rule's index in it. A repository
-layer's rules are sensitive (a cloned repository must not be able to allow anything).
+checked on its own, so an error names the file and the rule's index in it.
 """
 
 from __future__ import annotations
@@ -30,16 +37,20 @@ import hashlib
 import json
 import logging
 import threading
-from dataclasses import dataclass
+import types
+import typing
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+from pydantic.alias_generators import to_camel
 
+from pokeralphd.domain import tightening
 from pokeralphd.domain.approval import ApprovalRule, RuleError, check_rules
 from pokeralphd.domain.models import Config
 from pokeralphd.errors import CorruptFile, InvalidParams, PokeralphError, VersionConflict
 from pokeralphd.store.atomic import atomic_write
-from pokeralphd.store.documents import META_KEYS, first_error, read_json
+from pokeralphd.store.documents import META_KEYS, field_path, first_error, read_json
 from pokeralphd.store.locks import file_lock
 
 if TYPE_CHECKING:
@@ -49,35 +60,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CONFIG_SCHEMA_VERSION = 1
-
-#: Keys of the repository layer that apply only once the user trusted its content: they
-#: decide which program runs and with which arguments (``agent.command``,
-#: ``agent.extraArgs``: ``--dangerously-skip-permissions``, or an empty list that drops the
-#: user's own restricting flags), where credentials go (``agent.env``:
-#: ``ANTHROPIC_BASE_URL``, ``*_API_KEY``), which shell commands run after each iteration
-#: (``feedbackCommands``), and whether ``.pokeralph/`` (where ``agent.env`` may hold
-#: secrets) is committed (``commitRuntimeFiles``). Dotted paths, camelCase as on disk.
-SENSITIVE_KEYS: tuple[str, ...] = (
-    "agent.command",
-    "agent.extraArgs",
-    "agent.env",
-    # the local agent: where the code and prompts go, its credential, its network tool
-    "agent.local.baseUrl",
-    "agent.local.apiKey",
-    "agent.local.fetchWebpage",
-    "feedbackCommands",
-    "commitRuntimeFiles",
-    "approvalRules",  # which tool calls an agent may make without asking anyone
-    "permissions",  # unmatched: allow would let an agent run anything
-    "budget",  # a cloned repository must not raise what it may spend
-    # the verifier's and reviewer's agents: the same as ``agent``'s
-    "roles.verifier.command",
-    "roles.verifier.extraArgs",
-    "roles.verifier.env",
-    "roles.reviewer.command",
-    "roles.reviewer.extraArgs",
-    "roles.reviewer.env",
-)
 
 #: The user layer's trust records: ``{"/repository/root": "sha256:…"}``. Only the user
 #: layer may hold it; it is not part of :class:`Config`.
@@ -137,11 +119,25 @@ def read_layer(path: Path) -> tuple[dict[str, Any], int]:
     return _split(read_raw(path))
 
 
+def spelled_error(exc: ValidationError, prefix: str = "") -> tuple[str, str]:
+    """The error to name, as ``(field, message)``: a snake_case key first (it is the
+    likely cause of the others), else the first."""
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        key = loc[-1] if loc else None
+        if err["type"] == "extra_forbidden" and isinstance(key, str) and to_camel(key) != key:
+            name = field_path(loc)
+            name = f"{prefix}.{name}" if prefix else name
+            return name, f"{key} is not a config key: keys are spelled camelCase ({to_camel(key)})"
+    return first_error(exc, prefix)
+
+
 def validate(data: dict[str, Any], source: Path | None) -> Config:
+    """``data`` as a :class:`Config`, keys in the camelCase spelling only."""
     try:
-        return Config.model_validate(data)
+        return Config.model_validate(data, by_alias=True, by_name=False)
     except ValidationError as exc:
-        name, message = first_error(exc)
+        name, message = spelled_error(exc)
         if source is None:
             raise InvalidParams(f"config field {name}: {message}", field=name) from exc
         raise CorruptFile(source, message, name) from exc
@@ -167,9 +163,9 @@ def layer_rules(layer: dict[str, Any], source: Path | None) -> list[ApprovalRule
     rules: list[ApprovalRule] = []
     for index, item in enumerate(raw):
         try:
-            rules.append(ApprovalRule.model_validate(item))
+            rules.append(ApprovalRule.model_validate(item, by_alias=True, by_name=False))
         except ValidationError as exc:
-            field, message = first_error(exc, f"{RULES_KEY}[{index}]")
+            field, message = spelled_error(exc, f"{RULES_KEY}[{index}]")
             tool = item.get("toolName") if isinstance(item, dict) else None
             who = f"{RULES_KEY}[{index}]" + (f" ({tool})" if isinstance(tool, str) else "")
             raise _refuse(source, field, f"{who}: {field}: {message}") from exc
@@ -210,14 +206,39 @@ def dotted_patch(dotted: str, value: Any) -> dict[str, Any]:
     return patch
 
 
+def _submodel(annotation: Any) -> type[BaseModel] | None:
+    """The model a field holds (``AgentConfig | None`` -> ``AgentConfig``), if any; not
+    the items of a list or a map (``approvalRules`` is one key)."""
+    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    for candidate in (annotation, *(typing.get_args(annotation) if union else ())):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
+
+
+def layer_keys(layer: dict[str, Any], model: type[BaseModel] = Config) -> list[str]:
+    """The dotted keys a layer sets, in the model's order, down to the fields of nested
+    models (``roles.verifier.local.baseUrl``); a map, a list or a ``null`` is one key.
+    Keys the model does not know by their camelCase name are not listed: the layer
+    failed validation before this is asked (:func:`validate`)."""
+    keys: list[str] = []
+    for name, field in model.model_fields.items():
+        alias = field.alias or to_camel(name)
+        if alias not in layer:
+            continue
+        value, inner = layer[alias], _submodel(field.annotation)
+        if inner is not None and isinstance(value, dict):
+            keys += [f"{alias}.{key}" for key in layer_keys(value, inner)]
+        else:
+            keys.append(alias)
+    return keys
+
+
 def sensitive_keys(layer: dict[str, Any]) -> list[str]:
-    """The :data:`SENSITIVE_KEYS` a layer sets (even to an empty value: ``[]`` replaces)."""
-    return [key for key in SENSITIVE_KEYS if _lookup(layer, key)[0]]
-
-
-def sensitive_values(layer: dict[str, Any]) -> dict[str, Any]:
-    """Each sensitive key the layer sets, and its value."""
-    return {key: _lookup(layer, key)[1] for key in sensitive_keys(layer)}
+    """The keys a layer sets that need trust unless they only tighten
+    (:func:`pokeralphd.domain.tightening.sensitive`; an empty value counts: ``[]``
+    replaces)."""
+    return [key for key in layer_keys(layer) if tightening.sensitive(key)]
 
 
 def without(layer: dict[str, Any], keys: list[str]) -> dict[str, Any]:
@@ -262,11 +283,18 @@ def _refuse_trust_key(layer: dict[str, Any], source: Path | None) -> None:
 
 @dataclass(frozen=True)
 class Trust:
-    """Whether a repository layer applies in full, and what is left out if not."""
+    """Whether a repository layer applies in full, and if not, which of its sensitive
+    keys wait for trust and which apply because they only tighten.
+
+    ``waiting`` is known once the layer was weighed against the layers below it
+    (:func:`load`); until then (``None``) every sensitive key counts as waiting.
+    """
 
     hash: str
     sensitive_keys: list[str]  # the sensitive keys the layer sets
     trusted_hash: str | None  # what the user layer records for this repository
+    waiting: list[str] | None = None  # untrusted: the sensitive keys that would loosen
+    tightening: list[str] | None = None  # untrusted: those applied, they only tighten
 
     @property
     def recorded(self) -> bool:
@@ -274,20 +302,36 @@ class Trust:
 
     @property
     def trusted(self) -> bool:
-        """Nothing of the layer is ignored: no sensitive key, or this content trusted."""
+        """The layer applies in full: it sets no sensitive key, or this content is
+        trusted. (Not: nothing of it waits; that depends on the user's layer.)"""
         return not self.sensitive_keys or self.recorded
 
     @property
     def ignored_keys(self) -> list[str]:
-        return [] if self.trusted else list(self.sensitive_keys)
+        """The sensitive keys that wait for trust (the values below apply)."""
+        if self.trusted:
+            return []
+        return list(self.sensitive_keys if self.waiting is None else self.waiting)
+
+    @property
+    def tightening_keys(self) -> list[str]:
+        """The sensitive keys applied without trust because they only tighten."""
+        return [] if self.trusted else list(self.tightening or [])
 
     def message(self) -> str | None:
         if self.trusted:
             return None
         changed = " (it changed since you trusted it)" if self.trusted_hash else ""
-        return (
-            f"the repository's .pokeralph/config.json is not trusted{changed}: "
-            f"{', '.join(self.sensitive_keys)} ignored (the user's or default values apply)"
+        parts = []
+        if self.ignored_keys:
+            parts.append(
+                f"{', '.join(self.ignored_keys)} ignored until trusted (they loosen, or "
+                "choose what runs; the user's or default values apply)"
+            )
+        if self.tightening_keys:
+            parts.append(f"{', '.join(self.tightening_keys)} applied (they only tighten)")
+        return f"the repository's .pokeralph/config.json is not trusted{changed}: " + "; ".join(
+            parts
         )
 
     def describe(self) -> dict[str, Any]:
@@ -297,8 +341,9 @@ class Trust:
             "trustedHash": self.trusted_hash,
             "sensitiveKeys": list(self.sensitive_keys),
             "ignoredKeys": self.ignored_keys,
+            "tighteningKeys": self.tightening_keys,
             "message": self.message(),
-            "hint": None if self.trusted else TRUST_HINT,
+            "hint": TRUST_HINT if self.ignored_keys else None,
         }
 
 
@@ -343,41 +388,72 @@ def _user(user_file: Path | None) -> tuple[dict[str, Any], dict[str, str], int]:
 
 
 def load(user_file: Path | None, repo_file: Path | None, repo_root: Path | None = None) -> Loaded:
-    """The effective config, with the repository layer's sensitive keys gated by trust.
+    """The effective config; an untrusted repository layer only tightens it.
 
     ``repo_root`` names the repository in the trust records (default: the folder holding
     ``.pokeralph/``).
     """
+    return _load(user_file, repo_file, repo_root, records_apply=True)
+
+
+def _load(
+    user_file: Path | None, repo_file: Path | None, repo_root: Path | None, records_apply: bool
+) -> Loaded:
     if repo_root is None and repo_file is not None:
         repo_root = repo_file.parent.parent
-    data = default_layer()
-    sources = dict.fromkeys(data, "default")
-    config: Config | None = None
     user, records, _ = _user(user_file)
     user_rules = layer_rules(user, user_file)
     repo_raw = read_raw(repo_file) if repo_file is not None else {}
     repo_layer, version = _split(repo_raw)
     _refuse_trust_key(repo_layer, repo_file)
-    trust = repo_trust(repo_raw, records, repo_root)
-    applied = without(repo_layer, trust.ignored_keys)
-    repo_rules = layer_rules(applied, repo_file)
-    # the rules concatenate (repository first); every other key merges layer over layer
-    user.pop(RULES_KEY, None)
-    applied.pop(RULES_KEY, None)
+    repo_rules = layer_rules(repo_layer, repo_file)
+    trust = repo_trust(repo_raw, records if records_apply else {}, repo_root)
+    # below: the defaults, then the user's layer (its rules in place of the defaults' none)
+    data = default_layer()
+    sources = dict.fromkeys(data, "default")
+    data[RULES_KEY] = [r.dump() for r in user_rules or []]
+    if user_rules is not None:
+        sources[RULES_KEY] = "user"
+    settings = {k: v for k, v in user.items() if k != RULES_KEY}
+    if settings:
+        data = merge(data, settings)
+        sources.update(dict.fromkeys(settings, "user"))
+    below = validate(data, user_file if settings else None)
+    if not repo_layer:
+        return Loaded(below, sources, repo_layer, version, trust)
+    # full: the whole repository layer over that, its rules first
+    data = merge(data, {k: v for k, v in repo_layer.items() if k != RULES_KEY})
     data[RULES_KEY] = [r.dump() for r in (repo_rules or []) + (user_rules or [])]
-    if repo_rules is not None or user_rules is not None:
-        sources[RULES_KEY] = "repo" if repo_rules is not None else "user"
-    if user:
-        data = merge(data, user)
-        config = validate(data, user_file)
-        sources.update(dict.fromkeys(user, "user"))
-    if applied:
-        data = merge(data, applied)
-        config = validate(data, repo_file)
-        sources.update(dict.fromkeys(applied, "repo"))
-    if config is None:
-        config = validate(data, None)
+    full = validate(data, repo_file)
+    # what applies is decided on the two models; the keys named are for the user
+    config = full if trust.recorded else tightening.tighten(below, full)
+    if trust.trusted:
+        applied = layer_keys(repo_layer)
+    else:
+        trust = _weigh(trust, below, full)
+        applied = [k for k in layer_keys(repo_layer) if not tightening.sensitive(k)]
+        applied += trust.tightening_keys
+    sources.update(dict.fromkeys((key.split(".")[0] for key in applied), "repo"))
     return Loaded(config, sources, repo_layer, version, trust)
+
+
+def _weigh(trust: Trust, below: Config, full: Config) -> Trust:
+    """``trust`` with its sensitive keys told apart: those that wait, those that apply
+    because they only tighten (an approval rules list may be both: its deny rules apply,
+    its allow rules wait)."""
+    waiting: list[str] = []
+    tight: list[str] = []
+    low, high = below.dump(), full.dump()
+    for key in trust.sensitive_keys:
+        if key == RULES_KEY:
+            added = tightening.added_rules(below, full)
+            if any(rule.decision == "deny" for rule in added):
+                tight.append(key)
+            if any(rule.decision != "deny" for rule in added):
+                waiting.append(key)
+        else:
+            (tight if tightening.applies(key, low, high) else waiting).append(key)
+    return replace(trust, waiting=waiting, tightening=tight)
 
 
 def effective(
@@ -492,8 +568,8 @@ def set_trust(
 ) -> tuple[Trust, dict[str, Any], bool]:
     """Trust (or stop trusting) the repository layer as it is now.
 
-    Returns the resulting :class:`Trust`, the sensitive values the layer sets, and
-    whether the trust record changed. With
+    Returns the resulting :class:`Trust`, the values of the keys trust decides on (those
+    that wait while the layer is untrusted), and whether the trust record changed. With
     ``expected_hash`` the layer is trusted only if it still has that hash (what the user
     read). A layer that would make the config invalid is refused, nothing recorded.
     """
@@ -514,8 +590,15 @@ def set_trust(
             layer_rules(layer, repo_file)
             validate(merge(merge(default_layer(), user), layer), repo_file)
         changed = _record(user_file, repo_root, digest if trusted else None)
-        _, records, _ = _user(user_file)
-        return repo_trust(raw, records, repo_root), sensitive_values(layer), changed
+        try:  # weighed against the user's layer: which keys trust decides on
+            untrusted = _load(user_file, repo_file, repo_root, records_apply=False).trust
+            state = load(user_file, repo_file, repo_root).trust
+        except PokeralphError:  # an invalid layer may be untrusted all the same
+            _, records, _ = _user(user_file)
+            untrusted = state = repo_trust(raw, records, repo_root)
+            untrusted = replace(untrusted, trusted_hash=None)
+        values = {key: _lookup(layer, key)[1] for key in untrusted.ignored_keys}
+        return state, values, changed
 
 
 def update_user_layer(

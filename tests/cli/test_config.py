@@ -66,6 +66,11 @@ def test_map_keys_are_kept_verbatim() -> None:
     assert split_key("feedback_commands.type_check") == ["feedbackCommands", "type_check"]
     assert split_key("agent.extra_args") == ["agent", "extraArgs"]
     assert split_key("max_iterations_per_task") == ["maxIterationsPerTask"]
+    # the daemon takes camelCase only: every object of the config's own fields is converted
+    assert split_key("budget.per_battle_usd") == ["budget", "perBattleUsd"]
+    assert split_key("roles.verifier.local.base_url") == ["roles", "verifier", "local", "baseUrl"]
+    assert split_key("agent.local.fetch_webpage") == ["agent", "local", "fetchWebpage"]
+    assert split_key("permissions.ask_timeout_minutes") == ["permissions", "askTimeoutMinutes"]
 
 
 def test_set_an_environment_variable_and_a_loop_command(ctl: Ctl) -> None:

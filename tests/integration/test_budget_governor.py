@@ -72,7 +72,10 @@ def test_a_raise_goes_where_it_takes_effect_when_the_repository_is_not_trusted(
     task = setup_repo(daemon, repo, env={"FAKE_CLAUDE_MODE": "progress"}, phases=["implementation"])
     user_file = paths_for(home).user_config_file
     agent = daemon.call("config.get", {"repo": str(repo)})["config"]["agent"]
-    config_layers.update_user_layer(user_file, {"agent": agent, "budget": {"perBattleUsd": 0.02}})
+    # what the repository's layer sets that loosens (its agent, yolo) waits once it is
+    # edited: the user's layer says it too
+    mine = {"agent": agent, "mode": "yolo", "budget": {"perBattleUsd": 0.02}}
+    config_layers.update_user_layer(user_file, mine)
     repo_file = repo / ".pokeralph" / "config.json"
     edited = json.loads(repo_file.read_text())
     edited["budget"] = {"perRepoPerDayUsd": 100}  # a hand edit no one trusted

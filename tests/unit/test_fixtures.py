@@ -108,14 +108,18 @@ def test_the_frozen_config_layers_still_load(tmp_path: Path) -> None:
     user = tmp_path / "user-config.json"
     shutil.copy(V1 / "user-config.json", user)
     loaded = config_layers.load(user, repo / ".pokeralph" / "config.json", repo)
-    assert loaded.config.mode.value == "yolo"
-    assert loaded.config.max_iterations_per_task == 5
-    assert loaded.config.agent.backend == "demo"
+    assert loaded.config.feedback_loops == ["test"]
+    assert loaded.config.max_iterations_per_task == 5  # lower than the default: it applies
     assert loaded.version == 2
     # The trust record names another path: this copy is untrusted, and says which keys
-    # it ignores (its feedback command).
+    # wait for trust (its agent, feedback command and yolo).
     assert not loaded.describe()["trust"]["trusted"]
-    assert "feedbackCommands" in loaded.describe()["trust"]["ignoredKeys"]
+    assert loaded.config.mode.value == "hitl" and loaded.config.agent.backend == "claude"
+    assert loaded.describe()["trust"]["ignoredKeys"] == [
+        "mode",
+        "agent.backend",
+        "feedbackCommands",
+    ]
 
 
 def test_every_v2_fixture_has_a_kind_at_schema_2() -> None:

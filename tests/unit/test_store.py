@@ -137,12 +137,14 @@ def test_config_layers(tmp_path: Path) -> None:
     user = tmp_path / "user.json"
     repo = tmp_path / "repo.json"
     user.write_text(json.dumps({"mode": "yolo", "agent": {"backend": "codex", "model": "m"}}))
-    repo.write_text(json.dumps({"schemaVersion": 1, "version": 3, "agent": {"backend": "demo"}}))
+    repo.write_text(json.dumps({"schemaVersion": 1, "version": 3, "feedbackLoops": ["test"]}))
     config, sources = config_layers.effective(user, repo)
-    assert config.mode == "yolo" and config.agent.backend == "demo" and config.agent.model == "m"
+    assert config.mode == "yolo" and config.agent.backend == "codex" and config.agent.model == "m"
+    assert config.feedback_loops == ["test"]
     assert (
         sources["mode"] == "user"
-        and sources["agent"] == "repo"
+        and sources["agent"] == "user"
+        and sources["feedbackLoops"] == "repo"
         and sources["timeoutMinutes"] == "default"
     )
     repo.write_text(json.dumps({"timeoutMinutes": 999}))

@@ -1,8 +1,10 @@
 """``config.*``: the layered configuration of a repository, and the user's trust in it.
 
-A repository's ``.pokeralph/config.json`` comes with the repository; its sensitive keys
-(``config_layers.SENSITIVE_KEYS``) apply only once the user trusted its content
-(``config.trust``). ``config.get`` says what is ignored meanwhile.
+A repository's ``.pokeralph/config.json`` comes with the repository; until the user
+trusted its content (``config.trust``) it may only make things stricter
+(:mod:`pokeralphd.domain.tightening`): ``config.get`` says which of its keys wait for
+trust (``ignoredKeys``) and which apply because they only tighten (``tighteningKeys``).
+A layer or a patch with a snake_case key is refused, naming it.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ def register(table: MethodTable) -> None:
         "config.get",
         RepoParams,
         "Effective config, which layer set each key, version, and whether the repository "
-        "layer is trusted (which of its sensitive keys are ignored).",
+        "layer is trusted (untrusted: which of its keys wait for trust, which apply because "
+        "they only tighten).",
         result=ConfigResult,
     )
     async def get(ctx: CallContext, params: RepoParams) -> ConfigResult:
@@ -55,7 +58,8 @@ def register(table: MethodTable) -> None:
         "config.trust",
         ConfigTrustParams,
         "Trust the repository layer's current content (with hash: only if unchanged), so "
-        "its sensitive keys apply; recorded in the user's config.",
+        "what it sets applies even where it loosens; recorded in the user's config. "
+        "sensitiveValues: the keys that waited for this.",
         result=TrustResult,
     )
     async def trust(ctx: CallContext, params: ConfigTrustParams) -> TrustResult:
@@ -65,7 +69,7 @@ def register(table: MethodTable) -> None:
     @table.add(
         "config.untrust",
         RepoParams,
-        "Forget the trust in the repository layer: its sensitive keys are ignored again.",
+        "Forget the trust in the repository layer: what it sets that loosens waits again.",
         result=TrustResult,
     )
     async def untrust(ctx: CallContext, params: RepoParams) -> TrustResult:
