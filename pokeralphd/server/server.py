@@ -1,9 +1,11 @@
 """The Unix-socket transport: accept clients, check who they are, serve each one.
 
-A client whose uid is not ours is refused before it can send a byte. A client that is a
-process of one of our agent runs is served in the agent scope (``ProcessOwner.identify``). Each accepted
-client is a :class:`ClientConnection` in the server's task group; the server knows the
-open connections so that shutdown can close them and wait for them to go.
+A client whose uid is not ours is refused before it can send a byte. Every other client is
+looked up (``ProcessOwner.identify``), whether a run is under way or not: a process of one
+of our runs, or one with our mark, is served in the agent scope, and so is a peer that
+cannot be identified (no pid, gone before the lookup). Each accepted client is a
+:class:`ClientConnection` in the server's task group; the server knows the open
+connections so that shutdown can close them and wait for them to go.
 """
 
 from __future__ import annotations
@@ -72,13 +74,9 @@ class Server(ConnectionSet):
             log.warning("refused a connection from uid %s (pid %s)", uid, pid)
             await stream.aclose()
             return
-        # Reading /proc is blocking: done in a thread, and only while an agent run is
-        # under way (else nothing of ours could be calling).
-        scope = (
-            await anyio.to_thread.run_sync(self.services.identify, pid)
-            if self.services.agents_running()
-            else None
-        )
+        # Reading /proc is blocking (an agent's process could hold it up): in a thread.
+        # With no run under way it reads one environment (~20 µs).
+        scope = await anyio.to_thread.run_sync(self.services.identify, pid)
         if scope is not None:
             log.info("connection from %s (pid %s): agent scope", scope.describe(), pid)
         await ClientConnection(self, stream, pid, scope).serve()

@@ -76,26 +76,25 @@ async def test_code_a_feedback_loop_runs_is_an_agent(home: Path, tmp_path: Path)
         events = await battle(d, repo, task)
         assert events[-1]["type"] == "battle_complete", events[-1]
         rules = await d.call("rules.list", {"repo": str(repo)})
-        trusted = await d.call("config.trustList")
         answered = await d.call("inbox.get", {"repo": str(repo), "id": delivery})
     assert_all_refused(out)
     assert answered["delivery"]["status"] != "completed"
     assert not any("says the agent" in json.dumps(rule) for rule in rules["rules"])
-    assert trusted["repos"] == []
 
 
 async def test_a_role_run_is_an_agent(home: Path, tmp_path: Path) -> None:
+    """A verifier runs the tests too: its code and whatever it starts are the battle's."""
     repo = make_git_repo(tmp_path / "repo")
     out = tmp_path / "probes.jsonl"
     async with running_daemon(home) as d:
+        await d.call("repo.register", {"path": str(repo)})
+        delivery = await question(d, repo)
         verifier = {
             "backend": "command",
             "command": sys.executable,
             "extraArgs": [ESCAPE, "agent"],
-            "env": {"SCOPE_OUT": str(out)},
+            "env": {"SCOPE_OUT": str(out), "SCOPE_DELIVERY": delivery},
         }
-        await d.call("repo.register", {"path": str(repo)})
-        verifier["env"]["SCOPE_DELIVERY"] = await question(d, repo)
         task = await setup_task(
             d,
             repo,
@@ -178,7 +177,7 @@ async def test_our_mark_is_an_agent_with_no_run_under_way(home: Path, tmp_path: 
         listed = await d.call("config.trustList")
     assert done.returncode != 0
     assert str(SCOPE) in done.stdout.decode() + done.stderr.decode()
-    assert str(repo) not in json.dumps(listed)
+    assert [entry["trust"]["trustedHash"] for entry in listed["repos"]] == [None]
 
 
 def test_the_web_token_from_inside_a_run_is_still_an_agent() -> None:
