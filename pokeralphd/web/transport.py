@@ -197,6 +197,8 @@ def loopback_peer(
     if found is None:
         return None, UNKNOWN_SCOPE  # gone (or an address we cannot read)
     uid, inode = found
+    if inode == 0:
+        return None, UNKNOWN_SCOPE  # closed: no process holds it any more (TIME_WAIT)
     if uid != os.getuid():
         return None, None
     holders = _holders(inode)
