@@ -107,6 +107,7 @@ class Daemon:
             request_shutdown=self.shutdown_requested.set,
             ledger=self.ledger,
             identify=self.owner.identify,
+            agents_running=lambda: self.owner.runs > 0,
         )
         self.server = Server(dispatcher, services, settings)
         # The dashboard: a third transport to the same dispatcher and event bus.

@@ -52,9 +52,10 @@ class Services:
     request_shutdown: Callable[[], None]
     ledger: Ledger  # what every iteration cost, daemon-wide
     # Whose a connecting process is: None for a person, else its run's scope (or the
-    # narrowest, for a process of ours with no run or one nobody can identify);
-    # blocking: reads /proc.
+    # narrowest, for a process of ours with no run or one nobody can identify; blocking:
+    # reads /proc), and whether any run is under way (then it walks the process's kin).
     identify: Callable[[int | None], AgentScope | None] = lambda _pid: None
+    agents_running: Callable[[], bool] = lambda: False
 
 
 class CallContext:

@@ -74,9 +74,14 @@ class Server(ConnectionSet):
             log.warning("refused a connection from uid %s (pid %s)", uid, pid)
             await stream.aclose()
             return
-        # Reading /proc is blocking (an agent's process could hold it up): in a thread.
-        # With no run under way it reads one environment (~20 µs).
-        scope = await anyio.to_thread.run_sync(self.services.identify, pid)
+        # With no run under way identify reads one environment (~20 µs on Linux): on the
+        # loop, where a worker thread's round trip alone costs more. With runs it walks
+        # the process's parents, group and session too: in a thread.
+        identify = self.services.identify
+        if self.services.agents_running():
+            scope = await anyio.to_thread.run_sync(identify, pid)
+        else:
+            scope = identify(pid)
         if scope is not None:
             log.info("connection from %s (pid %s): agent scope", scope.describe(), pid)
         await ClientConnection(self, stream, pid, scope).serve()
