@@ -9,20 +9,25 @@
   a longer line is cut into pieces, never held whole in memory.
 - :func:`end_tree` ends a process group and every process carrying a run's token (so a
   grandchild that left the group with ``setsid`` is found too): SIGTERM, a grace period,
-  then SIGKILL. :func:`sweep` kills what a finished run left behind.
+  then SIGKILL. :func:`end_run` kills what a run that exited normally left behind: the
+  rest of its group, and whatever carries its token.
 - :class:`ProcessOwner` marks the children of one daemon; at start the next daemon ends
   every process whose mark names a previous daemon of the same state folder that is no
   longer alive (:meth:`ProcessOwner.sweep_orphans`): agents, feedback loops and whatever
   they started.
 - The owner also knows the runs under way (:meth:`ProcessOwner.track`: which repository
-  and task each agent run works for) and tells who a connecting process is
+  and task each run works for: an agent, a verifier or reviewer, a planning agent, a
+  feedback loop running the agent's code) and tells who a connecting process is
   (:meth:`ProcessOwner.identify`): a person, or a process of one of its runs. A process is
   a run's when it carries the run's token, when one of its ancestors is the run's first
   process, or when it is in that process's group or session; a process with the owner's
-  mark and no live run's token is ours too, with no scope at all. To pass for a person a
-  process would have to leave all of these at once (drop both variables, leave the group
-  and session, and be re-parented): what the OS lets a same-user process do, so this
-  narrows what an agent may ask by accident or by a careless prompt, and is no sandbox.
+  mark and no live run's token is ours too, with no scope at all, whether a run is under
+  way or not. A peer that cannot be identified (no pid, gone before it was looked up, an
+  environment we may not read) is never a person: it gets that narrowest scope too. To
+  pass for a person a process would have to leave all of these at once (drop both
+  variables, leave the group and session, and be re-parented): what the OS lets a
+  same-user process do, so this narrows what an agent may ask by accident or by a
+  careless prompt, and is no sandbox.
 """
 
 from __future__ import annotations
@@ -68,15 +73,19 @@ RunKind = Literal["battle", "planning", "child"]
 
 @dataclass(frozen=True, slots=True)
 class AgentScope:
-    """What a process the daemon started works for: a battle's agent (its repository and
+    """What a process the daemon started works for: a battle's run (its repository and
     task), a planning agent (its repository), or a child of ours with no live run
-    (``child``: a feedback loop, a left-behind process), which gets no repository."""
+    (``child``: a left-behind process), which gets no repository. A peer nobody can
+    identify gets the ``child`` scope too (``about`` says so)."""
 
     kind: RunKind
     repo: str | None = None
     task_id: str | None = None
+    about: str | None = None  # what describe() says, when not what kind says
 
     def describe(self) -> str:
+        if self.about is not None:
+            return self.about
         if self.kind == "child":
             return "a process the daemon started"
         what = f"the {self.kind} agent of {self.repo}"
@@ -84,6 +93,9 @@ class AgentScope:
 
 
 CHILD_SCOPE = AgentScope("child")
+#: A peer without a pid, gone before it was looked up, or whose environment we may not
+#: read: nothing says it is a person, so it is not one.
+UNKNOWN_SCOPE = AgentScope("child", about="a process pokeralphd cannot identify")
 
 
 @dataclass(slots=True)
@@ -144,24 +156,41 @@ class ProcessOwner:
         return len(self._runs)
 
     def identify(self, pid: int | None) -> AgentScope | None:
-        """Whose a connecting process ``pid`` is: None for a person (anything that is
-        not ours), else the scope of the run it belongs to (blocking: reads /proc).
+        """Whose a connecting process ``pid`` is: None for a person, else the scope of
+        the run it belongs to, :data:`CHILD_SCOPE` for a process with our mark and no
+        live run, :data:`UNKNOWN_SCOPE` for a peer that cannot be identified (blocking:
+        reads /proc).
 
-        Costs nothing while no run is under way: then nothing of ours is alive to ask.
+        With no run under way it reads only the process's environment (~20 µs on Linux):
+        a process with our mark is ours whatever the number of runs.
         """
-        if pid is None or not self._runs or pid == os.getpid():
+        if pid is None:
+            return UNKNOWN_SCOPE
+        if pid == os.getpid():
             return None
+        try:
+            token, mark = _run_vars(pid)
+        except OSError:  # gone, or an environment we may not read
+            return UNKNOWN_SCOPE
+        run = self._runs.get(token or "")
+        if run is not None:
+            return run.scope
+        if mark is not None and self.ours(mark):
+            return CHILD_SCOPE
+        return self._kin(pid) if self._runs else None
+
+    def ours(self, mark: str) -> bool:
+        """Whether ``mark`` is this daemon's, or a previous one's of the same state folder
+        (whose leftovers the start-up sweep ends)."""
+        return mark == self.mark or mark.startswith(self.scope + ":")
+
+    def _kin(self, pid: int) -> AgentScope | None:
+        """The scope of the run ``pid`` descends from or shares a group or session with;
+        None if none (a person)."""
         try:
             proc = psutil.Process(pid)
         except psutil.Error:
-            return None
-        try:
-            env = proc.environ()
-        except (psutil.Error, OSError):
-            env = {}
-        run = self._runs.get(env.get(TOKEN_VAR, ""))
-        if run is not None:
-            return run.scope
+            return UNKNOWN_SCOPE
         roots = {r.pid: r for r in self._runs.values() if r.pid is not None}
         try:
             for parent in [proc, *proc.parents()]:
@@ -170,12 +199,13 @@ class ProcessOwner:
                     return root.scope
         except psutil.Error:
             pass
-        for group in _group_and_session(pid):
+        kin = _group_and_session(pid)
+        if not kin:
+            return UNKNOWN_SCOPE
+        for group in kin:
             root = roots.get(group)
             if root is not None:
                 return root.scope
-        if env.get(OWNER_VAR) == self.mark:
-            return CHILD_SCOPE
         return None
 
     def sweep_orphans(self) -> int:
@@ -211,6 +241,53 @@ def _group_and_session(pid: int) -> tuple[int, ...]:
         return (os.getpgid(pid), os.getsid(pid))
     except OSError:
         return ()
+
+
+_LINUX_PROC = sys.platform.startswith("linux") and os.path.isdir("/proc")
+
+
+def _run_vars(pid: int) -> tuple[str | None, str | None]:
+    """``(token, mark)``: the run token and owner mark in ``pid``'s environment (None
+    where it has none). Raises OSError when the process is gone, or its environment
+    cannot be read: then nothing tells what it is.
+
+    On Linux one read of ``/proc/PID/environ``; a zombie (exited, not yet reaped) reads
+    as an empty environment and counts as gone."""
+    if not _LINUX_PROC:
+        try:
+            proc = psutil.Process(pid)
+            env = proc.environ()
+            if not env and proc.status() == psutil.STATUS_ZOMBIE:
+                raise ProcessLookupError(pid)
+        except psutil.Error as exc:
+            raise ProcessLookupError(pid) from exc
+        return env.get(TOKEN_VAR), env.get(OWNER_VAR)
+    with open(f"/proc/{pid}/environ", "rb") as file:
+        data = file.read()
+    if not data and _zombie(pid):
+        raise ProcessLookupError(pid)
+    return _value(data, TOKEN_VAR), _value(data, OWNER_VAR)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            stat = file.read()
+    except OSError:
+        return True
+    return stat[stat.rfind(b")") + 2 :].startswith(b"Z")
+
+
+def _value(data: bytes, var: str) -> str | None:
+    """The value of ``var`` in an environment block (``NAME=value\\0...``), or None."""
+    key = var.encode() + b"="
+    at = data.find(key)
+    while at > 0 and data[at - 1] != 0:  # only at the start of an entry
+        at = data.find(key, at + 1)
+    if at < 0:
+        return None
+    end = data.find(b"\0", at)
+    return data[at + len(key) : end if end >= 0 else len(data)].decode(errors="surrogateescape")
 
 
 def _create_time(pid: int) -> float | None:
@@ -354,7 +431,7 @@ def marked(var: str) -> Iterator[tuple[int, str]]:
     hundreds, and this runs at every agent's end and at start-up).
     """
     me = os.getpid()
-    if not sys.platform.startswith("linux") or not os.path.isdir("/proc"):
+    if not _LINUX_PROC:
         for proc in psutil.process_iter(["pid"]):
             if proc.pid == me:
                 continue
@@ -365,7 +442,6 @@ def marked(var: str) -> Iterator[tuple[int, str]]:
             if value is not None:
                 yield proc.pid, value
         return
-    key = var.encode() + b"="
     for entry in os.scandir("/proc"):
         name = entry.name
         if not name.isdigit() or int(name) == me:
@@ -375,14 +451,9 @@ def marked(var: str) -> Iterator[tuple[int, str]]:
                 data = file.read()
         except OSError:  # gone, or not ours
             continue
-        at = data.find(key)
-        while at > 0 and data[at - 1] != 0:  # only at the start of an entry
-            at = data.find(key, at + 1)
-        if at < 0:
-            continue
-        end = data.find(b"\0", at)
-        value = data[at + len(key) : end if end >= 0 else len(data)]
-        yield int(name), value.decode(errors="surrogateescape")
+        value = _value(data, var)
+        if value is not None:
+            yield int(name), value
 
 
 def _bound(var: str, matches: Iterable[tuple[int, str]]) -> list[psutil.Process]:
@@ -436,6 +507,25 @@ def end_tree(pid: int, token: str | None, grace: float) -> None:
         with contextlib.suppress(psutil.Error):
             proc.kill()
     _wait_ended(alive, 2)
+
+
+@contextlib.contextmanager
+def tracked(
+    owner: ProcessOwner | None, scope: AgentScope | None, token: str
+) -> Iterator[TrackedRun | None]:
+    """:meth:`ProcessOwner.track` when there is an owner and a scope, else nothing."""
+    if owner is None or scope is None:
+        yield None
+        return
+    with owner.track(token, scope) as run:
+        yield run
+
+
+def end_run(pid: int, token: str | None) -> int:
+    """After a normal exit (blocking): kill what the run left in its process group, and
+    every process carrying its token wherever it went; how many carried the token."""
+    kill_group(pid)
+    return sweep(token) if token else 0
 
 
 def sweep(token: str) -> int:

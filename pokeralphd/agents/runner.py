@@ -1,8 +1,10 @@
 """Running an agent: start it (``proc.spawn``: its own process group, a run token), feed
 the prompt on stdin and close it, stream stdout and stderr line by line (each line bounded,
 see ``proc.iter_lines``), enforce the run timeout and the idle watchdog, and end the whole
-process tree when it must stop (``proc.end_tree``). The token sweep also runs after a
-normal exit, so an agent never leaves processes behind.
+process tree when it must stop (``proc.end_tree``). After a normal exit its process group
+is killed and its token swept (``proc.end_run``), so an agent never leaves processes
+behind: neither one that dropped the token but stayed in the group, nor one that left
+the group with the token.
 """
 
 from __future__ import annotations
@@ -36,7 +38,16 @@ from pokeralphd.agents.base import (
     PermissionAnswer,
 )
 from pokeralphd.errors import AgentError
-from pokeralphd.proc import check_program, child_env, end_tree, iter_lines, reap, spawn, sweep
+from pokeralphd.proc import (
+    check_program,
+    child_env,
+    end_run,
+    end_tree,
+    iter_lines,
+    reap,
+    spawn,
+    tracked,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -90,9 +101,7 @@ async def run_agent(
     starts until its last process is gone, so the daemon can tell the agent's own
     connections from a person's (``ProcessOwner.identify``)."""
     token = uuid.uuid4().hex
-    if request.owner is None or request.scope is None:
-        return await _run_agent(backend, request, on_event, on_raw, token, None)
-    with request.owner.track(token, request.scope) as run:
+    with tracked(request.owner, request.scope, token) as run:
         return await _run_agent(backend, request, on_event, on_raw, token, run)
 
 
@@ -267,7 +276,7 @@ async def _run_agent(
                     await drained.wait()
                 if not drained.is_set():
                     # Something the agent started still holds its output open: end it.
-                    await anyio.to_thread.run_sync(sweep, token)
+                    await anyio.to_thread.run_sync(end_run, process.pid, token)
                     with anyio.move_on_after(5):
                         await drained.wait()
                 tg.cancel_scope.cancel()
@@ -288,7 +297,7 @@ async def _run_agent(
             else f"the agent printed nothing for {request.idle_timeout:g} s and was stopped as stalled"
         )
     else:
-        await anyio.to_thread.run_sync(sweep, token)
+        await anyio.to_thread.run_sync(end_run, process.pid, token)
         await reap(process)
         outcome.error = _error_of(backend, outcome, stderr_tail)
         if outcome.rate_limited_until is None:

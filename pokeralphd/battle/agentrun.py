@@ -1,5 +1,6 @@
 """One agent run of a battle (an implementation iteration, or a verifier's or reviewer's
-run): the request every battle run is started with, built in one place."""
+run): the request every battle run is started with, built in one place; and the scope
+every process started for a battle runs under (its agents and its feedback loops)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,12 @@ if TYPE_CHECKING:
 
     from pokeralphd.battle.state import ActiveBattle, BattleControl
     from pokeralphd.domain.models import AgentConfig, Config
+
+
+def battle_scope(orch: BattleControl, active: ActiveBattle) -> AgentScope:
+    """What a process started for this battle may do on the socket: act for its
+    repository and task, as its agent may, and no more."""
+    return AgentScope("battle", orch.repo.name, active.task_id)
 
 
 async def battle_request(
@@ -50,7 +57,7 @@ async def battle_request(
         timeout=config.timeout_minutes * 60,
         idle_timeout=config.idle_timeout_minutes * 60,
         owner=orch.host.owner,
-        scope=AgentScope("battle", repo.name, active.task_id),
+        scope=battle_scope(orch, active),
         clock=orch.host.clock,
         permissions=PermissionRouter(
             repo,

@@ -5,6 +5,11 @@ order): package.json scripts (npm, or bun/pnpm/yarn by lockfile), Python (pytest
 ruff, mypy when configured), Makefile targets, Cargo, Go. Configured
 ``feedbackCommands`` override detection. Each loop runs through ``/bin/sh -c`` in its own
 process group with a timeout; its output is kept trimmed to the tail.
+
+A loop runs code the agent may have written (a ``conftest.py``, a Makefile target, a
+``package.json`` script), so it is a run of the battle's like the agent's own: tracked
+with the battle's scope for its whole life (its connections to the daemon are an
+agent's), with a token of its own, and its group and token swept when it ends.
 """
 
 from __future__ import annotations
@@ -15,15 +20,27 @@ import re
 import subprocess
 import time
 import tomllib
+import uuid
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from pokeralphd.domain.models import FeedbackResult
-from pokeralphd.proc import ProcessOwner, end_tree, iter_lines, kill_group, reap, spawn
+from pokeralphd.proc import (
+    AgentScope,
+    ProcessOwner,
+    end_run,
+    end_tree,
+    iter_lines,
+    reap,
+    spawn,
+    tracked,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from pokeralphd.proc import TrackedRun
 
 KEEP_BYTES = 64 * 1024
 OUTPUT_CHARS = 4000
@@ -133,8 +150,27 @@ async def run_loop(
     timeout: float,
     env: dict[str, str] | None = None,
     owner: ProcessOwner | None = None,
+    scope: AgentScope | None = None,
 ) -> FeedbackResult:
-    """Run one loop; passed is exit status 0. Never raises for the command's own failure."""
+    """Run one loop; passed is exit status 0. Never raises for the command's own failure.
+
+    With an owner and a scope (the battle's), the loop is one of the owner's runs from
+    before it starts until its last process is gone."""
+    token = uuid.uuid4().hex
+    with tracked(owner, scope, token) as run:
+        return await _run_loop(name, command, cwd, timeout, env, owner, token, run)
+
+
+async def _run_loop(
+    name: str,
+    command: str | None,
+    cwd: Path,
+    timeout: float,
+    env: dict[str, str] | None,
+    owner: ProcessOwner | None,
+    token: str,
+    run: TrackedRun | None,
+) -> FeedbackResult:
     if command is None:
         return FeedbackResult(
             passed=False,
@@ -149,8 +185,11 @@ async def run_loop(
         cwd=str(cwd),
         env=env or {},
         owner=owner,
+        token=token,
         stderr=subprocess.STDOUT,
     )
+    if run is not None and owner is not None:
+        owner.started_run(run, process.pid)
 
     async def collect() -> None:
         nonlocal dropped
@@ -169,12 +208,12 @@ async def run_loop(
         timed_out = deadline.cancelled_caught
     except anyio.get_cancelled_exc_class():
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(end_tree, process.pid, None, 2.0)
+            await anyio.to_thread.run_sync(end_tree, process.pid, token, 2.0)
             await reap(process)
         raise
     if timed_out:
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(end_tree, process.pid, None, 2.0)
+            await anyio.to_thread.run_sync(end_tree, process.pid, token, 2.0)
             await reap(process)
         output = (
             _trim(bytes(buf), dropped) + f"\n[timed out after {timeout:g} s; the loop was stopped]"
@@ -186,7 +225,7 @@ async def run_loop(
             command=command,
             exit_code=None,
         )
-    kill_group(process.pid)  # leftovers of a finished loop
+    await anyio.to_thread.run_sync(end_run, process.pid, token)  # leftovers of a finished loop
     await reap(process)
     return FeedbackResult(
         passed=process.returncode == 0,

@@ -26,7 +26,7 @@ from pokeralphd.agents.base import (
     ApiFailure,
 )
 from pokeralphd.agents.runner import run_agent
-from pokeralphd.battle.agentrun import battle_request
+from pokeralphd.battle.agentrun import battle_request, battle_scope
 from pokeralphd.battle.completion import detect_completion
 from pokeralphd.battle.costs import charge
 from pokeralphd.battle.feedback import detect_loops, resolve_loops, run_loop
@@ -311,7 +311,12 @@ class IterationRun:
                 result = skipped_loop(name)
             else:
                 result = await run_loop(
-                    name, command, self.workdir, timeout, owner=self.orch.host.owner
+                    name,
+                    command,
+                    self.workdir,
+                    timeout,
+                    owner=self.orch.host.owner,
+                    scope=battle_scope(self.orch, self.active),
                 )
             feedback[name] = result
             self.active.progress.feedback_results = dict(feedback)

@@ -51,8 +51,9 @@ class Services:
     status: Callable[[], dict[str, Any]]
     request_shutdown: Callable[[], None]
     ledger: Ledger  # what every iteration cost, daemon-wide
-    # Whose a connecting process is: None for a person, else its agent run's scope
-    # (blocking: reads /proc), and whether any agent run is under way at all.
+    # Whose a connecting process is: None for a person, else its run's scope (or the
+    # narrowest, for a process of ours with no run or one nobody can identify; blocking:
+    # reads /proc), and whether any run is under way (then it walks the process's kin).
     identify: Callable[[int | None], AgentScope | None] = lambda _pid: None
     agents_running: Callable[[], bool] = lambda: False
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
 SD_LISTEN_FDS_START = 3
@@ -218,15 +219,39 @@ def bind_socket(path: Path, backlog: int = 128) -> BoundSocket:
     return BoundSocket(sock, path, activated=False, lock_fd=lock_fd)
 
 
-def peer_credentials(sock: socket.socket) -> tuple[int | None, int | None]:
-    """``(pid, uid)`` of the process at the other end of a Unix socket (None if unknown)."""
-    if hasattr(socket, "SO_PEERCRED"):
-        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+# macOS, <sys/un.h>: options of level SOL_LOCAL (0) on a connected Unix socket.
+# LOCAL_PEERCRED (0x001) gives a ``struct xucred`` (u_int cr_version, uid_t cr_uid, short
+# cr_ngroups, gid_t cr_groups[NGROUPS = 16]; what getpeereid(3) reads), LOCAL_PEERPID
+# (0x002) the pid_t of the process that connected.
+SOL_LOCAL = 0
+LOCAL_PEERCRED = 0x001
+LOCAL_PEERPID = 0x002
+XUCRED = "IIh16I"  # struct xucred, natively aligned (76 bytes)
+XUCRED_VERSION = 0
+
+
+def peer_credentials(
+    sock: socket.socket,
+    platform: str = sys.platform,
+    getsockopt: Callable[[int, int, int], bytes] | None = None,
+) -> tuple[int | None, int | None]:
+    """``(pid, uid)`` of the process at the other end of a Unix socket (None if unknown).
+
+    Linux: ``SO_PEERCRED`` (a pid of 0, a peer in a pid namespace we cannot see, is
+    unknown). macOS: ``LOCAL_PEERCRED`` for the uid and ``LOCAL_PEERPID`` for the pid.
+    ``platform`` and ``getsockopt`` are the seams the tests use."""
+    get = getsockopt or sock.getsockopt
+    if platform.startswith("linux"):
+        so_peercred = getattr(socket, "SO_PEERCRED", 17)
+        raw = get(socket.SOL_SOCKET, so_peercred, struct.calcsize("3i"))
         pid, uid, _gid = struct.unpack("3i", raw)
-        return pid, uid
-    if sys.platform == "darwin":  # pragma: no cover - exercised on macOS only
-        sol_local, local_peercred = 0, 0x001
-        raw = sock.getsockopt(sol_local, local_peercred, struct.calcsize("IIh16I"))
-        _version, uid = struct.unpack_from("II", raw)
-        return None, uid
-    return None, None  # pragma: no cover
+        return (pid if pid > 0 else None), uid
+    if platform == "darwin":
+        raw = get(SOL_LOCAL, LOCAL_PEERCRED, struct.calcsize(XUCRED))
+        version, uid = struct.unpack_from("II", raw)
+        if version != XUCRED_VERSION:
+            return None, None  # a layout we do not know: nobody is known
+        raw_pid = get(SOL_LOCAL, LOCAL_PEERPID, struct.calcsize("i"))
+        (pid,) = struct.unpack("i", raw_pid[: struct.calcsize("i")])
+        return (pid if pid > 0 else None), uid
+    return None, None  # pragma: no cover - elsewhere nobody can be identified

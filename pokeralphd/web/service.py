@@ -85,7 +85,8 @@ class WebService(ConnectionSet):
             await stream.send(body + b"\n")
             await stream.aclose()
             return
-        await WebSocketConnection(self, stream).serve()
+        client, server = websocket.scope.get("client"), websocket.scope.get("server")
+        await WebSocketConnection(self, stream, client, server).serve()
 
     # -- the service's life
     def _bind(self) -> socket.socket:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pokeralphd.proc import CHILD_SCOPE, OWNER_VAR, AgentScope, ProcessOwner
+from pokeralphd.proc import CHILD_SCOPE, OWNER_VAR, UNKNOWN_SCOPE, AgentScope, ProcessOwner
 from pokeralphd.protocol.codes import ErrorCode
 from tests.helpers import FAKES, make_git_repo
 from tests.inproc import running_daemon
@@ -107,7 +107,8 @@ async def test_an_agent_may_only_act_in_its_own_scope(home: Path, tmp_path: Path
 
 def test_who_a_process_is() -> None:
     """A person is never taken for an agent; a process with our mark but no live run's
-    token (a feedback loop, say) is ours with no scope; a run's scope ends with it."""
+    token (a left-behind process, say) is ours with no scope, whether a run is under way
+    or not; a peer nobody can identify is no person; a run's scope ends with it."""
     owner = ProcessOwner.anonymous()
     scope = AgentScope("battle", "r", "001-x")
     env = {**os.environ, OWNER_VAR: owner.mark}
@@ -116,18 +117,22 @@ def test_who_a_process_is() -> None:
         subprocess.Popen(wait, stdin=subprocess.PIPE) as root,
         subprocess.Popen(wait, stdin=subprocess.PIPE, env=env) as ours,
         subprocess.Popen(wait, stdin=subprocess.PIPE) as person,
-        owner.track("t" * 32, scope) as run,
     ):
         try:
-            owner.started_run(run, root.pid)  # the run's agent: no kin of the others
-            assert owner.identify(root.pid) == scope
+            with owner.track("t" * 32, scope) as run:
+                owner.started_run(run, root.pid)  # the run's agent: no kin of the others
+                assert owner.identify(root.pid) == scope
+                assert owner.identify(person.pid) is None
+                assert owner.identify(os.getpid()) is None
+                assert owner.identify(None) == UNKNOWN_SCOPE
+                assert owner.identify(ours.pid) == CHILD_SCOPE
+            assert owner.runs == 0
+            # No run under way: a person is a person, ours is still ours.
             assert owner.identify(person.pid) is None
             assert owner.identify(os.getpid()) is None
-            assert owner.identify(None) is None
             assert owner.identify(ours.pid) == CHILD_SCOPE
         finally:
             for child in (root, ours, person):
                 child.communicate(b"\n")
-    assert owner.runs == 0
-    # No run under way: nothing of ours is alive to ask, and nothing is looked up.
-    assert owner.identify(os.getpid()) is None
+    # Gone (exited and reaped) before it was looked up: nobody can say it is a person.
+    assert owner.identify(person.pid) == UNKNOWN_SCOPE
