@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from anyio.abc import TaskStatus
 
     from pokeralphd.domain.inbox import Delivery, Feedback, Source
+    from pokeralphd.protocol.events import Payload
 
 AnswerCallback = Callable[["Delivery", "Feedback"], Awaitable[None]]
 
@@ -29,13 +30,10 @@ AnswerCallback = Callable[["Delivery", "Feedback"], Awaitable[None]]
 class EventSink(Protocol):
     """Publishes one event: a daemon-wide sequence number is assigned by the sink."""
 
-    def publish(
-        self,
-        type_: str,
-        repo: str | None,
-        payload: dict[str, Any],
-        task_id: str | None = None,
-    ) -> object: ...
+    def publish(self, payload: Payload, repo: str | None, task_id: str | None = None) -> object:
+        """Publish an event struct of :mod:`pokeralphd.protocol.events` (its type is the
+        struct's)."""
+        ...
 
 
 class Clock(Protocol):

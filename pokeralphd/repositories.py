@@ -16,6 +16,7 @@ import anyio
 
 from pokeralphd import gitcmd
 from pokeralphd.errors import InvalidParams, NotAGitRepo, RepoNotFound
+from pokeralphd.protocol import events as ev
 from pokeralphd.store.registry import Registry, RegistryStore, RepoEntry
 
 if TYPE_CHECKING:
@@ -143,9 +144,7 @@ class Repositories:
                 raise
             self._registry = new
             self._by_name[entry.name] = repo
-        self._events.publish(
-            "repo_registered", entry.name, {"name": entry.name, "path": entry.path}
-        )
+        self._events.publish(ev.RepoRegistered(name=entry.name, path=entry.path), entry.name)
         return repo
 
     async def unregister(self, repo: Repository) -> None:
@@ -157,9 +156,7 @@ class Repositories:
             self._registry = new
             self._by_name.pop(repo.name, None)
             await self._release(repo)
-        self._events.publish(
-            "repo_unregistered", repo.name, {"name": repo.name, "path": str(repo.path)}
-        )
+        self._events.publish(ev.RepoUnregistered(name=repo.name, path=str(repo.path)), repo.name)
 
     def close_all(self) -> None:
         """Release every repository's lock (at shutdown)."""

@@ -14,10 +14,11 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from pokeralphd.domain.inbox import Source
 from pokeralphd.errors import PokeralphError
+from pokeralphd.protocol import events as ev
 
 if TYPE_CHECKING:
     from pokeralphd.battle.state import ActiveBattle, BattleControl
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
     from pokeralphd.domain.models import Config
 
 log = logging.getLogger(__name__)
-CAP_KEYS = {
+CapKey = Literal["perBattleUsd", "perRepoPerDayUsd", "perDayUsd"]
+CAP_KEYS: dict[CapKey, str] = {
     "perBattleUsd": "per_battle_usd",
     "perRepoPerDayUsd": "per_repo_per_day_usd",
     "perDayUsd": "per_day_usd",
@@ -39,7 +41,7 @@ WHAT = {
 
 @dataclass(frozen=True, slots=True)
 class Overrun:
-    cap: str  # perBattleUsd | perRepoPerDayUsd | perDayUsd
+    cap: CapKey
     limit_usd: float
     spent_usd: float
     next_usd: float  # what the next run is expected to cost
@@ -87,15 +89,14 @@ def overrun(orch: BattleControl, active: ActiveBattle, config: Config) -> Overru
 async def offer_more(orch: BattleControl, active: ActiveBattle, over: Overrun) -> None:
     """Say it (event, inbox item): raise the cap to twice the spend and go on, or stop."""
     orch.publish(
-        "budget_exceeded",
-        {
-            "cap": over.cap,
-            "limitUsd": over.limit_usd,
-            "spentUsd": round(over.spent_usd, 6),
-            "nextUsd": round(over.next_usd, 6),
-            "reason": over.reason,
-        },
-        active.task_id,
+        ev.BudgetExceeded(
+            task_id=active.task_id,
+            cap=over.cap,
+            limit_usd=over.limit_usd,
+            spent_usd=round(over.spent_usd, 6),
+            next_usd=round(over.next_usd, 6),
+            reason=over.reason,
+        )
     )
     inbox = orch.inbox
     if active.budget_delivery is not None:  # asked before and not answered: ask anew
@@ -116,7 +117,7 @@ async def offer_more(orch: BattleControl, active: ActiveBattle, over: Overrun) -
                 await orch.cancel(task_id)
         except PokeralphError as exc:
             orch.publish(
-                "notice", {"message": f"budget answer not applied: {exc.message}"}, task_id
+                ev.Notice(task_id=task_id, message=f"budget answer not applied: {exc.message}")
             )
 
     delivery = await inbox.create(

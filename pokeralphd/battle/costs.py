@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from pokeralphd.protocol import events as ev
 from pokeralphd.store.ledger import Ledger, LedgerEntry
 
 if TYPE_CHECKING:
@@ -24,9 +25,10 @@ async def charge(orch: BattleControl, active: ActiveBattle, cost: Charge) -> Non
         except Exception as exc:
             log.exception("a cost hook failed")
             orch.publish(
-                "notice",
-                {"message": f"the cost of {cost.phase} {cost.iteration} was not recorded: {exc}"},
-                active.task_id,
+                ev.Notice(
+                    task_id=active.task_id,
+                    message=f"the cost of {cost.phase} {cost.iteration} was not recorded: {exc}",
+                )
             )
 
 

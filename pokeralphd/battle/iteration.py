@@ -49,6 +49,7 @@ from pokeralphd.domain.statuses import IterationResult, ProgressStatus, check_pr
 from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import AgentError, PokeralphError
 from pokeralphd.permissions.router import policy_warnings
+from pokeralphd.protocol import events as ev
 
 if TYPE_CHECKING:
     from pokeralphd.battle.state import ActiveBattle, BattleControl
@@ -116,7 +117,7 @@ class IterationRun:
         self.stream = OutputStream(
             self.repo.files.log_path(self.task_id, number),
             lambda chunks: orch.publish(
-                "iteration_output", {"iteration": number, "chunks": chunks}, self.task_id
+                ev.IterationOutput(task_id=self.task_id, iteration=number, chunks=chunks)
             ),
             config.output_coalesce_ms,
         )
@@ -167,9 +168,11 @@ class IterationRun:
         await orch.save(active)
         self.lap("write")
         orch.publish(
-            "iteration_start",
-            {"iteration": self.number, "maxIterations": active.battle.max_iterations},
-            self.task_id,
+            ev.IterationStart(
+                task_id=self.task_id,
+                iteration=self.number,
+                max_iterations=active.battle.max_iterations,
+            )
         )
         record = Iteration(number=self.number, started_at=started, result=IterationResult.CANCELLED)
         outcome: AgentOutcome | None = None
@@ -185,12 +188,11 @@ class IterationRun:
             await anyio.to_thread.run_sync(self.stream.open)
             if self.stream.log_error:
                 orch.publish(
-                    "iteration_output",
-                    {
-                        "iteration": self.number,
-                        "chunks": [{"kind": "notice", "text": self.stream.log_error}],
-                    },
-                    self.task_id,
+                    ev.IterationOutput(
+                        task_id=self.task_id,
+                        iteration=self.number,
+                        chunks=[ev.Chunk("notice", self.stream.log_error)],
+                    )
                 )
             scope = anyio.CancelScope()
             try:
@@ -321,14 +323,13 @@ class IterationRun:
             feedback[name] = result
             self.active.progress.feedback_results = dict(feedback)
             self.orch.publish(
-                "feedback_result",
-                {
-                    "iteration": self.number,
-                    "loop": name,
-                    "result": result.dump(),
-                    "results": {k: v.dump() for k, v in feedback.items()},
-                },
-                self.task_id,
+                ev.FeedbackResultEvent(
+                    task_id=self.task_id,
+                    iteration=self.number,
+                    loop=name,
+                    result=result.dump(),
+                    results={k: v.dump() for k, v in feedback.items()},
+                )
             )
         return completion, feedback
 
@@ -425,20 +426,17 @@ class IterationRun:
             ),
         )
         self.orch.publish(
-            "iteration_end",
-            {
-                "iteration": record.number,
-                "result": record.result.value,
-                "error": record.error,
-                "durationMs": record.duration_ms,
-                "costUsd": record.cost_usd,
-                "battleCostUsd": round(battle.cost_usd, 6),
-                "filesChanged": record.files_changed,
-                "commitHash": record.commit_hash,
-                "completion": record.completion.dump() if record.completion else None,
-                "feedback": {
-                    k: v.passed for k, v in record.feedback_results.items() if not v.skipped
-                },
-            },
-            self.task_id,
+            ev.IterationEnd(
+                task_id=self.task_id,
+                iteration=record.number,
+                result=record.result.value,
+                error=record.error,
+                duration_ms=record.duration_ms,
+                cost_usd=record.cost_usd,
+                battle_cost_usd=round(battle.cost_usd, 6),
+                files_changed=record.files_changed,
+                commit_hash=record.commit_hash,
+                completion=record.completion.dump() if record.completion else None,
+                feedback={k: v.passed for k, v in record.feedback_results.items() if not v.skipped},
+            )
         )

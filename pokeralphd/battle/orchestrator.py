@@ -62,6 +62,7 @@ from pokeralphd.errors import (
     NotFound,
     PokeralphError,
 )
+from pokeralphd.protocol import events as ev
 from pokeralphd.store import safefs
 
 if TYPE_CHECKING:
@@ -196,8 +197,8 @@ class BattleOrchestrator:
         return run
 
     # ------------------------------------------------------------------ persistence
-    def publish(self, type_: str, payload: dict[str, Any], task_id: str) -> None:
-        self.repo.publish(type_, {"taskId": task_id, **payload}, task_id)
+    def publish(self, event: ev.TaskEvent) -> None:
+        self.repo.publish(event, event.task_id)
 
     async def save(self, active: ActiveBattle, *, progress: bool = True) -> None:
         """Write what changed of the battle; one writer, serialised, durable on return.
@@ -217,7 +218,7 @@ class BattleOrchestrator:
                 if active.battle.status in TERMINAL_BATTLE_STATUSES:
                     self.repo.forget_battle_files(active.task_id)
         if progress:
-            self.publish("progress_update", {"progress": active.progress.dump()}, active.task_id)
+            self.publish(ev.ProgressUpdate(task_id=active.task_id, progress=active.progress.dump()))
 
     async def set_status(self, active: ActiveBattle, status: BattleStatus, **changes: Any) -> None:
         """Move the battle (and its task, by the mapping) to ``status`` and persist it."""
@@ -268,9 +269,12 @@ class BattleOrchestrator:
                 await worktrees.remove(self.repo.path, worktree, delete_branch=not keep)
                 worktree.removed = True
                 self.publish(
-                    "worktree_removed",
-                    {"path": worktree.path, "branch": worktree.branch, "branchKept": keep},
-                    active.task_id,
+                    ev.WorktreeRemoved(
+                        task_id=active.task_id,
+                        path=worktree.path,
+                        branch=worktree.branch,
+                        branch_kept=keep,
+                    )
                 )
             except Exception:
                 log.warning(
@@ -308,24 +312,26 @@ class BattleOrchestrator:
                     return f"merging {worktree.branch} into {worktree.base_branch} failed: {exc}"
         if not outcome.merged:
             self.publish(
-                "merge_failed",
-                {
-                    "branch": worktree.branch,
-                    "into": worktree.base_branch,
-                    "reason": outcome.reason,
-                    "files": outcome.files,
-                    "message": outcome.message,
-                },
-                active.task_id,
+                ev.MergeFailed(
+                    task_id=active.task_id,
+                    branch=worktree.branch,
+                    into=worktree.base_branch,
+                    reason=outcome.reason,
+                    files=outcome.files,
+                    message=outcome.message,
+                )
             )
             return outcome.message
         worktree.merged = True
         worktree.merge_commit = outcome.tip
         await self.save(active, progress=False)
         self.publish(
-            "battle_merged",
-            {"branch": worktree.branch, "into": worktree.base_branch, "commit": outcome.tip},
-            active.task_id,
+            ev.BattleMerged(
+                task_id=active.task_id,
+                branch=worktree.branch,
+                into=worktree.base_branch,
+                commit=outcome.tip,
+            )
         )
         return None
 
@@ -450,9 +456,12 @@ class BattleOrchestrator:
             raise
         if worktree is not None:
             self.publish(
-                "worktree_created",
-                {"path": worktree.path, "branch": worktree.branch, "from": worktree.base_branch},
-                task_id,
+                ev.WorktreeCreated(
+                    task_id=task_id,
+                    path=worktree.path,
+                    branch=worktree.branch,
+                    from_=worktree.base_branch,
+                )
             )
         self.host.launch(run)
         return {"battle": battle.dump(), "queued": active.queued}
@@ -516,14 +525,13 @@ class BattleOrchestrator:
         assert escalation.resolution is not None
         await self.save(active, progress=False)
         self.publish(
-            "escalation_resolved",
-            {
-                "escalation": escalation.number,
-                "action": action,
-                "guidance": escalation.resolution.guidance,
-                "deliveryId": delivery_id,
-            },
-            active.task_id,
+            ev.EscalationResolved(
+                task_id=active.task_id,
+                escalation=escalation.number,
+                action=action,
+                guidance=escalation.resolution.guidance,
+                delivery_id=delivery_id,
+            )
         )
         if delivery_id is None:  # not through a hook's own question: each settles its own
             for hook in self.host.escalation_hooks:
@@ -553,7 +561,7 @@ class BattleOrchestrator:
         git = GitService(self.repo.path)
         prefix = git.format_commit_message(task_id, "").rstrip(": ").rstrip()
         new_hash = await anyio.to_thread.run_sync(git.revert_last, prefix)
-        self.publish("battle_reverted", {"commitHash": new_hash, "title": task.title}, task_id)
+        self.publish(ev.BattleReverted(task_id=task_id, commit_hash=new_hash, title=task.title))
         return {"taskId": task_id, "revertCommit": new_hash}
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
 import anyio
 
@@ -29,11 +29,14 @@ from pokeralphd.agents.base import (
 )
 from pokeralphd.agents.claude import tool_summary
 from pokeralphd.errors import StorageError
+from pokeralphd.protocol.events import Chunk
 from pokeralphd.store import safefs
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
+
+    from pokeralphd.protocol.events import ChunkKind
 
 log = logging.getLogger(__name__)
 
@@ -45,13 +48,13 @@ class OutputStream:
     def __init__(
         self,
         log_path: Path,
-        publish: Callable[[list[dict[str, Any]]], None],
+        publish: Callable[[list[Chunk]], None],
         window_ms: int,
     ) -> None:
         self.log_path = log_path
         self._publish = publish
         self._window = window_ms / 1000
-        self._chunks: list[dict[str, Any]] = []
+        self._chunks: list[Chunk] = []
         self._dropped = 0
         self._wake = anyio.Event()
         self._file: IO[bytes] | None = None
@@ -84,7 +87,7 @@ class OutputStream:
                 self.log_error = f"log write failed: {exc.strerror}"
                 self._file = None
 
-    def chunk(self, kind: str, text: str) -> None:
+    def chunk(self, kind: ChunkKind, text: str) -> None:
         if not text:
             return
         if kind == "text":
@@ -96,7 +99,7 @@ class OutputStream:
                 text = (
                     text[:MAX_CHUNK_TEXT] + f"\n[… {len(text) - MAX_CHUNK_TEXT} chars in the log]"
                 )
-            self._chunks.append({"kind": kind, "text": text})
+            self._chunks.append(Chunk(kind, text))
         self._wake.set()
 
     def show(self, event: AgentEvent) -> None:
@@ -143,10 +146,7 @@ class OutputStream:
             chunks, self._chunks = self._chunks, []
             if self._dropped:
                 chunks.append(
-                    {
-                        "kind": "notice",
-                        "text": f"[{self._dropped} chunks coalesced away; see the log]",
-                    }
+                    Chunk("notice", f"[{self._dropped} chunks coalesced away; see the log]")
                 )
                 self._dropped = 0
             self._publish(chunks)

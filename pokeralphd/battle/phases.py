@@ -40,6 +40,7 @@ from pokeralphd.domain.reports import VerificationReport
 from pokeralphd.domain.statuses import BattleStatus
 from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import PokeralphError
+from pokeralphd.protocol import events as ev
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -89,14 +90,13 @@ async def change_phase(
     battle.phase = phase
     await orch.save(active)
     orch.publish(
-        "phase_changed",
-        {
-            "phase": phase,
-            "previous": previous,
-            "cycle": cycle_of(active, phase),
-            "reason": reason,
-        },
-        active.task_id,
+        ev.PhaseChanged(
+            task_id=active.task_id,
+            phase=phase,
+            previous=previous,
+            cycle=cycle_of(active, phase),
+            reason=reason,
+        )
     )
 
 
@@ -277,7 +277,7 @@ async def escalate(
     await orch.set_status(active, B.ESCALATED)
     for hook in orch.host.escalation_hooks:
         await hook.opened(orch, active, escalation)
-    orch.publish("battle_escalated", {"escalation": escalation.dump()}, active.task_id)
+    orch.publish(ev.BattleEscalated(task_id=active.task_id, escalation=escalation.dump()))
 
 
 def open_escalation(active: ActiveBattle) -> Escalation | None:

@@ -30,6 +30,7 @@ from pokeralphd.domain.statuses import (
 from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import PokeralphError
 from pokeralphd.proc import end_recorded
+from pokeralphd.protocol import events as ev
 
 if TYPE_CHECKING:
     from pokeralphd.battle.orchestrator import BattleOrchestrator
@@ -98,7 +99,7 @@ async def recover(orch: BattleOrchestrator) -> None:
         run = orch.adopt(active)
         await orch.save(active)
         await orch.sync_task_status(task_id, B.PAUSED)
-        orch.publish("battle_paused", {"reason": reason, "recovered": True}, task_id)
+        orch.publish(ev.BattlePaused(task_id=task_id, reason=reason, recovered=True))
         orch.host.launch(run, paused=True)
     await _sweep_worktrees(orch)
 

@@ -56,6 +56,7 @@ from pokeralphd.domain.reports import AgentRun, ReviewReport, VerificationReport
 from pokeralphd.domain.statuses import IterationResult
 from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import AgentError, PokeralphError
+from pokeralphd.protocol import events as ev
 
 if TYPE_CHECKING:
     from pokeralphd.agents.base import AgentOutcome, ApiFailure
@@ -101,14 +102,13 @@ class RoleRun:
         self.stream = OutputStream(
             self.repo.files.role_log_path(self.task_id, role, self.cycle),
             lambda chunks: orch.publish(
-                "iteration_output",
-                {
-                    "iteration": self.iteration,
-                    "phase": role,
-                    "cycle": self.cycle,
-                    "chunks": chunks,
-                },
-                self.task_id,
+                ev.IterationOutput(
+                    task_id=self.task_id,
+                    iteration=self.iteration,
+                    phase=role,
+                    cycle=self.cycle,
+                    chunks=chunks,
+                )
             ),
             config.output_coalesce_ms,
         )
@@ -331,26 +331,45 @@ class RoleRun:
             )
         )
         await self.orch.save(self.active)
-        payload: dict[str, Any] = {
-            "cycle": self.cycle,
-            "maxCycles": self.cycles.limit,
-            "iteration": report.iteration,
-            "valid": report.valid,
-            "passed": passed,
-            "outcome": outcome,
-            "summary": summary[:1000],
-            "problem": report.problem,
-            "findings": findings,
-            "blocking": blocking,
-            "path": str(files.report_path(self.task_id, self.role, self.cycle)),
-        }
+        path = str(files.report_path(self.task_id, self.role, self.cycle))
         if isinstance(report, VerificationReport):
             criteria = report.acceptance_criteria
-            payload["criteria"] = {
+            counts = {
                 status: sum(1 for c in criteria if c.status == status)
                 for status in ("passed", "failed", "blocked")
             }
-            self.orch.publish("verification_report", payload, self.task_id)
+            self.orch.publish(
+                ev.VerificationReportEvent(
+                    task_id=self.task_id,
+                    cycle=self.cycle,
+                    max_cycles=self.cycles.limit,
+                    iteration=report.iteration,
+                    valid=report.valid,
+                    passed=passed,
+                    outcome=report.recommendation if report.valid else "invalid",
+                    summary=summary[:1000],
+                    problem=report.problem,
+                    findings=findings,
+                    blocking=blocking,
+                    criteria=ev.CriteriaCounts(**counts),
+                    path=path,
+                )
+            )
         else:
-            payload["assessment"] = report.assessment if report.valid else None
-            self.orch.publish("review_report", payload, self.task_id)
+            self.orch.publish(
+                ev.ReviewReportEvent(
+                    task_id=self.task_id,
+                    cycle=self.cycle,
+                    max_cycles=self.cycles.limit,
+                    iteration=report.iteration,
+                    valid=report.valid,
+                    passed=passed,
+                    outcome=outcome,
+                    assessment=report.assessment if report.valid else None,
+                    summary=summary[:1000],
+                    problem=report.problem,
+                    findings=findings,
+                    blocking=blocking,
+                    path=path,
+                )
+            )

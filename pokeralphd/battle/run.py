@@ -37,6 +37,7 @@ from pokeralphd.domain.models import EscalationResolution
 from pokeralphd.domain.statuses import BattleStatus, ExecutionMode, IterationResult, battle_path
 from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import InvalidState
+from pokeralphd.protocol import events as ev
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -192,12 +193,11 @@ class BattleRun:
                 except Exception:
                     log.exception("recording the failure of %s failed too", self.task_id)
                     orch.publish(
-                        "battle_failed",
-                        {
-                            "error": f"internal error: {exc}",
-                            "iterations": len(state.battle.iterations),
-                        },
-                        self.task_id,
+                        ev.BattleFailed(
+                            task_id=self.task_id,
+                            error=f"internal error: {exc}",
+                            iterations=len(state.battle.iterations),
+                        )
                     )
         finally:
             with anyio.CancelScope(shield=True):
@@ -210,25 +210,24 @@ class BattleRun:
             if not engine.slot_free():
                 state.queued = True
                 await orch.set_status(state, B.QUEUED)
-                orch.publish("battle_queued", {"position": engine.waiting + 1}, self.task_id)
+                orch.publish(ev.BattleQueued(task_id=self.task_id, position=engine.waiting + 1))
             async with engine.slot():
                 state.queued = False
                 resumed = state.battle.iterations or state.battle.status == B.PAUSED
                 await orch.set_status(state, B.RUNNING, paused_reason=None)
                 if resumed:
                     orch.publish(
-                        "battle_resumed",
-                        {"iteration": state.progress.current_iteration},
-                        self.task_id,
+                        ev.BattleResumed(
+                            task_id=self.task_id, iteration=state.progress.current_iteration
+                        )
                     )
                 else:
                     orch.publish(
-                        "battle_start",
-                        {
-                            "mode": state.battle.mode.value,
-                            "maxIterations": state.battle.max_iterations,
-                        },
-                        self.task_id,
+                        ev.BattleStart(
+                            task_id=self.task_id,
+                            mode=state.battle.mode.value,
+                            max_iterations=state.battle.max_iterations,
+                        )
                     )
                 done = await self._loop()
             if done:
@@ -258,7 +257,7 @@ class BattleRun:
                 state.request_stop("cancel")
                 await orch.set_status(state, B.CANCELLED)
                 orch.publish(
-                    "battle_cancelled", {"iterations": len(battle.iterations)}, self.task_id
+                    ev.BattleCancelled(task_id=self.task_id, iterations=len(battle.iterations))
                 )
                 return True
             if battle.phase == "done":  # every phase passed before a restart (or a retried merge)
@@ -404,13 +403,12 @@ class BattleRun:
         await orch.set_status(state, B.COMPLETED)
         completion = next((i.completion for i in reversed(battle.iterations) if i.completion), None)
         orch.publish(
-            "battle_complete",
-            {
-                "iterations": len(battle.iterations),
-                "costUsd": round(battle.cost_usd, 6),
-                "completion": completion.dump() if completion else None,
-            },
-            self.task_id,
+            ev.BattleComplete(
+                task_id=self.task_id,
+                iterations=len(battle.iterations),
+                cost_usd=round(battle.cost_usd, 6),
+                completion=completion.dump() if completion else None,
+            )
         )
         return True
 
@@ -422,18 +420,15 @@ class BattleRun:
         await orch.set_status(state, B.AWAITING_APPROVAL)
         record = state.battle.iterations[-1]
         orch.publish(
-            "await_approval",
-            {
-                "iteration": number,
-                "result": record.result.value,
-                "completion": record.completion.dump() if record.completion else None,
-                "feedback": {
-                    k: v.passed for k, v in record.feedback_results.items() if not v.skipped
-                },
-                "filesChanged": record.files_changed,
-                "commitHash": record.commit_hash,
-            },
-            self.task_id,
+            ev.AwaitApproval(
+                task_id=self.task_id,
+                iteration=number,
+                result=record.result.value,
+                completion=record.completion.dump() if record.completion else None,
+                feedback={k: v.passed for k, v in record.feedback_results.items() if not v.skipped},
+                files_changed=record.files_changed,
+                commit_hash=record.commit_hash,
+            )
         )
         hooks = orch.host.approval_hooks
         for hook in hooks:
@@ -453,9 +448,9 @@ class BattleRun:
             return None
         state.approval_note = answer.note  # for the next iteration's prompt
         orch.publish(
-            "approval_received",
-            {"iteration": number, "approved": answer.approved, "note": answer.note},
-            self.task_id,
+            ev.ApprovalReceived(
+                task_id=self.task_id, iteration=number, approved=answer.approved, note=answer.note
+            )
         )
         if answer.approved:
             await orch.set_status(state, B.RUNNING)
@@ -501,16 +496,15 @@ class BattleRun:
         orch, state = self.orch, self.state
         await orch.set_status(state, B.BLOCKED, blocked=blocked)
         orch.publish(
-            "battle_blocked",
-            {
-                "reason": blocked.reason,
-                "kind": blocked.kind,
-                "retryAt": blocked.retry_at,
-                "retry": blocked.retry,
-                "maxRetries": blocked.max_retries,
-                "phase": state.battle.phase,
-            },
-            self.task_id,
+            ev.BattleBlocked(
+                task_id=self.task_id,
+                reason=blocked.reason,
+                kind=blocked.kind,
+                retry_at=blocked.retry_at,
+                retry=blocked.retry,
+                max_retries=blocked.max_retries,
+                phase=state.battle.phase,
+            )
         )
         if until is not None:
             await until(self.mailbox.arrived)
@@ -522,13 +516,13 @@ class BattleRun:
         self._take()  # while still blocked: a resume here means retry now
         await orch.set_status(state, B.RUNNING, blocked=None)
         if not self._pause_pending:
-            orch.publish("battle_resumed", {"reason": resumed}, self.task_id)
+            orch.publish(ev.BattleResumed(task_id=self.task_id, reason=resumed))
 
     # ------------------------------------------------------------------ endings
     async def _pause(self, reason: str) -> None:
         self._pause_pending = False
         await self.orch.set_status(self.state, B.PAUSED, paused_reason=reason)
-        self.orch.publish("battle_paused", {"reason": reason}, self.task_id)
+        self.orch.publish(ev.BattlePaused(task_id=self.task_id, reason=reason))
 
     async def _fail(self, error: str) -> None:
         orch, state = self.orch, self.state
@@ -538,9 +532,9 @@ class BattleRun:
             await orch.set_status(state, B.RUNNING)
         await orch.set_status(state, B.FAILED, error=error)
         orch.publish(
-            "battle_failed",
-            {"error": error, "iterations": len(state.battle.iterations)},
-            self.task_id,
+            ev.BattleFailed(
+                task_id=self.task_id, error=error, iterations=len(state.battle.iterations)
+            )
         )
         for hook in orch.host.failure_hooks:
             await hook(orch, state)
@@ -557,9 +551,9 @@ class BattleRun:
                 if state.stop_reason == "cancel":
                     await orch.set_status(state, B.CANCELLED)
                     orch.publish(
-                        "battle_cancelled",
-                        {"iterations": len(state.battle.iterations)},
-                        self.task_id,
+                        ev.BattleCancelled(
+                            task_id=self.task_id, iterations=len(state.battle.iterations)
+                        )
                     )
                 elif state.stop_reason == "shutdown":
                     # an escalated battle stays so: the person's answer is still awaited
@@ -569,7 +563,7 @@ class BattleRun:
                             await orch.set_status(
                                 state, step, paused_reason=reason if step == B.PAUSED else None
                             )
-                        orch.publish("battle_paused", {"reason": reason}, self.task_id)
+                        orch.publish(ev.BattlePaused(task_id=self.task_id, reason=reason))
                 else:
                     await self._fail("the battle's runner stopped unexpectedly")
             escalation = phases.open_escalation(state)

@@ -15,6 +15,7 @@ import anyio
 
 from pokeralphd.domain.statuses import TaskStatus
 from pokeralphd.errors import InvalidParams, NotFound, PokeralphError
+from pokeralphd.protocol import events as ev
 
 if TYPE_CHECKING:
     from pokeralphd.battle.state import ActiveBattle
@@ -85,9 +86,7 @@ class StartAll:
         self, started: list[str], waiting: list[str], refused: dict[str, str], done: bool
     ) -> None:
         self.orch.repo.publish(
-            "battles_scheduled",
-            {"started": started, "waiting": waiting, "refused": refused, "done": done},
-            None,
+            ev.BattlesScheduled(started=started, waiting=waiting, refused=refused, done=done), None
         )
 
     async def _pending_ids(self) -> list[str]:

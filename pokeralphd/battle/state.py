@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from pokeralphd.domain.statuses import BattleStatus
     from pokeralphd.ports import Clock, Inbox
     from pokeralphd.proc import ProcessOwner
+    from pokeralphd.protocol.events import TaskEvent
     from pokeralphd.store.repo_store import RepoStore
 
 StopReason = Literal["cancel", "shutdown", "pause_now"]
@@ -108,7 +109,7 @@ class BattleControl(Protocol):
         when merged (or nothing to merge), else why not (for a person)."""
         ...
 
-    def publish(self, type_: str, payload: dict[str, Any], task_id: str) -> None: ...
+    def publish(self, event: TaskEvent) -> None: ...
 
     async def save(self, active: ActiveBattle, *, progress: bool = True) -> None: ...
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pokeralphd.domain.inbox import Delivery, Feedback, Source
 from pokeralphd.errors import PokeralphError
+from pokeralphd.protocol import events as ev
 
 if TYPE_CHECKING:
     from pokeralphd.battle.commands import Approve
@@ -85,9 +86,9 @@ class InboxApprovals:
         )
         active.approval_delivery = delivery.id
         orch.publish(
-            "await_approval_delivery",
-            {"iteration": iteration, "deliveryId": delivery.id},
-            active.task_id,
+            ev.AwaitApprovalDelivery(
+                task_id=active.task_id, iteration=iteration, delivery_id=delivery.id
+            )
         )
 
     async def closed(
@@ -118,7 +119,7 @@ async def offer_retry(orch: BattleControl, active: ActiveBattle) -> None:
                 await orch.start(active.task_id, active.battle.mode.value, min(more, 100))
             except PokeralphError as exc:
                 orch.publish(
-                    "notice", {"message": f"retry not started: {exc.message}"}, active.task_id
+                    ev.Notice(task_id=active.task_id, message=f"retry not started: {exc.message}")
                 )
 
     await inbox.create(

@@ -31,6 +31,7 @@ from pokeralphd.domain.inbox import (
 )
 from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import InvalidParams, InvalidState, NotFound, PokeralphError
+from pokeralphd.protocol import events as ev
 from pokeralphd.protocol.codes import ErrorCode
 from pokeralphd.store.inbox import InboxStore
 from pokeralphd.validation import validated
@@ -98,8 +99,8 @@ class RepoInbox:
     def name(self) -> str:
         return self.repo.name
 
-    def publish(self, type_: str, payload: dict[str, Any], delivery: Delivery) -> None:
-        self.repo.publish(type_, {"id": delivery.id, **payload}, delivery.source.task_id)
+    def publish(self, event: ev.Payload, delivery: Delivery) -> None:
+        self.repo.publish(event, delivery.source.task_id)
 
     def on_answer(self, delivery_id: str, callback: AnswerCallback) -> None:
         self.service.callbacks[delivery_id] = callback
@@ -155,7 +156,7 @@ class RepoInbox:
             await self.io(self.store.create, delivery)
         if on_answer is not None:
             self.service.callbacks[delivery.id] = on_answer
-        self.publish("new_delivery", {"delivery": delivery.dump()}, delivery)
+        self.publish(ev.NewDelivery(id=delivery.id, delivery=delivery.dump()), delivery)
         return delivery
 
     async def get(self, delivery_id: str) -> dict[str, Any]:
@@ -186,8 +187,7 @@ class RepoInbox:
             delivery.completed_at = utcnow()
             await self.io(self.store.save, delivery)
         self.publish(
-            "feedback_received",
-            {"feedback": feedback.dump(), "delivery": delivery.dump()},
+            ev.FeedbackReceived(id=delivery.id, feedback=feedback.dump(), delivery=delivery.dump()),
             delivery,
         )
         self.service.wake(delivery_id)
@@ -220,7 +220,7 @@ class RepoInbox:
                 "annotation",
             )
             await self.io(self.store.add_annotation, delivery_id, annotation)
-        self.publish("annotation_added", {"annotation": annotation.dump()}, delivery)
+        self.publish(ev.AnnotationAdded(id=delivery.id, annotation=annotation.dump()), delivery)
         return annotation
 
     async def close(self, delivery_id: str, reason: str | None = None) -> Delivery:
@@ -232,7 +232,9 @@ class RepoInbox:
                 await self.io(self.store.save, delivery)
         self.service.callbacks.pop(delivery_id, None)
         self.service.wake(delivery_id)
-        self.publish("delivery_closed", {"reason": reason, "delivery": delivery.dump()}, delivery)
+        self.publish(
+            ev.DeliveryClosed(id=delivery.id, reason=reason, delivery=delivery.dump()), delivery
+        )
         return delivery
 
     async def record_outside_answer(
@@ -265,7 +267,9 @@ class RepoInbox:
                         if delivery.status == "awaiting_feedback":
                             _move(delivery, "timeout")
                             await self.io(self.store.save, delivery)
-                    self.publish("delivery_timeout", {"delivery": delivery.dump()}, delivery)
+                    self.publish(
+                        ev.DeliveryTimeout(id=delivery.id, delivery=delivery.dump()), delivery
+                    )
                 return {"status": "timeout", "id": delivery_id, "repo": self.repo.name}
         feedback = await self.io(self.store.feedback, delivery_id)
         return {

@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -37,6 +37,7 @@ from pokeralphd.domain.approval import ApprovalRule, canonical
 from pokeralphd.domain.inbox import Source
 from pokeralphd.domain.input_view import InputView, code_block, code_span, json_text, view
 from pokeralphd.errors import PokeralphError
+from pokeralphd.protocol import events as ev
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -72,7 +73,7 @@ class PermissionRouter:
         task_id: str,
         iteration: int,
         title: str,
-        publish: Callable[[str, dict[str, Any], str], None],
+        publish: Callable[[ev.TaskEvent], None],
     ) -> None:
         self.repo = repo
         self.inbox = inbox
@@ -81,22 +82,21 @@ class PermissionRouter:
         self.task_id = task_id
         self.iteration = iteration
         self.title = title
-        self.publish = publish  # (event type, payload, task id)
+        self.publish = publish
 
     async def __call__(self, ask: AgentPermissionRequest) -> PermissionAnswer:
         shown = view(json_text(ask.input))
         described = view(json_text(ask.description), DESCRIPTION_SHOWN)
         self.publish(
-            "permission_requested",
-            {
-                "iteration": self.iteration,
-                "requestId": ask.request_id,
-                "tool": ask.tool_name,
-                "input": shown.text,
-                "inputLength": shown.length,
-                "description": described.text if ask.description else "",
-            },
-            self.task_id,
+            ev.PermissionRequested(
+                task_id=self.task_id,
+                iteration=self.iteration,
+                request_id=ask.request_id,
+                tool=ask.tool_name,
+                input=shown.text,
+                input_length=shown.length,
+                description=described.text if ask.description else "",
+            )
         )
         rules = await self.repo.rules()
         # off the loop: a search stops at its deadline, and the loop goes on meanwhile
@@ -136,25 +136,24 @@ class PermissionRouter:
         self,
         ask: AgentPermissionRequest,
         allowed: bool,
-        method: str,
+        method: ev.DecisionMethod,
         message: str | None,
         *,
         rule_id: str | None = None,
         delivery_id: str | None = None,
     ) -> PermissionAnswer:
         self.publish(
-            "permission_decided",
-            {
-                "iteration": self.iteration,
-                "requestId": ask.request_id,
-                "tool": ask.tool_name,
-                "allowed": allowed,
-                "method": method,
-                "ruleId": rule_id,
-                "message": message,
-                "deliveryId": delivery_id,
-            },
-            self.task_id,
+            ev.PermissionDecided(
+                task_id=self.task_id,
+                iteration=self.iteration,
+                request_id=ask.request_id,
+                tool=ask.tool_name,
+                allowed=allowed,
+                method=method,
+                rule_id=rule_id,
+                message=message,
+                delivery_id=delivery_id,
+            )
         )
         return PermissionAnswer(
             allowed,

@@ -28,6 +28,7 @@ from pokeralphd.planning.prompts import (
     build_planning_prompt,
 )
 from pokeralphd.proc import AgentScope
+from pokeralphd.protocol import events as ev
 from pokeralphd.store import documents
 from pokeralphd.store.documents import DocumentKind
 
@@ -92,8 +93,8 @@ class RepoPlanner:
         data["lastOutput"] = data["lastOutput"][-MAX_LAST_OUTPUT:]
         return data
 
-    def publish(self, type_: str, payload: dict[str, Any]) -> None:
-        self.repo.publish(type_, payload)
+    def publish(self, event: ev.Payload) -> None:
+        self.repo.publish(event)
 
     # -- control
     async def start(self, idea: str | None, breakdown: bool) -> dict[str, Any]:
@@ -152,7 +153,7 @@ class RepoPlanner:
         if delivery_id:
             await self.inbox.close(delivery_id, "planning was reset")
         await self._persist()
-        self.publish("planning_reset", {})
+        self.publish(ev.PlanningReset())
         return self.status()
 
     async def finish(self, save: bool, merge: str) -> dict[str, Any]:
@@ -187,13 +188,9 @@ class RepoPlanner:
                 old.tasks.extend(added)
                 return old
 
-            saved, version = await self.repo.update_prd(
-                change, None, "prd_updated", lambda p: {"prd": p.dump()}
-            )
+            saved, version = await self.repo.update_prd(change, None)
         else:
-            saved, version = await self.repo.update_prd(
-                lambda _old: prd, None, "prd_updated", lambda p: {"prd": p.dump()}
-            )
+            saved, version = await self.repo.update_prd(lambda _old: prd, None)
         self.session = PlanningSession()
         await self._persist()
         return {
@@ -225,7 +222,7 @@ class RepoPlanner:
         result: list[AgentResult] = []
         stream = OutputStream(
             self.repo.files.dir / "planning" / f"turn-{turn}.log",
-            lambda chunks: self.publish("planning_output", {"turn": turn, "chunks": chunks}),
+            lambda chunks: self.publish(ev.PlanningOutput(turn=turn, chunks=chunks)),
             10,
         )
 
@@ -288,8 +285,9 @@ class RepoPlanner:
             _, session.problems = validate_draft(draft, session.idea)
             session.state = "completed"
             self.publish(
-                "planning_completed",
-                {"prd": draft, "valid": not session.problems, "problems": session.problems},
+                ev.PlanningCompleted(
+                    prd=draft, valid=not session.problems, problems=session.problems
+                )
             )
             return
         questions = questions_in(final)
@@ -327,18 +325,17 @@ class RepoPlanner:
         session.delivery_id = delivery.id
         self._listen(delivery.id)
         self.publish(
-            "planning_question",
-            {
-                "questions": questions,
-                "question": "\n\n".join(questions),
-                "deliveryId": session.delivery_id,
-            },
+            ev.PlanningQuestion(
+                questions=questions,
+                question="\n\n".join(questions),
+                delivery_id=session.delivery_id,
+            )
         )
 
     def _failed(self, session: PlanningSession, error: str) -> None:
         session.error = error
         session.state = "waiting_input" if session.session_id else "idle"
-        self.publish("planning_failed", {"error": error, "state": session.state})
+        self.publish(ev.PlanningFailed(error=error, state=session.state))
 
 
 class PlanService:

@@ -1,12 +1,13 @@
 """The event types: every ``event`` notification's payload, as msgspec structs.
 
-The daemon publishes plain dicts; these structs are the contract, one per event type
-(:data:`EVENT_TYPES`). ``shared/schemas/events`` is generated from them;
-``tests/unit/test_contract.py`` checks that the event types the code publishes are
-exactly these; and :func:`check_event` checks real events against them wherever the
-integration tests read events (``tests.helpers.events_of``, and every event of
-``tests/integration/test_contract_live.py``), so an event that drifts from its
-documented shape fails a test.
+The daemon publishes these structs themselves: an event's type is its struct's name in
+:data:`EVENT_TYPES` (:func:`name_of`), its payload the struct, encoded once by the bus;
+no code outside this package names an event by a string (an architecture test checks).
+``shared/schemas/events`` is generated from them; ``tests/unit/test_contract.py``
+checks that the event types the code publishes are exactly these; and
+:func:`check_event` checks real events against them wherever the integration tests read
+events (``tests.helpers.events_of``, and every event of
+``tests/integration/test_contract_live.py``).
 """
 
 from __future__ import annotations
@@ -20,11 +21,25 @@ class Payload(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
     """Base of event payloads."""
 
 
-class Chunk(msgspec.Struct):
+class TaskEvent(Payload):
+    """Base of the events about one task: its battle, its iterations, its permissions."""
+
+    task_id: str
+
+
+ChunkKind = Literal["text", "tool_use", "tool_result", "tool_error", "stderr", "notice"]
+
+
+class Chunk(msgspec.Struct, gc=False):
     """A piece of agent output (coalesced by kind)."""
 
-    kind: Literal["text", "tool_use", "tool_result", "tool_error", "stderr", "notice"]
+    kind: ChunkKind
     text: str
+
+
+#: How a permission was decided: a rule, a person, the policy for unmatched calls, a
+#: person's silence, or the size limit on inputs.
+DecisionMethod = Literal["config_rule", "manual", "policy", "timeout", "limit"]
 
 
 class Envelope(msgspec.Struct, rename="camel", forbid_unknown_fields=True):
@@ -70,93 +85,80 @@ class TaskUpdated(Payload):
     version: int
 
 
-class TaskDeleted(Payload):
-    task_id: str
+class TaskDeleted(TaskEvent):
     version: int
 
 
 # -- battles
-class BattleStart(Payload):
-    task_id: str
+class BattleStart(TaskEvent):
     mode: str
     max_iterations: int | None
 
 
-class BattleQueued(Payload):
-    task_id: str
+class BattleQueued(TaskEvent):
     position: int
 
 
-class BattleResumed(Payload):
-    task_id: str
+class BattleResumed(TaskEvent):
     iteration: int | None = None
     reason: str | None = None
 
 
-class BattlePaused(Payload):
-    task_id: str
+class BattlePaused(TaskEvent):
     reason: str
     recovered: bool = False
     rate_limited_until: float | None = None
 
 
-class BattleCancelled(Payload):
-    task_id: str
+class BattleCancelled(TaskEvent):
     iterations: int
 
 
-class BattleComplete(Payload):
-    task_id: str
+class BattleComplete(TaskEvent):
     iterations: int
     cost_usd: float
     completion: dict[str, Any] | None = None
 
 
-class BattleFailed(Payload):
-    task_id: str
+class BattleFailed(TaskEvent):
     error: str
     iterations: int
 
 
-class BattleReverted(Payload):
-    task_id: str
+class BattleReverted(TaskEvent):
     commit_hash: str
     title: str
 
 
-class WorktreeCreated(Payload):
+class WorktreeCreated(TaskEvent):
     """A parallel battle's worktree was made (issue 14)."""
 
-    task_id: str
     path: str
     branch: str
     from_: str = msgspec.field(name="from")
 
 
-class WorktreeRemoved(Payload):
+class WorktreeRemoved(TaskEvent):
     """A battle ended and its worktree was removed; its branch too unless kept (a failed
     battle's unmerged commits, an accepted merge conflict's)."""
 
-    task_id: str
     path: str
     branch: str
     branch_kept: bool
 
 
-class BattleMerged(Payload):
+class BattleMerged(TaskEvent):
     """A worktree battle's branch was merged back into the branch it started from."""
 
-    task_id: str
     branch: str
     into: str
     commit: str | None
 
 
-class MergeFailed(Payload):
+class MergeFailed(TaskEvent):
     """Merging a worktree battle's branch back was refused: a conflict, a diverged branch
     with mergeStrategy ff, or the user's uncommitted changes in the way."""
 
-    task_id: str
     branch: str
     into: str
     reason: str | None
@@ -173,25 +175,22 @@ class BattlesScheduled(Payload):
     done: bool = False
 
 
-class IterationStart(Payload):
-    task_id: str
+class IterationStart(TaskEvent):
     iteration: int
     max_iterations: int | None
 
 
-class IterationOutput(Payload):
+class IterationOutput(TaskEvent):
     """An iteration's output; with ``phase`` (and its ``cycle``), a verifier's or
     reviewer's run after that iteration."""
 
-    task_id: str
     iteration: int
     chunks: list[Chunk]
     phase: Literal["verification", "review"] | None = None
     cycle: int | None = None
 
 
-class IterationEnd(Payload):
-    task_id: str
+class IterationEnd(TaskEvent):
     iteration: int
     result: str
     error: str | None
@@ -204,23 +203,20 @@ class IterationEnd(Payload):
     feedback: dict[str, bool]
 
 
-class ProgressUpdate(Payload):
-    task_id: str
+class ProgressUpdate(TaskEvent):
     progress: dict[str, Any]
 
 
-class FeedbackResultEvent(Payload):
-    task_id: str
+class FeedbackResultEvent(TaskEvent):
     iteration: int
     loop: str
     result: dict[str, Any]
     results: dict[str, dict[str, Any]]
 
 
-class PermissionRequested(Payload):
+class PermissionRequested(TaskEvent):
     """An agent asks whether it may run a tool (routed backends: Claude Code)."""
 
-    task_id: str
     iteration: int
     request_id: str
     tool: str
@@ -229,20 +225,18 @@ class PermissionRequested(Payload):
     description: str  # the model's own words, as a JSON string, shown the same way
 
 
-class PermissionDecided(Payload):
-    task_id: str
+class PermissionDecided(TaskEvent):
     iteration: int
     request_id: str
     tool: str
     allowed: bool
-    method: Literal["config_rule", "manual", "policy", "timeout", "limit"]
+    method: DecisionMethod
     rule_id: str | None = None
     message: str | None = None
     delivery_id: str | None = None
 
 
-class AwaitApproval(Payload):
-    task_id: str
+class AwaitApproval(TaskEvent):
     iteration: int
     result: str
     completion: dict[str, Any] | None
@@ -251,24 +245,21 @@ class AwaitApproval(Payload):
     commit_hash: str | None
 
 
-class AwaitApprovalDelivery(Payload):
-    task_id: str
+class AwaitApprovalDelivery(TaskEvent):
     iteration: int
     delivery_id: str
 
 
-class ApprovalReceived(Payload):
-    task_id: str
+class ApprovalReceived(TaskEvent):
     iteration: int
     approved: bool
     note: str | None
 
 
-class PhaseChanged(Payload):
+class PhaseChanged(TaskEvent):
     """The battle moved to another phase (seed 003); ``cycle`` is the next report's
     number in a verification or review phase."""
 
-    task_id: str
     phase: Literal["implementation", "verification", "review", "done"]
     previous: Literal["implementation", "verification", "review", "done"]
     cycle: int | None
@@ -281,10 +272,9 @@ class CriteriaCounts(msgspec.Struct):
     blocked: int
 
 
-class VerificationReportEvent(Payload):
+class VerificationReportEvent(TaskEvent):
     """A verification report was saved (``path``); ``passed`` decides the next phase."""
 
-    task_id: str
     cycle: int
     max_cycles: int
     iteration: int | None
@@ -299,10 +289,9 @@ class VerificationReportEvent(Payload):
     path: str
 
 
-class ReviewReportEvent(Payload):
+class ReviewReportEvent(TaskEvent):
     """A review report was saved; blocking comments mean changes."""
 
-    task_id: str
     cycle: int
     max_cycles: int
     iteration: int | None
@@ -317,11 +306,10 @@ class ReviewReportEvent(Payload):
     path: str
 
 
-class BattleBlocked(Payload):
+class BattleBlocked(TaskEvent):
     """A transient failure: the battle retries the same step at ``retryAt`` (epoch
     seconds on the daemon's clock), or when resumed."""
 
-    task_id: str
     reason: str
     kind: str
     retry_at: float | None
@@ -330,30 +318,26 @@ class BattleBlocked(Payload):
     phase: str
 
 
-class BattleEscalated(Payload):
+class BattleEscalated(TaskEvent):
     """The bounded loops ran out: a person decides (``escalation.deliveryId``)."""
 
-    task_id: str
     escalation: dict[str, Any]
 
 
-class EscalationResolved(Payload):
-    task_id: str
+class EscalationResolved(TaskEvent):
     escalation: int
     action: Literal["retry", "accept", "cancel"]
     guidance: str | None
     delivery_id: str | None
 
 
-class Notice(Payload):
-    task_id: str
+class Notice(TaskEvent):
     message: str
 
 
-class BudgetExceeded(Payload):
+class BudgetExceeded(TaskEvent):
     """A battle paused before an agent run that would pass a spending cap."""
 
-    task_id: str
     cap: Literal["perBattleUsd", "perRepoPerDayUsd", "perDayUsd"]
     limit_usd: float
     spent_usd: float
@@ -483,6 +467,14 @@ EVENT_TYPES: dict[str, type[Payload]] = {
     "planning_failed": PlanningFailed,
     "planning_reset": PlanningReset,
 }
+
+
+EVENT_NAMES: dict[type[Payload], str] = {cls: name for name, cls in EVENT_TYPES.items()}
+
+
+def name_of(event: Payload) -> str:
+    """The event type ``event`` is published as."""
+    return EVENT_NAMES[type(event)]
 
 
 def check_event(params: Any) -> None:

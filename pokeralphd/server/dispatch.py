@@ -29,6 +29,7 @@ from pokeralphd.domain.ids import (
 )
 from pokeralphd.domain.statuses import IllegalTransition
 from pokeralphd.errors import InvalidParams, OutOfScope, PokeralphError
+from pokeralphd.protocol import events as ev
 from pokeralphd.protocol import jsonrpc
 from pokeralphd.protocol.codes import ErrorCode
 from pokeralphd.protocol.openrpc import openrpc_document
@@ -322,8 +323,7 @@ class RefusalLog:
         pid = getattr(ctx.conn, "peer_pid", None)
         log.warning("refused %s from %s (pid %s): %s", method, scope.describe(), pid, exc.message)
         ctx.services.bus.publish(
-            "agent_refused",
+            ev.AgentRefused(method=method[:200], kind=scope.kind, pid=pid, reason=exc.message),
             scope.repo,
-            {"method": method[:200], "kind": scope.kind, "pid": pid, "reason": exc.message},
             scope.task_id,
         )

@@ -23,11 +23,14 @@ from typing import TYPE_CHECKING, Any
 from pokeralphd.domain.timeutil import iso
 from pokeralphd.protocol import jsonrpc
 from pokeralphd.protocol.codes import ErrorCode
+from pokeralphd.protocol.events import EVENT_NAMES
 from pokeralphd.protocol.framing import Mode, encode_frame
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import TypeAlias
+
+    from pokeralphd.protocol.events import Payload
 
     Route: TypeAlias = list[tuple[int, Callable[["Event"], bool], Callable[[bytes], bool] | None]]
 
@@ -48,7 +51,7 @@ class Event:
         type_: str,
         repo: str | None,
         task_id: str | None,
-        payload: dict[str, Any],
+        payload: Payload,
         timestamp: str,
     ) -> None:
         self.seq = seq
@@ -156,13 +159,9 @@ class EventBus:
         """The seq of the oldest event still in history (the next one when it is empty)."""
         return self.history[0].seq if self.history else self.seq + 1
 
-    def publish(
-        self,
-        type_: str,
-        repo: str | None,
-        payload: dict[str, Any],
-        task_id: str | None = None,
-    ) -> Event:
+    def publish(self, payload: Payload, repo: str | None, task_id: str | None = None) -> Event:
+        """Publish ``payload`` (an event struct: its type is the struct's) for ``repo``."""
+        type_ = EVENT_NAMES[type(payload)]
         self.seq += 1
         event = Event(self.seq, type_, repo, task_id, payload, self._timestamp())
         self.history.append(event)

@@ -23,6 +23,7 @@ from pokeralphd.domain.models import PRD, Battle, Config, Progress, Task, check_
 from pokeralphd.domain.statuses import TaskStatus, check_task_transition
 from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import InvalidParams, PokeralphError, RepoNotFound, TaskNotFound
+from pokeralphd.protocol import events as ev
 from pokeralphd.store import config_layers, local_defaults
 from pokeralphd.store.commit import DocumentFile
 from pokeralphd.store.filemanager import HISTORY_KIND, PRD_KIND, PROGRESS_KIND, FileManager
@@ -86,8 +87,8 @@ class RepoStore:
     def close(self) -> None:
         self.lock.release()
 
-    def publish(self, type_: str, payload: dict[str, Any], task_id: str | None = None) -> None:
-        self._events.publish(type_, self.name, payload, task_id)
+    def publish(self, event: ev.Payload, task_id: str | None = None) -> None:
+        self._events.publish(event, self.name, task_id)
 
     async def io(self, func: Callable[..., R], *args: Any) -> R:
         """Run blocking file I/O in a worker thread (not abandoned on cancel: writes finish)."""
@@ -129,8 +130,7 @@ class RepoStore:
         async with self.write_lock:
             result = await self.io(self._config_update, patch, expected)
             self.publish(
-                "config_updated",
-                {"config": result["config"], "version": result["version"], "patch": patch},
+                ev.ConfigUpdated(config=result["config"], version=result["version"], patch=patch)
             )
         return result
 
@@ -185,8 +185,7 @@ class RepoStore:
         if changed:  # the effective config may differ now
             current = await self.config_get()
             self.publish(
-                "config_updated",
-                {"config": current["config"], "version": current["version"], "patch": {}},
+                ev.ConfigUpdated(config=current["config"], version=current["version"], patch={})
             )
         return {
             "repo": self.name,
@@ -231,8 +230,7 @@ class RepoStore:
     async def _config_changed(self) -> None:
         current = await self.config_get()
         self.publish(
-            "config_updated",
-            {"config": current["config"], "version": current["version"], "patch": {}},
+            ev.ConfigUpdated(config=current["config"], version=current["version"], patch={})
         )
 
     # -- PRD
@@ -245,14 +243,10 @@ class RepoStore:
         return PRD(name=self.name, description=f"Tasks for {self.name}")
 
     async def update_prd(
-        self,
-        change: Callable[[PRD], PRD],
-        expected: int | None,
-        event: str,
-        payload: Callable[[PRD], dict[str, Any]],
-        task_id: str | None = None,
+        self, change: Callable[[PRD], PRD], expected: int | None
     ) -> tuple[PRD, int]:
-        """Apply ``change`` to the PRD (or a new one), validate, save, publish ``event``.
+        """Apply ``change`` to the PRD (or a new one), validate, save, publish
+        ``prd_updated``.
 
         ``change`` gets a copy of the PRD whose task list is its own; it may add, remove
         or replace tasks and set the PRD's fields, but never change a task in place (the
@@ -260,18 +254,20 @@ class RepoStore:
         together are written together (:mod:`pokeralphd.store.commit`); the event goes
         out once the write holding this change is durable, with the version it got.
         """
-        new, version = await self._update_prd(change, expected, event, payload, task_id)
+        new, version = await self._update_prd(
+            change, expected, lambda p, v: ev.PrdUpdated(prd=p.dump(), version=v), None
+        )
         return _copy(new), version
 
     async def _update_prd(
         self,
         change: Callable[[PRD], PRD],
         expected: int | None,
-        event: str,
-        payload: Callable[[PRD], dict[str, Any]],
+        event: Callable[[PRD, int], ev.Payload],
         task_id: str | None,
     ) -> tuple[PRD, int]:
-        """:meth:`update_prd`, returning the PRD now stored itself (not to be changed)."""
+        """:meth:`update_prd`, returning the PRD now stored itself (not to be changed);
+        ``event`` makes what is published, from the PRD stored and its version."""
 
         def apply(current: PRD | None) -> PRD:
             base = current if current is not None else self._default_prd()
@@ -281,17 +277,13 @@ class RepoStore:
             return new
 
         def published(new: PRD, version: int) -> None:
-            data = payload(new)
-            data["version"] = version
-            self.publish(event, data, task_id)
+            self.publish(event(new, version), task_id)
 
         return await self._prd.update(apply, expected, published)
 
     async def replace_prd(self, data: dict[str, Any], expected: int | None) -> tuple[PRD, int]:
         new = validated(PRD, data, "PRD", "prd")
-        return await self.update_prd(
-            lambda _old: new, expected, "prd_updated", lambda p: {"prd": p.dump()}
-        )
+        return await self.update_prd(lambda _old: new, expected)
 
     # -- tasks
     async def task(self, task_id: str) -> tuple[Task, int]:
@@ -333,7 +325,10 @@ class RepoStore:
             return prd
 
         _, version = await self._update_prd(
-            change, expected, "task_created", lambda _p: {"task": created[-1].dump()}, None
+            change,
+            expected,
+            lambda _p, v: ev.TaskCreated(task=created[-1].dump(), version=v),
+            None,
         )
         return created[-1], version
 
@@ -361,8 +356,9 @@ class RepoStore:
         _, version = await self._update_prd(
             change,
             expected,
-            "task_updated",
-            lambda _p: {"task": updated[-1].dump(), "changed": sorted(fields)},
+            lambda _p, v: ev.TaskUpdated(
+                task=updated[-1].dump(), changed=sorted(fields), version=v
+            ),
             task_id,
         )
         return updated[-1], version
@@ -383,7 +379,7 @@ class RepoStore:
             return prd
 
         _, version = await self._update_prd(
-            change, expected, "task_deleted", lambda _p: {"taskId": task_id}, task_id
+            change, expected, lambda _p, v: ev.TaskDeleted(task_id=task_id, version=v), task_id
         )
         return version
 

@@ -8,7 +8,6 @@ import shutil
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -282,8 +281,9 @@ def test_an_agents_events_show_the_same_for_every_role(tmp_path: Path) -> None:
         PermissionAnswer,
     )
     from pokeralphd.battle.output import OutputStream
+    from pokeralphd.protocol.events import Chunk
 
-    published: list[list[dict[str, Any]]] = []
+    published: list[list[Chunk]] = []
     stream = OutputStream(tmp_path / "run.log", published.append, 0)
     stream.open()
     ask = AgentPermissionRequest("r1", "Bash", {"command": "make test"}, "run the tests")
@@ -295,7 +295,7 @@ def test_an_agents_events_show_the_same_for_every_role(tmp_path: Path) -> None:
     ):
         stream.show(event)
     stream.close()
-    shown = [(c["kind"], c["text"]) for chunks in published for c in chunks]
+    shown = [(c.kind, c.text) for chunks in published for c in chunks]
     assert shown == [
         ("text", "checking"),
         ("notice", "Bash allowed by rule r-1"),

@@ -23,6 +23,7 @@ from pokeralphd.errors import (
     TaskNotFound,
     VersionConflict,
 )
+from pokeralphd.protocol import events as ev
 from pokeralphd.store import commit, documents
 from pokeralphd.store.commit import DocumentFile, GroupCommit, Request
 from pokeralphd.store.documents import encode_document, encode_with_fragments
@@ -473,12 +474,10 @@ def test_the_fragment_encoder_reuses_only_the_same_objects() -> None:
 
 class Sink:
     def __init__(self) -> None:
-        self.events: list[tuple[str, dict[str, Any]]] = []
+        self.events: list[ev.Payload] = []
 
-    def publish(
-        self, type_: str, repo: str | None, payload: dict[str, Any], task_id: str | None = None
-    ) -> None:
-        self.events.append((type_, payload))
+    def publish(self, payload: ev.Payload, repo: str | None, task_id: str | None = None) -> None:
+        self.events.append(payload)
 
 
 @pytest.fixture
@@ -502,7 +501,7 @@ async def test_store_changes_are_validated_and_name_the_field(store: RepoStore) 
         return prd
 
     with pytest.raises(InvalidParams) as info:
-        await store.update_prd(duplicate, None, "prd_updated", lambda p: {})
+        await store.update_prd(duplicate, None)
     assert info.value.data["field"] == "tasks" and "duplicate task id" in info.value.message
 
     def unvalidated(prd: PRD) -> PRD:  # a task built without validation is checked
@@ -510,7 +509,7 @@ async def test_store_changes_are_validated_and_name_the_field(store: RepoStore) 
         return prd
 
     with pytest.raises(InvalidParams) as info:
-        await store.update_prd(unvalidated, None, "prd_updated", lambda p: {})
+        await store.update_prd(unvalidated, None)
     assert info.value.data["field"] == "tasks[1].title"
     with pytest.raises(InvalidParams) as info:
         await store.replace_prd({"name": "n", "description": "d", "tasks": [{"id": "x"}]}, None)
@@ -537,9 +536,9 @@ async def test_store_events_carry_the_version_in_order(store: RepoStore) -> None
     async with anyio.create_task_group() as tg:
         for n in range(12):
             tg.start_soon(store.create_task, _fields(f"T{n}"), None, None)
-    created = [p for t, p in sink.events if t == "task_created"]
-    assert [p["version"] for p in created] == list(range(1, 13))
-    ids = [p["task"]["id"] for p in created]
+    created = [p for p in sink.events if isinstance(p, ev.TaskCreated)]
+    assert [p.version for p in created] == list(range(1, 13))
+    ids = [p.task["id"] for p in created]
     assert len(set(ids)) == 12
     prd, version = await store.prd()
     assert version == 12 and prd is not None and [t.id for t in prd.tasks] == ids
@@ -613,7 +612,7 @@ async def test_every_way_of_putting_a_task_in_is_validated(store: RepoStore, how
         return prd
 
     with pytest.raises(InvalidParams) as info:
-        await store.update_prd(change, None, "prd_updated", lambda p: {})
+        await store.update_prd(change, None)
     assert info.value.data["field"].endswith("].title")
 
     def duplicate(prd: PRD) -> PRD:
@@ -621,7 +620,7 @@ async def test_every_way_of_putting_a_task_in_is_validated(store: RepoStore, how
         return prd
 
     with pytest.raises(InvalidParams) as info:
-        await store.update_prd(duplicate, None, "prd_updated", lambda p: {})
+        await store.update_prd(duplicate, None)
     assert info.value.data["field"] == "tasks"
     prd, version = await store.prd()
     assert version == 1 and prd is not None and [t.id for t in prd.tasks] == ["001-a"]

@@ -21,6 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pokeralphd.protocol import events as ev
 from pokeralphd.protocol import jsonrpc
 from pokeralphd.protocol.framing import (
     DETECT_PREFIX,
@@ -228,7 +229,7 @@ def test_history_is_bounded_by_encoded_bytes() -> None:
     bus = EventBus(history=10_000, history_bytes=8 << 20)
     big = "x" * 900_000
     for i in range(250):
-        bus.publish("task_updated", "r", {"task": {"id": i, "description": big}})
+        bus.publish(ev.TaskUpdated(task={"id": i, "description": big}, changed=[], version=i), "r")
         assert bus.history_bytes <= 8 << 20
     assert bus.history_bytes == sum(e.size for e in bus.history)
     kept = len(bus.history)
@@ -241,8 +242,8 @@ def test_history_is_bounded_by_encoded_bytes() -> None:
 
 def test_an_event_larger_than_the_bound_is_not_kept_and_counts_as_lost() -> None:
     bus = EventBus(history=100, history_bytes=64 << 10)
-    bus.publish("small", None, {"n": 1})
-    bus.publish("huge", None, {"pad": "y" * (100 << 10)})
+    bus.publish(ev.DebugEvent(i=1, t=0.0, pad=""), None)
+    bus.publish(ev.DebugEvent(i=2, t=0.0, pad="y" * (100 << 10)), None)
     assert not bus.history and bus.history_bytes == 0
     sub = bus.subscribe(lambda e: True)
     assert bus.replay(sub, since=0) == ([], 2)
@@ -252,23 +253,28 @@ def test_an_event_larger_than_the_bound_is_not_kept_and_counts_as_lost() -> None
 def test_the_history_keeps_the_newest_events_by_count() -> None:
     bus = EventBus(history=10)
     for i in range(50):
-        bus.publish("t", None, {"i": i})
+        bus.publish(ev.DebugEvent(i=i, t=0.0, pad=""), None)
     assert [e.seq for e in bus.history] == list(range(41, 51))
 
 
-class Payload(dict[str, Any]):
+class Task(dict[str, Any]):
     """A dict that can be watched with a weak reference."""
 
 
 def test_an_event_keeps_its_encoded_form_not_the_payload_objects() -> None:
     bus = EventBus()
-    payload = Payload(task={"id": "001-a", "title": "T"})
-    ref = weakref.ref(payload)
-    event = bus.publish("task_updated", "r", payload, task_id="001-a")
-    del payload
+    task = Task(id="001-a", title="T")
+    ref = weakref.ref(task)
+    event = bus.publish(ev.TaskUpdated(task=task, changed=["title"], version=3), "r", "001-a")
+    del task
     gc.collect()
     assert ref() is None
-    assert event.payload == {"task": {"id": "001-a", "title": "T"}}
+    assert event.type == "task_updated"
+    assert event.payload == {
+        "task": {"id": "001-a", "title": "T"},
+        "changed": ["title"],
+        "version": 3,
+    }
     assert json.loads(event.frame("line"))["params"]["taskId"] == "001-a"
     lsp = event.frame("lsp")
     assert lsp.startswith(b"Content-Length: %d\r\n\r\n" % (len(event.line) - 1))

@@ -6,6 +6,7 @@ import time
 from typing import TYPE_CHECKING
 
 from pokeralphd.errors import InvalidParams
+from pokeralphd.protocol import events as ev
 from pokeralphd.protocol.params import DebugEmitParams
 from pokeralphd.protocol.results import EmitResult
 
@@ -27,5 +28,5 @@ def register(table: MethodTable) -> None:
         pad = "x" * p.size
         bus = ctx.services.bus
         for i in range(p.count):
-            bus.publish("debug", None, {"i": i, "t": time.time(), "pad": pad})
+            bus.publish(ev.DebugEvent(i=i, t=time.time(), pad=pad), None)
         return EmitResult(published=p.count, seq=bus.seq)

@@ -60,9 +60,7 @@ def register(table: MethodTable) -> None:
             return old
 
         try:
-            prd, version = await store.update_prd(
-                change, params.expected_version, "prd_updated", lambda p: {"prd": p.dump()}
-            )
+            prd, version = await store.update_prd(change, params.expected_version)
         except ValueError as exc:  # validate_assignment on name/description
             raise InvalidParams(
                 f"invalid PRD: {exc}", field="name" if params.name is not None else "description"
