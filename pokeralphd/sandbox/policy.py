@@ -215,12 +215,14 @@ def build_policy(
     extra_read_only: Sequence[str | os.PathLike[str]] = (),
     run_socket: str | None = None,
     proxy_socket: str | None = None,
+    install: Sequence[str] | None = None,
 ) -> SandboxPolicy:
     """The policy of one run in ``tree``.
 
     ``private``: what must never be visible beyond the home secrets (the daemon's
     runtime folder, socket, web token, state and config folders, the other registered
-    repositories). ``extra_read_only``: what the run needs to see beyond the system and
+    repositories). ``install``: the daemon's own installation (by default
+    :func:`install_paths`). ``extra_read_only``: what the run needs to see beyond the system and
     the daemon (the agent CLI's installation, a toolchain). Raises InvalidParams when a
     user listing names a secret or the tree itself is private.
     """
@@ -270,7 +272,7 @@ def build_policy(
         read_only_in_tree=(*git_dirs(Path(tree_real)), os.path.join(tree_real, ".pokeralph")),
         home=real_home,
         system=SYSTEM_DIRS,
-        install=install_paths(),
+        install=install_paths() if install is None else tuple(install),
         read_only=tuple(dict.fromkeys((*backend_ro, *read_only))),
         read_write=tuple(dict.fromkeys((*backend_rw, *read_write))),
         secrets=hidden,

@@ -147,6 +147,7 @@ class EgressProxy:
         self._on_refused = on_refused
         self._max = max_connections
         self._open = 0
+        self.let_through = 0  # connections let through so far
         self._pending: dict[tuple[str, int], _Ask] = {}
 
     @property
@@ -202,6 +203,7 @@ class EgressProxy:
         except (OSError, TimeoutError) as exc:
             await _answer(client, 502, f"pokeralph sandbox: {request.target} unreachable: {exc}")
             return
+        self.let_through += 1
         async with upstream:
             if parsed.forward is None:
                 await client.send(b"HTTP/1.1 200 Connection Established\r\n\r\n")

@@ -52,13 +52,14 @@ class World:
     runtime: Path
     token: Path
 
-    def policy(self, **config: Any) -> SandboxPolicy:
+    def policy(self, install: tuple[str, ...] | None = None, **config: Any) -> SandboxPolicy:
         return build_policy(
             self.tree,
             config=SandboxConfig.model_validate(config),
             needs=needs_for("command", {}, self.home),
             home=self.home,
             private=(self.other_repo, self.runtime, self.token),
+            install=install,
         )
 
     def run(self, policy: SandboxPolicy, script: str) -> subprocess.CompletedProcess[str]:
@@ -282,3 +283,28 @@ async def test_the_allowlist_goes_through_the_proxy_and_asks_for_the_rest(
     assert third == second  # allowed always: not asked again
     assert asked == [{"host": "127.0.0.1", "port": other}] * 2
     assert not Path(sock).exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="shows the unprivileged case from root")
+def test_it_confines_as_an_unprivileged_user_too(world: World) -> None:
+    """The daemon runs as a user, not root: bubblewrap (not setuid here) then makes a
+    user namespace of its own. The same confinement holds as uid 65534."""
+    setpriv = "/usr/bin/setpriv"
+    if not os.path.exists(setpriv):
+        pytest.skip("setpriv is not installed")
+    subprocess.run(["chown", "-R", "65534:65534", str(world.home.parent)], check=True)
+    os.chmod(world.home.parent, 0o755)
+    argv = bwrap_argv(
+        world.policy(install=()),  # root's interpreter is not the user's to see: sh only
+        ["sh", "-c", "id -u; cat ~/.ssh/id_rsa; echo x > .git/config; echo ok > t; cat t"],
+    )
+    done = subprocess.run(
+        [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", *argv],
+        env={"HOME": str(world.home), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.stdout.split() == ["65534", "ok"], done.stderr
+    assert "Read-only file system" in done.stderr
