@@ -177,6 +177,7 @@ class EgressProxy:
         async with client:
             if self._open >= self._max:
                 await _answer(client, 503, f"pokeralph sandbox: more than {self._max} connections")
+                await _drain(client)
                 return
             self._open += 1
             try:
@@ -192,6 +193,7 @@ class EgressProxy:
             parsed = parse_head(head)
         except ProxyRequestError as exc:
             await _answer(client, exc.status, f"pokeralph sandbox: {exc.reason}")
+            await _drain(client)
             return
         request = parsed.request
         if not await self._permitted(request):
@@ -211,7 +213,7 @@ class EgressProxy:
                 await upstream.send(parsed.forward)
             if rest:
                 await upstream.send(rest)
-            async with anyio.create_task_group() as tg:
+            async with anyio.create_task_group() as tg:  # either end is the connection's
                 tg.start_soon(_copy, client, upstream)
                 tg.start_soon(_copy, upstream, client)
 
@@ -266,6 +268,18 @@ async def _read_head(client: anyio.abc.ByteStream) -> tuple[bytes, bytes]:
     raise ProxyRequestError(408, f"no request head within {HEAD_TIMEOUT:g} s")
 
 
+async def _drain(client: anyio.abc.ByteStream) -> None:
+    """Half-close, then read (bounded) what the client still sends: closing a Unix socket
+    with unread bytes resets it, and the client would lose the answer."""
+    ended = (OSError, anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError)
+    with contextlib.suppress(*ended):
+        await client.send_eof()
+        with anyio.move_on_after(1):
+            left = MAX_HEAD
+            while left > 0:
+                left -= len(await client.receive(left))
+
+
 async def _answer(
     client: anyio.abc.ByteStream, status: int, message: str, refused: str | None = None
 ) -> None:
@@ -283,15 +297,18 @@ async def _answer(
 
 
 async def _copy(source: anyio.abc.ByteStream, sink: anyio.abc.ByteStream) -> None:
+    """Bytes from ``source`` to ``sink`` until either fails or ``source`` ends, then close
+    both: the other way's pending receive ends cleanly (no cancel of a receive on a raw
+    socket, which anyio 4.16 may report as an InvalidStateError when the socket turns
+    readable at once). No half-close: HTTP clients do not half-close, and a half-open
+    tunnel is one more thing to hold."""
+    ended = (OSError, anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError)
     try:
         while True:
-            try:
-                data = await source.receive(CHUNK)
-            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                break
-            await sink.send(data)
-    except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await sink.send(await source.receive(CHUNK))
+    except ended:
         pass
-    finally:
-        with contextlib.suppress(Exception):
-            await sink.send_eof()
+    with anyio.CancelScope(shield=True):
+        for stream in (source, sink):
+            with contextlib.suppress(*ended):
+                await stream.aclose()
