@@ -1,59 +1,63 @@
 """Inside the sandbox: the run's loopback port to the egress proxy's Unix socket, then
 the run's command itself.
 
-``python -I …/bridge.py PORT SOCKET -- COMMAND…`` (by path: no package import) listens on
-``127.0.0.1:PORT`` (the run's own network namespace: nothing else is there), forks a
-child that carries every connection to ``SOCKET`` byte for byte, and ``exec``s COMMAND
-in its own place (same pid, same stdio, signals straight to it). When the command ends,
-bubblewrap's init ends, and with it the pid namespace and the bridge.
+``python -I -S …/bridge.py PORT SOCKET -- COMMAND…`` (by path, without ``site``: no
+package import) listens on ``127.0.0.1:PORT`` (the run's own network namespace: nothing
+else is there), forks a child that carries every connection to ``SOCKET`` byte for byte,
+and ``exec``s COMMAND in its own place (same pid, same stdio, signals straight to it).
+When the command ends, bubblewrap's init ends, and with it the pid namespace and the
+bridge.
 
-Standard library only, and little of it (it runs before every confined command); at most
-:data:`MAX_CONNECTIONS` connections at once, each in a thread of its own.
+It runs before every confined command under ``allowlist``, so it imports only what the
+interpreter has built in (``_socket``, ``select``, ``posix``; not ``socket`` or
+``threading``, which cost as much again as the interpreter's start): one forked process
+per connection, at most :data:`MAX_CONNECTIONS` at once.
 """
 
-from __future__ import annotations
-
+import _socket
 import os
 import select
-import socket
 import sys
-import threading
 
 MAX_CONNECTIONS = 64
 CHUNK = 1 << 16
 
 
-def _pipe(client: socket.socket, path: str, slots: threading.BoundedSemaphore) -> None:
-    try:
-        with client, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as upstream:
-            upstream.connect(path)
-            ends = {client: upstream, upstream: client}
-            open_ends = [client, upstream]
-            while open_ends:
-                ready, _, _ = select.select(open_ends, [], [])
-                for end in ready:
-                    data = end.recv(CHUNK)
-                    if data:
-                        ends[end].sendall(data)
-                        continue
-                    open_ends.remove(end)
-                    try:
-                        ends[end].shutdown(socket.SHUT_WR)
-                    except OSError:
-                        open_ends.clear()
-    except OSError:
-        pass
-    finally:
-        slots.release()
-
-
-def serve(listener: socket.socket, path: str) -> None:
-    """Carry connections from ``listener`` to the Unix socket ``path`` (forever)."""
-    slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+def pipe(client: _socket.socket, path: str) -> None:
+    """Carry bytes both ways between ``client`` and the Unix socket ``path`` until either
+    side closes."""
+    upstream = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    upstream.connect(path)
+    ends = {client.fileno(): (client, upstream), upstream.fileno(): (upstream, client)}
     while True:
-        client, _ = listener.accept()
-        slots.acquire()
-        threading.Thread(target=_pipe, args=(client, path, slots), daemon=True).start()
+        ready, _, _ = select.select(list(ends), [], [])
+        for fd in ready:
+            source, sink = ends[fd]
+            data = source.recv(CHUNK)
+            if not data:
+                return
+            sink.sendall(data)
+
+
+def serve(listener: _socket.socket, path: str) -> None:
+    """Accept forever; each connection in a child of its own (reaped as they end)."""
+    children = 0
+    while True:
+        while children:  # reap the ended ones; wait for one when at the bound
+            pid, _ = os.waitpid(-1, 0 if children >= MAX_CONNECTIONS else os.WNOHANG)
+            if not pid:
+                break
+            children -= 1
+        fd, _ = listener._accept()
+        if os.fork() == 0:
+            listener.close()
+            try:
+                pipe(_socket.socket(fileno=fd), path)
+            except OSError:
+                pass
+            os._exit(0)
+        os.close(fd)
+        children += 1
 
 
 def main(argv: list[str]) -> int:
@@ -61,8 +65,8 @@ def main(argv: list[str]) -> int:
         sys.stderr.write("usage: bridge PORT SOCKET -- COMMAND...\n")
         return 2
     port, path, command = int(argv[0]), argv[1], argv[3:]
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+    listener.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", port))
     listener.listen(MAX_CONNECTIONS)
     if os.fork() == 0:  # the bridge: no stdio of the run's, so its pipes end with the run
@@ -79,6 +83,7 @@ def main(argv: list[str]) -> int:
     except OSError as exc:
         sys.stderr.write(f"pokeralph sandbox: cannot run {command[0]}: {exc}\n")
         return 127
+    return 0  # not reached: exec replaced this process
 
 
 if __name__ == "__main__":

@@ -80,7 +80,7 @@ def bwrap_argv(
         argv += ["--unsetenv", name] if value is None else ["--setenv", name, value]
     argv += ["--chdir", policy.tree, "--"]
     if policy.proxy_socket:
-        argv += [python, "-I", BRIDGE]
+        argv += [python, "-I", "-S", BRIDGE]
         argv += [str(PROXY_PORT), PROXY_SOCKET, "--"]
     return [*argv, *command]
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
@@ -172,8 +173,9 @@ class EgressProxy:
             with anyio.CancelScope(shield=True):
                 await listener.aclose()
 
-    async def handle(self, client: anyio.abc.ByteStream) -> None:
+    async def handle(self, accepted: anyio.abc.ByteStream) -> None:
         """Serve one connection (never raises)."""
+        client = await _on_transport(accepted)
         async with client:
             if self._open >= self._max:
                 await _answer(client, 503, f"pokeralph sandbox: more than {self._max} connections")
@@ -249,6 +251,22 @@ class EgressProxy:
             with contextlib.suppress(Exception):
                 self._on_refused(request, message)
         await _answer(client, 403, message, refused=request.target)
+
+
+async def _on_transport(stream: anyio.abc.ByteStream) -> anyio.abc.ByteStream:
+    """``stream`` (a Unix socket anyio accepted) on an asyncio transport. anyio 4.16's
+    raw-socket Unix streams close the socket before removing its reader: a receive
+    pending when the other way closes the connection leaves a reader on a closed fd,
+    which fires on the next socket given that number ("InvalidStateError" in a
+    callback, or a readiness stolen from another connection)."""
+    raw = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
+    if raw is None:
+        return stream
+    try:
+        dup = socket.socket(raw.family, raw.type, fileno=os.dup(raw.fileno()))
+    finally:
+        await stream.aclose()
+    return await anyio.abc.SocketStream.from_socket(dup)
 
 
 async def _read_head(client: anyio.abc.ByteStream) -> tuple[bytes, bytes]:

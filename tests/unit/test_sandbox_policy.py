@@ -161,7 +161,7 @@ def test_the_bwrap_command_line(home: Path) -> None:
     assert argv[argv.index("/r/run.sock") + 1] == RUN_SOCKET
     assert argv[argv.index("/r/proxy.sock") + 1] == PROXY_SOCKET
     end = argv.index("--", argv.index("--chdir"))
-    assert argv[end + 1 : end + 3] == ["/py", "-I"] and argv[end + 3].endswith("bridge.py")
+    assert argv[end + 1 : end + 4] == ["/py", "-I", "-S"] and argv[end + 4].endswith("bridge.py")
     assert argv[-4:] == [PROXY_SOCKET, "--", "make", "test"]
     full = build_policy(
         tree,
