@@ -48,10 +48,10 @@ def serve(listener: _socket.socket, path: str) -> None:
             if not pid:
                 break
             children -= 1
-        fd, _ = listener._accept()
+        fd, _ = listener._accept()  # type: ignore[attr-defined]  # _socket's own accept
         if os.fork() == 0:
             listener.close()
-            try:
+            try:  # noqa: SIM105 (contextlib would cost a third of the start)
                 pipe(_socket.socket(fileno=fd), path)
             except OSError:
                 pass

@@ -41,8 +41,8 @@ PROXY_PORT = 3128  # on the run's own loopback (its network namespace is its own
 PROXY_URL = f"http://127.0.0.1:{PROXY_PORT}"
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
 
-SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
-SYSTEM_DIRS += ("/nix", "/snap", "/usr/local")
+SYSTEM_DIRS: tuple[str, ...] = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+SYSTEM_DIRS += ("/etc", "/opt", "/nix", "/snap", "/usr/local")
 # Under $HOME: never visible, even inside a folder a user listed.
 HOME_SECRETS = (
     ".ssh",

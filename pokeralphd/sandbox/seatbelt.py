@@ -57,9 +57,7 @@ def profile(
     lines.append(f"(allow file-read* {_subpaths(visible)})")
     writable = [*policy.writable, tmpdir]
     lines.append(f"(allow file-write* {_subpaths(writable)})")
-    lines.append(
-        "(allow file-write* " + " ".join(f"(literal {quote(d)})" for d in DEVICES) + ")"
-    )
+    lines.append("(allow file-write* " + " ".join(f"(literal {quote(d)})" for d in DEVICES) + ")")
     lines.append(f"(deny file-write* {_subpaths(policy.read_only_in_tree)})")
     if policy.secrets:
         lines.append(f"(deny file-read* file-write* {_subpaths(policy.secrets)})")
@@ -68,7 +66,9 @@ def profile(
     elif policy.network == "allowlist" and proxy_port is not None:
         lines.append(f'(allow network-outbound (remote ip "localhost:{proxy_port}"))')
     if run_socket:
-        lines.append(f"(allow network-outbound (remote unix-socket (path-literal {quote(run_socket)})))")
+        lines.append(
+            f"(allow network-outbound (remote unix-socket (path-literal {quote(run_socket)})))"
+        )
     return "\n".join(line for line in lines if line) + "\n"
 
 

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import anyio
@@ -17,7 +18,14 @@ import anyio.from_thread
 import anyio.lowlevel
 
 from pokeralphd.domain.sandbox_config import SandboxConfig, parse_host_pattern
-from pokeralphd.sandbox import EgressProxy, build_policy, bwrap_argv, needs_for, probe
+from pokeralphd.sandbox import (
+    EgressProxy,
+    SandboxPolicy,
+    build_policy,
+    bwrap_argv,
+    needs_for,
+    probe,
+)
 from tests.bench.common import Table, ms, pct, timed, us
 from tests.helpers import make_git_repo, short_tmpdir
 
@@ -35,10 +43,8 @@ class _Ok(BaseHTTPRequestHandler):
         pass
 
 
-def _get(connect: object, head: bytes) -> None:
-    sock = connect() if callable(connect) else None
-    assert isinstance(sock, socket.socket)
-    with sock:
+def _get(connect: Callable[[], socket.socket], head: bytes) -> None:
+    with connect() as sock:
         sock.sendall(head)
         while sock.recv(65536):
             pass
@@ -53,7 +59,7 @@ def run(table: Table, runs: int = 40, requests: int = 300) -> None:
     tree = make_git_repo(home / "repo")
     env_home = {"HOME": str(home), "PATH": "/usr/bin:/bin"}
 
-    def policy(network: str, proxy: str | None = None) -> object:
+    def policy(network: str, proxy: str | None = None) -> SandboxPolicy:
         return build_policy(
             tree,
             config=SandboxConfig.model_validate({"network": {"mode": network}}),
@@ -66,11 +72,11 @@ def run(table: Table, runs: int = 40, requests: int = 300) -> None:
         subprocess.run(argv, env=env_home, check=True, stdout=subprocess.DEVNULL)
 
     bare = timed(lambda: start(["/bin/true"]), runs)
-    none = bwrap_argv(policy("none"), ["/bin/true"])  # type: ignore[arg-type]
+    none = bwrap_argv(policy("none"), ["/bin/true"])
     boxed = timed(lambda: start(none), runs)
     placeholder = short_tmpdir("prbs") / "proxy.sock"  # the bridge only needs it there
     placeholder.touch()
-    bridged_argv = bwrap_argv(policy("allowlist", str(placeholder)), ["/bin/true"])  # type: ignore[arg-type]
+    bridged_argv = bwrap_argv(policy("allowlist", str(placeholder)), ["/bin/true"])
     bridged = timed(lambda: start(bridged_argv), runs)
     cost = pct(boxed, 50) - pct(bare, 50)
     table.add("run /bin/true bare, p50", ms(pct(bare, 50)))
@@ -113,7 +119,9 @@ def run(table: Table, runs: int = 40, requests: int = 300) -> None:
         sock.connect(sock_path)
         return sock
 
-    direct = timed(lambda: _get(lambda: socket.create_connection(("127.0.0.1", port)), direct_head), requests)
+    direct = timed(
+        lambda: _get(lambda: socket.create_connection(("127.0.0.1", port)), direct_head), requests
+    )
     proxied = timed(lambda: _get(unix, proxied_head), requests)
     table.add("HTTP request direct, p50", us(pct(direct, 50)))
     table.add(

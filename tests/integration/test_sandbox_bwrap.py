@@ -32,7 +32,7 @@ from pokeralphd.sandbox import (
     needs_for,
     probe,
 )
-from tests.helpers import make_git_repo, short_tmpdir
+from tests.helpers import make_git_repo, short_tmpdir, wait_until
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -163,14 +163,20 @@ def test_the_run_dies_with_its_wrapper(world: World) -> None:
     with subprocess.Popen(
         argv, stdout=subprocess.PIPE, env={**os.environ, "HOME": str(world.home)}
     ) as wrapper:
-        assert wrapper.stdout is not None and wrapper.stdout.readline() == b"up\n"
-        tree = psutil.Process(wrapper.pid).children(recursive=True)
-        sleepers = [p for p in tree if p.name() == "sleep"]
-        assert len(sleepers) == 2
-        os.kill(wrapper.pid, signal.SIGKILL)
-        wrapper.wait()
-        gone, alive = psutil.wait_procs(tree, timeout=10)
-        assert alive == []
+        try:
+            assert wrapper.stdout is not None and wrapper.stdout.readline() == b"up\n"
+
+            def both_sleeping() -> list[psutil.Process]:
+                tree = psutil.Process(wrapper.pid).children(recursive=True)
+                return tree if sum(p.name() == "sleep" for p in tree) == 2 else []
+
+            tree = wait_until(both_sleeping, what="both sleeps started")
+            os.kill(wrapper.pid, signal.SIGKILL)
+            wrapper.wait()
+            _gone, alive = psutil.wait_procs(tree, timeout=10)
+            assert alive == []
+        finally:
+            wrapper.kill()
 
 
 class _Hello(BaseHTTPRequestHandler):

@@ -30,11 +30,11 @@ from pokeralphd.sandbox import (
     probe,
 )
 from tests.fakes.responses_api import Call, ResponsesAPI, Say
-from tests.helpers import short_tmpdir
-from tests.helpers import make_git_repo
+from tests.helpers import make_git_repo, short_tmpdir
 from tests.real.test_real_codex import DEFAULT_CODEX, codex_env, run_codex
 
 pytestmark = pytest.mark.skipif(not probe().ok, reason=f"no sandbox here: {probe().reason}")
+
 
 @pytest.fixture
 def codex_bin() -> Path:
@@ -111,4 +111,3 @@ async def test_codex_completes_inside_our_sandbox_through_the_proxy(
         assert len(api.response_requests()) == 2
         assert asked == []  # the model endpoint was allowed; nothing else was tried
         assert proxy.let_through >= 1  # the run's loopback has no API: the proxy carried it
-

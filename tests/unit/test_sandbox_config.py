@@ -76,7 +76,7 @@ def test_host_patterns_parse(raw: str, expected: HostPattern) -> None:
     "raw", ["", "*", "*.com", "a*.b.com", "host:0", "host:70000", "::1", "[::1", "a b.com"]
 )
 def test_bad_host_patterns_are_refused(raw: str) -> None:
-    with pytest.raises(ValueError, match="host|port|IPv6|bracket|wildcard|\\["):
+    with pytest.raises(ValueError, match=r"host|port|IPv6|bracket|wildcard|\["):
         parse_host_pattern(raw)
 
 

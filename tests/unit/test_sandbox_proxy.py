@@ -59,7 +59,12 @@ def test_heads_parse() -> None:
     assert plain.forward == b"GET /a?b=1 HTTP/1.1\r\nHost: h.org\r\nConnection: close\r\n\r\n"
     v6 = parse_head(b"CONNECT [::1]:8443 HTTP/1.1")
     assert v6.request.target == "[::1]:8443"
-    for bad in (b"GET /relative HTTP/1.1", b"CONNECT host HTTP/1.1", b"junk", b"GET ftp://x/ HTTP/1.1"):
+    for bad in (
+        b"GET /relative HTTP/1.1",
+        b"CONNECT host HTTP/1.1",
+        b"junk",
+        b"GET ftp://x/ HTTP/1.1",
+    ):
         with pytest.raises(ProxyRequestError):
             parse_head(bad)
 
@@ -157,7 +162,7 @@ async def test_connect_tunnels_once_allowed_always(port: int) -> None:
     proxy = EgressProxy([], decide)
     sock = str(short_tmpdir("prpx") / "p.sock")
     head = f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode()
-    request = f"GET /t HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode()
+    request = b"GET /t HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
     async with anyio.create_task_group() as tg:
         await tg.start(proxy.serve, sock)
         for _ in range(2):  # the second is not asked: the hook has no answer left
