@@ -12,6 +12,10 @@ puts to its approval rules or a person): ``allow_once`` lets this connection thr
 hook) refuses it with a 403 whose body names the host and the key that allows it; every
 refusal is also told to ``on_refused`` (the iteration's ``[pokeralph]`` log line).
 
+The proxy resolves names itself and connects to the address it checked: an allowed name
+that resolves to this machine is refused (DNS rebinding onto the host's own services);
+an IP literal, or ``localhost``, is taken as meant.
+
 Bounded: :data:`MAX_CONNECTIONS` connections at once (one more is answered 503 at once),
 a request head of at most :data:`MAX_HEAD` bytes read within :data:`HEAD_TIMEOUT` seconds
 (431 past it), at most :data:`MAX_PENDING` hosts waiting for a decision at once (the
@@ -22,6 +26,7 @@ asks for one host share its answer). A plain-HTTP request is sent on with
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import socket
 from dataclasses import dataclass, field
@@ -203,7 +208,11 @@ class EgressProxy:
             return
         try:
             with anyio.fail_after(CONNECT_TIMEOUT):
-                upstream = await anyio.connect_tcp(request.host, request.port)
+                address = await _address(request)
+                upstream = await anyio.connect_tcp(address, request.port)
+        except ProxyRequestError as exc:
+            await self._refuse(client, request, exc.reason)
+            return
         except (OSError, TimeoutError) as exc:
             await _answer(client, 502, f"pokeralph sandbox: {request.target} unreachable: {exc}")
             return
@@ -245,12 +254,41 @@ class EgressProxy:
             asked.done.set()
         return asked.allowed
 
-    async def _refuse(self, client: anyio.abc.ByteStream, request: NetworkRequest) -> None:
-        message = refusal(request)
+    async def _refuse(
+        self, client: anyio.abc.ByteStream, request: NetworkRequest, why: str = ""
+    ) -> None:
+        message = refusal(request, why)
         if self._on_refused is not None:
             with contextlib.suppress(Exception):
                 self._on_refused(request, message)
         await _answer(client, 403, message, refused=request.target)
+
+
+async def _address(request: NetworkRequest) -> str:
+    """Where to connect: an IP literal as it is; a name resolved here, and refused when it
+    resolves to this machine (an allowed name pointed at 127.0.0.1 would reach the host's
+    local services: allow the address itself for that). ``localhost`` is the hosts
+    file's, not a DNS answer: it resolves as asked."""
+    try:
+        ipaddress.ip_address(request.host)
+    except ValueError:
+        pass
+    else:
+        return request.host
+    infos = await anyio.getaddrinfo(request.host, request.port, type=socket.SOCK_STREAM)
+    addresses = [str(info[4][0]) for info in infos]
+    if not addresses:
+        raise OSError(f"{request.host} has no address")
+    if request.host != "localhost":
+        for address in addresses:
+            ip = ipaddress.ip_address(address.split("%")[0])
+            if ip.is_loopback or ip.is_unspecified:
+                raise ProxyRequestError(
+                    403,
+                    f"{request.host} resolves to this machine ({address}); allow"
+                    f" {address}:{request.port} itself if that is meant",
+                )
+    return addresses[0]
 
 
 async def _on_transport(stream: anyio.abc.ByteStream) -> anyio.abc.ByteStream:

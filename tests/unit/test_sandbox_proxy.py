@@ -3,6 +3,7 @@ lets through, what it asks, what it refuses, and its bounds."""
 
 from __future__ import annotations
 
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING
@@ -190,5 +191,27 @@ async def test_bounds(port: int) -> None:
             assert (await _ask(sock, b"CONNECT a.b:443 HTTP/1.1\r\n\r\n")).startswith(
                 b"HTTP/1.1 503"
             )
+        await _idle(proxy)
+        tg.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
+async def test_an_allowed_name_that_resolves_to_this_machine_is_refused(port: int) -> None:
+    """DNS rebinding: a name on the allowlist pointed at 127.0.0.1 would reach the host's
+    own services (the dashboard, a database). The address itself may be allowed."""
+    name = socket.gethostname().lower()
+    try:
+        resolved = {i[4][0] for i in socket.getaddrinfo(name, port, type=socket.SOCK_STREAM)}
+    except OSError:
+        resolved = set()
+    if not resolved or not all(a.startswith("127.") for a in resolved):
+        pytest.skip(f"{name} does not resolve to the loopback here")
+    proxy = EgressProxy([parse_host_pattern(f"{name}:{port}")])
+    sock = str(short_tmpdir("prpx") / "p.sock")
+    async with anyio.create_task_group() as tg:
+        await tg.start(proxy.serve, sock)
+        out = await _ask(sock, f"CONNECT {name}:{port} HTTP/1.1\r\n\r\n".encode())
+        assert out.startswith(b"HTTP/1.1 403") and b"resolves to this machine" in out
+        assert proxy.let_through == 0
         await _idle(proxy)
         tg.cancel_scope.cancel()
