@@ -201,9 +201,10 @@ async def test_an_allowed_name_that_resolves_to_this_machine_is_refused(port: in
     own services (the dashboard, a database). The address itself may be allowed."""
     name = socket.gethostname().lower()
     try:
-        resolved = {i[4][0] for i in socket.getaddrinfo(name, port, type=socket.SOCK_STREAM)}
+        infos = socket.getaddrinfo(name, port, type=socket.SOCK_STREAM)
+        resolved = {str(info[4][0]) for info in infos}
     except OSError:
-        resolved = set()
+        resolved = set[str]()
     if not resolved or not all(a.startswith("127.") for a in resolved):
         pytest.skip(f"{name} does not resolve to the loopback here")
     proxy = EgressProxy([parse_host_pattern(f"{name}:{port}")])
