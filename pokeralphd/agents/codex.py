@@ -29,6 +29,7 @@ from pokeralphd.agents.base import (
     json_events,
 )
 from pokeralphd.agents.claude import usage_of
+from pokeralphd.sandbox.backends import CONFINED_ENV
 
 # What keeps Codex off every host but the model endpoint (measured with 0.169 through a
 # refusing proxy, tests/real/test_real_codex.py): each ``exec`` otherwise syncs the plugin
@@ -60,6 +61,13 @@ class CodexBackend(AgentBackend):
         - ``--sandbox workspace-write`` to execute: without ``--sandbox``, ``exec`` runs
           read-only and every write fails with "Read-only file system" while the agent
           reports success. ``--sandbox read-only`` to plan: nothing may be written.
+        - ``--sandbox danger-full-access`` in both modes when the daemon's own sandbox
+          confines the run (``POKERALPH_SANDBOX`` in the run's environment, which the
+          daemon sets and ``agent.env`` cannot): ours hides $HOME and the secrets, makes
+          the tree read-only to plan, and lets the allowed hosts through its proxy,
+          where Codex's own bubblewrap, nested, would cut every command off the proxy
+          (its network-off namespace) and fails outright when ``CODEX_HOME`` is under a
+          temporary folder (docs/sandbox.md).
         - ``-c sandbox_workspace_write.network_access=false``: the sandboxed commands get
           no network (the default, stated so a user's config.toml cannot turn it on); the
           CLI's own calls to the model endpoint are not sandboxed and still work.
@@ -77,12 +85,16 @@ class CodexBackend(AgentBackend):
         another policy can say so.
         """
         cfg = request.config
+        if request.env.get(CONFINED_ENV):
+            sandbox = "danger-full-access"
+        else:
+            sandbox = "read-only" if request.mode == "plan" else "workspace-write"
         argv = [
             self.executable(request),
             "exec",
             "--json",
             "--sandbox",
-            "read-only" if request.mode == "plan" else "workspace-write",
+            sandbox,
             "-c",
             "sandbox_workspace_write.network_access=false",
             "-c",

@@ -14,12 +14,14 @@ without counting the iteration.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
 import shutil
 import socketserver
 import subprocess
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,11 +119,30 @@ class RefusingProxy:
         self._thread.join(timeout=5)
 
 
+# Where the tests' CODEX_HOME folders go. Not the tests' own temporary folder: where
+# bubblewrap is installed, ``--sandbox workspace-write`` runs each command through
+# bwrap and Codex's ``codex-linux-sandbox`` helper, a link Codex makes under
+# ``CODEX_HOME/tmp/arg0-linux``. Codex refuses to make it under the temporary folder
+# ("Refusing to create helper binaries under temporary dir"), and under /dev/shm (the
+# tests' folder where it has room) its own bwrap's fresh /dev hides it: either way every
+# command fails with "bwrap: execvp …codex-linux-sandbox: No such file or directory"
+# and the run still ends "successfully" (docs/sandbox.md). A real CODEX_HOME is
+# ~/.codex, neither of these; /var/tmp stands in for it.
+CODEX_HOME_ROOT = os.environ.get("POKERALPH_TEST_CODEX_HOMES", "/var/tmp")
+
+
+def codex_home_dir() -> Path:
+    """A fresh CODEX_HOME under :data:`CODEX_HOME_ROOT`, removed when the tests end."""
+    path = Path(tempfile.mkdtemp(prefix="pokeralph-codex-", dir=CODEX_HOME_ROOT))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
 def codex_env(api: ResponsesAPI, home: Path, **extra: str) -> dict[str, str]:
-    """HOME and CODEX_HOME (with the provider's config.toml) under ``home``; the key in
-    ``OPENAI_API_KEY``; nothing of the caller's own OpenAI/Codex settings or proxies."""
-    codex_home = home / "codex-home"
-    codex_home.mkdir(parents=True, exist_ok=True)
+    """HOME under ``home`` and CODEX_HOME (with the provider's config.toml) under
+    :data:`CODEX_HOME_ROOT`; the key in ``OPENAI_API_KEY``; nothing of the caller's own
+    OpenAI/Codex settings or proxies."""
+    codex_home = codex_home_dir()
     (codex_home / "config.toml").write_text(provider_toml(api))
     skip = ("OPENAI_", "CODEX_")
     proxies = {"HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY"}

@@ -21,6 +21,7 @@ LAYERS: list[tuple[str, ...]] = [
         "pokeralphd.errors",
         "pokeralphd.ports",
         "pokeralphd.proc",
+        "pokeralphd.sandbox",
         "pokeralphd.paths",
         "pokeralphd.settings",
         "pokeralphd.logsetup",
