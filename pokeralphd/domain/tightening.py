@@ -24,6 +24,12 @@ over it), never on how a key is spelled:
     account. (An unanswered ask is denied, so a shorter ask timeout denies sooner.)
   - ``mode``: ``hitl`` (a person approves each iteration) is stricter than ``yolo``;
   - ``commitRuntimeFiles``: ``false`` is stricter (``.pokeralph/`` may hold secrets).
+  - ``notify.desktop`` and ``notify.includeDetails``: ``false`` is quieter;
+    ``notify.events``: fewer kinds are quieter (issue 26).
+- **Quieter, trusted or not** (``notify``): a repository may only make its own
+  notifications quieter, even once trusted (:func:`quieter_notify`); its layer may not
+  name a webhook at all (a URL is the user's secret, and a webhook a repository chose
+  would carry the user's notifications away: ``config_layers`` refuses it).
 - **Rules** (``approvalRules``): the layer's ``deny`` rules apply (a deny wins over any
   allow, so they only take power away); its ``allow`` rules wait.
 - **Free**: everything else (``feedbackLoops``, ``phases``, ``autoCommit``,
@@ -39,7 +45,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pokeralphd.domain.models import Config
+from pokeralphd.domain.models import Config, NotifyConfig
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -77,6 +83,10 @@ def _false(below: Any, value: Any) -> bool:
     return bool(value == below or value is False)
 
 
+def _subset(below: Any, value: Any) -> bool:
+    return set(value) <= set(below)
+
+
 #: Dotted keys (camelCase, as in the file) with an order: ``ORDERED[key](below, value)``
 #: says whether ``value`` is at least as strict as ``below`` (JSON values, as dumped).
 ORDERED: dict[str, Callable[[Any, Any], bool]] = {
@@ -95,6 +105,9 @@ ORDERED: dict[str, Callable[[Any, Any], bool]] = {
     "budget.perBattleUsd": _cap,
     "budget.perRepoPerDayUsd": _cap,
     "budget.perDayUsd": _cap,
+    "notify.desktop": _false,
+    "notify.includeDetails": _false,
+    "notify.events": _subset,
 }
 
 
@@ -158,3 +171,16 @@ def tighten(below: Config, full: Config) -> Config:
     out[RULES] = []
     config = Config.model_validate(out, by_alias=True, by_name=False)
     return config.model_copy(update={"approval_rules": denied + below.approval_rules})
+
+
+def quieter_notify(below: NotifyConfig, full: NotifyConfig) -> NotifyConfig:
+    """``full``'s notifications (a repository layer merged over ``below``, trusted or
+    not), kept no louder than ``below``'s: a channel on only where both have it, the kinds
+    both list, details only where both opt in, and ``below``'s webhooks (a repository
+    names none)."""
+    return NotifyConfig(
+        desktop=below.desktop and full.desktop,
+        webhooks=below.webhooks,
+        events=[kind for kind in below.events if kind in full.events],
+        include_details=below.include_details and full.include_details,
+    )

@@ -34,6 +34,7 @@ LAYERS: list[tuple[str, ...]] = [
         "pokeralphd.planning",
         "pokeralphd.permissions",
         "pokeralphd.localagent",
+        "pokeralphd.notify",
     ),
     ("pokeralphd.repository", "pokeralphd.repositories"),
     ("pokeralphd.server", "pokeralphd.web"),
