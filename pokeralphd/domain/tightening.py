@@ -24,10 +24,11 @@ over it), never on how a key is spelled:
     account. (An unanswered ask is denied, so a shorter ask timeout denies sooner.)
   - ``mode``: ``hitl`` (a person approves each iteration) is stricter than ``yolo``;
   - ``commitRuntimeFiles``: ``false`` is stricter (``.pokeralph/`` may hold secrets).
-  - ``notify.desktop`` and ``notify.includeDetails``: ``false`` is quieter;
-    ``notify.events``: fewer kinds are quieter (issue 26).
-- **Quieter, trusted or not** (``notify``): a repository may only make its own
-  notifications quieter, even once trusted (:func:`quieter_notify`); its layer may not
+- **Quieter, trusted or not** (``notify``, issue 26): not a key trust decides on, since
+  trust changes nothing here: whatever a repository layer sets only makes its own
+  notifications quieter, even once trusted (:func:`quieter_notify`: a channel on only
+  where the user has it on, the kinds both list, details only where both opt in); its
+  layer may not
   name a webhook at all (a URL is the user's secret, and a webhook a repository chose
   would carry the user's notifications away: ``config_layers`` refuses it).
 - **Rules** (``approvalRules``): the layer's ``deny`` rules apply (a deny wins over any
@@ -83,10 +84,6 @@ def _false(below: Any, value: Any) -> bool:
     return bool(value == below or value is False)
 
 
-def _subset(below: Any, value: Any) -> bool:
-    return set(value) <= set(below)
-
-
 #: Dotted keys (camelCase, as in the file) with an order: ``ORDERED[key](below, value)``
 #: says whether ``value`` is at least as strict as ``below`` (JSON values, as dumped).
 ORDERED: dict[str, Callable[[Any, Any], bool]] = {
@@ -105,9 +102,6 @@ ORDERED: dict[str, Callable[[Any, Any], bool]] = {
     "budget.perBattleUsd": _cap,
     "budget.perRepoPerDayUsd": _cap,
     "budget.perDayUsd": _cap,
-    "notify.desktop": _false,
-    "notify.includeDetails": _false,
-    "notify.events": _subset,
 }
 
 

@@ -1,8 +1,9 @@
 """One channel's outbox: rate-limited, retried with backoff, given up with an event.
 
 Messages wait in a bounded queue (the oldest go first past :attr:`Limits.outbox`); the
-channel's worker takes a token from its bucket (:mod:`.ratelimit`), folds whatever
-waits into one message (:func:`~pokeralphd.notify.compose.digest`) and sends it: up to
+channel's worker takes a token from its bucket (:mod:`.ratelimit`) for each message it
+sends, and when it takes the last one, folds whatever waits into one message
+(:func:`~pokeralphd.notify.compose.digest`). Each is sent up to
 :attr:`Limits.attempts` times, ``backoff``, twice that, … seconds apart on the daemon's
 clock, then gives up and calls ``on_failed`` (the service publishes ``notify_failed``).
 A channel that is slow or down holds up only its own outbox.
@@ -79,6 +80,10 @@ class Outbox:
                 await self.clock.sleep(wait)
                 continue
             self.bucket.take(self.clock.monotonic())
+            if self.bucket.wait_time(self.clock.monotonic()) == 0:  # more tokens: one
+                await self.deliver(self.queue.popleft())
+                continue
+            # the last token for a while: whatever waits goes out folded into one
             messages = list(self.queue)
             self.queue.clear()
             await self.deliver(digest(messages, self.base_url()))
