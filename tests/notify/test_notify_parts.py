@@ -103,7 +103,12 @@ async def test_a_failing_channel_is_retried_with_backoff_then_given_up() -> None
     bus, clock, channel = EventBus(), FakeClock(), Recording(fail=99)
     service = await _service(channel, clock, bus)
     failed: list[Any] = []
-    bus.subscribe(lambda e: failed.append(e) or True, types=["notify_failed"])
+
+    def record(event: Any) -> bool:
+        failed.append(event)
+        return True
+
+    bus.subscribe(record, types=["notify_failed"])
     async with anyio.create_task_group() as tg:
         await tg.start(service.run)
         _complete(bus, "a")
