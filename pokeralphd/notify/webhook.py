@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import anyio
-import httpx
 
 from pokeralphd.notify.channel import SEND_TIMEOUT, SendFailed
 from pokeralphd.notify.formats import request_for
@@ -33,6 +32,8 @@ class WebhookChannel:
         return f"WebhookChannel({self.name!r}, {self.kind!r})"
 
     async def send(self, message: Message) -> None:
+        import httpx  # on first use: the daemon starts without it (test_architecture)
+
         target, headers, body = request_for(self.kind, self._url, message)
         try:
             request = httpx.Request("POST", target, headers=headers, content=body)
