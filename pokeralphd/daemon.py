@@ -3,7 +3,7 @@ shut down in order.
 
 ``Daemon.run`` binds (or receives) the socket, ends what a dead predecessor left
 running, loads the registry (taking each repository's lock), starts the daemon-wide
-services (inbox, battles, planning), serves clients until SIGTERM/SIGINT or
+services (notifications, inbox, battles, planning), serves clients until SIGTERM/SIGINT or
 ``daemon.shutdown``, then stops accepting, stops the services in reverse order (running
 battles are left paused), closes the clients, releases the locks and returns.
 Nothing here decides anything about repositories, tasks or battles.
@@ -12,6 +12,7 @@ Nothing here decides anything about repositories, tasks or battles.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -29,6 +30,7 @@ from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import PokeralphError
 from pokeralphd.inbox.battle_hooks import InboxApprovals, InboxEscalations, offer_retry
 from pokeralphd.inbox.service import InboxService
+from pokeralphd.notify.service import NotifyService
 from pokeralphd.planning.service import PlanService
 from pokeralphd.proc import ProcessOwner
 from pokeralphd.repositories import Repositories
@@ -41,6 +43,7 @@ from pokeralphd.server.methods import build_table
 from pokeralphd.server.notify import Notifier
 from pokeralphd.server.server import Server
 from pokeralphd.settings import DaemonSettings
+from pokeralphd.store import config_layers
 from pokeralphd.store.ledger import Ledger
 from pokeralphd.store.registry import RegistryStore
 from pokeralphd.store.repo_store import RepoStore
@@ -49,6 +52,7 @@ from pokeralphd.web.service import WebService
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from pokeralphd.domain.models import NotifyConfig
     from pokeralphd.paths import Paths
     from pokeralphd.ports import Lifecycle
     from pokeralphd.store.registry import RepoEntry
@@ -89,8 +93,10 @@ class Daemon:
         self.battles.cost_hooks.append(LedgerRecorder(self.ledger))
         self.battles.spend = self._spent_today
         self.planning = PlanService(owner=self.owner)
+        # Notifications: the bus's events, to the channels of the user's config.
+        self.notify = NotifyService(self.bus, self._notify_config, self._dashboard_url)
         # Started in this order, stopped in the reverse one.
-        self.services: list[Lifecycle] = [self.inbox, self.battles, self.planning]
+        self.services: list[Lifecycle] = [self.notify, self.inbox, self.battles, self.planning]
         self.repos = Repositories(
             RegistryStore(paths.state_dir), self.bus, self._build_repo, self._release_repo
         )
@@ -108,6 +114,8 @@ class Daemon:
             ledger=self.ledger,
             identify=self.owner.identify,
             agents_running=lambda: self.owner.runs > 0,
+            user_config_file=paths.user_config_file,
+            notify=self.notify,
         )
         self.server = Server(dispatcher, services, settings)
         # The dashboard: a third transport to the same dispatcher and event bus.
@@ -133,6 +141,19 @@ class Daemon:
         self.battles.detach(repo.battles)
         await self.planning.detach(repo.planner)
         repo.store.close()
+
+    async def _notify_config(self, repo: str | None) -> NotifyConfig:
+        """The notifications of ``repo``'s events: its effective config (the user's,
+        made no louder by the repository's), else the user's."""
+        if repo is not None:
+            with contextlib.suppress(PokeralphError):
+                return (await self.repos.resolve(repo).store.config()).notify
+        user = self.paths.user_config_file
+        loaded = await anyio.to_thread.run_sync(config_layers.load, user, None)
+        return loaded.config.notify
+
+    def _dashboard_url(self) -> str | None:
+        return self.web.url if self.web is not None else None
 
     def _load_ledger(self) -> None:
         try:

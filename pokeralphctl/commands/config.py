@@ -6,6 +6,9 @@ of free-form maps (``agent.env.ANTHROPIC_API_KEY``, ``feedbackCommands.type_chec
 sent verbatim. ``set`` parses VALUE as JSON when it parses
 (numbers, booleans, lists, objects, null) and takes it as a string otherwise. Changes go
 to the repository layer; ``unset`` removes a key there, so the user or default applies.
+With ``--user`` each works on the user's layer instead (``config.getUser``,
+``config.updateUser``): what applies to every repository, and what only it may hold
+(``notify.webhooks``, whose URLs are shown redacted), so nobody has to open the file.
 
 When the repository layer is not trusted (``pokeralphctl trust``), what it sets that would
 loosen the config waits (ignored) and what only tightens applies: ``get`` shows the value
@@ -33,16 +36,23 @@ def add_config(parser: argparse.ArgumentParser) -> None:
 
     p = sub(subs, "get", "show the effective config and which layer set each key")
     p.add_argument("key", nargs="?", metavar="KEY", help="a dotted key like agent.backend")
+    _user_flag(p, "show the user's layer and the config it makes with the defaults")
     p.set_defaults(handler=get)
 
     p = sub(subs, "set", "set a key in the repository layer")
     p.add_argument("key", metavar="KEY", help="a dotted key like agent.backend")
     p.add_argument("value", metavar="VALUE", help="JSON when it parses, else a string")
+    _user_flag(p, "set it in the user's layer (every repository; notify.webhooks)")
     p.set_defaults(handler=set_)
 
     p = sub(subs, "unset", "remove a key from the repository layer (user/default applies)")
     p.add_argument("key", metavar="KEY")
+    _user_flag(p, "remove it from the user's layer (the default applies)")
     p.set_defaults(handler=unset)
+
+
+def _user_flag(parser: argparse.ArgumentParser, help_: str) -> None:
+    parser.add_argument("--user", action="store_true", help=help_)
 
 
 #: The objects of the config whose keys are its model's fields (so ``snake_case`` is
@@ -61,6 +71,7 @@ FIELD_OBJECTS = frozenset(
         ("roles", "reviewer", "local"),
         ("permissions",),
         ("budget",),
+        ("notify",),
     }
 )
 #: Maps whose values are strings: ``config set agent.env.DEBUG 1`` sets the string "1".
@@ -73,7 +84,7 @@ STRING_MAPS = frozenset(
     }
 )
 #: Lists that may be given comma-separated: ``config set phases implementation,review``.
-COMMA_LISTS = frozenset({("phases",), ("feedbackLoops",)})
+COMMA_LISTS = frozenset({("phases",), ("feedbackLoops",), ("notify", "events")})
 
 
 def camel(segment: str) -> str:
@@ -170,8 +181,46 @@ def show_value(value: Any) -> str:
     return clean(value if isinstance(value, str) else dumps(value))
 
 
+def get_user(ctx: Context, args: argparse.Namespace) -> int:
+    """Invoked when calling ``pokeralphctl config get --user``."""
+    result = ctx.call("config.getUser")
+    out = ctx.out
+    if args.key is None:
+        if out.json:
+            out.ok(result)
+            return 0
+        rows = [[clean(key), show_value(value)] for key, value in flatten(result["layer"])]
+        out.table(["key", "value"], rows)
+        out.note(f"({clean(str(result['path']))}, version {result['version']})", "dim")
+        return 0
+    parts = split_key(args.key)
+    found, value = lookup(result["config"], parts)
+    if not found:
+        raise CommandError(f"no config key {args.key!r}", data={"key": args.key})
+    source = "user" if lookup(result["layer"], parts)[0] else "default"
+    if out.json:
+        out.ok({"key": ".".join(parts), "value": value, "source": source})
+    else:
+        out.line(f"{show_value(value)}  {out.style(f'({source})', 'dim')}")
+    return 0
+
+
+def _set_user(ctx: Context, parts: list[str], value: Any) -> int:
+    result = ctx.call("config.updateUser", {"patch": nested_patch(parts, value)})
+    if ctx.out.json:
+        ctx.out.ok(result)
+        return 0
+    found, now = lookup(result["config"], parts)
+    shown = show_value(now) if found else "(not set)"
+    where = f"user layer, version {result.get('version')}"
+    ctx.out.line(f"{clean('.'.join(parts))} = {shown}  " + ctx.out.style(f"({where})", "dim"))
+    return 0
+
+
 def get(ctx: Context, args: argparse.Namespace) -> int:
     """Invoked when calling ``pokeralphctl config get``."""
+    if args.user:
+        return get_user(ctx, args)
     result = ctx.call("config.get", ctx.params())
     out = ctx.out
     config = result["config"]
@@ -220,6 +269,8 @@ def set_(ctx: Context, args: argparse.Namespace) -> int:
     """Invoked when calling ``pokeralphctl config set``."""
     parts = split_key(args.key)
     value = parse_value(args.value, parts)
+    if args.user:
+        return _set_user(ctx, parts, value)
     result = _update(ctx, parts, value)
     if ctx.out.json:
         ctx.out.ok(result)
@@ -237,6 +288,8 @@ def set_(ctx: Context, args: argparse.Namespace) -> int:
 def unset(ctx: Context, args: argparse.Namespace) -> int:
     """Invoked when calling ``pokeralphctl config unset``."""
     parts = split_key(args.key)
+    if args.user:
+        return _set_user(ctx, parts, None)
     result = _update(ctx, parts, None)
     if ctx.out.json:
         ctx.out.ok(result)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     AfterValidator,
@@ -107,6 +108,84 @@ class PermissionPolicy(Model):
     ask_timeout_minutes: float = Field(default=30, gt=0, le=24 * 60)
 
 
+#: What may notify a person (issue 26): an inbox item waiting for an answer, a battle
+#: complete, failed, escalated, over budget, cancelled, or its merge back refused.
+NotifyKind = Literal[
+    "waiting", "complete", "failed", "escalated", "budget", "cancelled", "merge_failed"
+]
+DEFAULT_NOTIFY_KINDS: tuple[NotifyKind, ...] = (
+    "waiting",
+    "complete",
+    "failed",
+    "escalated",
+    "budget",
+)
+WebhookFormat = Literal["json", "ntfy", "slack", "discord"]
+CHANNEL_NAME_RE = r"^[a-z0-9][a-z0-9_-]{0,39}$"
+WEBHOOKS_MAX = 10
+
+
+def _webhook_url(url: str) -> str:
+    # The message never repeats the URL: it is a secret (it may name a private topic or
+    # carry a token), and errors are shown and logged.
+    if len(url) > 2048 or not re.fullmatch(r"https?://[^\s/?#@]*@?[^\s/?#]+[^\s]*", url):
+        raise ValueError("must be an http:// or https:// URL (at most 2048 characters)")
+    try:
+        host = urlsplit(url).hostname
+    except ValueError:
+        host = None
+    if not host:
+        raise ValueError("must be an http:// or https:// URL that names a host")
+    return url
+
+
+class Webhook(Model):
+    """One webhook channel: where to POST and in which service's format (ours). Its URL
+    is a secret: only the user's config may hold it, and it is shown redacted."""
+
+    url: Annotated[str, AfterValidator(_webhook_url)]
+    format: WebhookFormat = Field(
+        default="json",
+        description="json (a generic JSON POST), ntfy, slack or discord",
+    )
+    events: list[NotifyKind] | None = Field(
+        default=None, description="the kinds sent to this webhook (default: notify.events)"
+    )
+    name: str | None = Field(
+        default=None,
+        pattern=CHANNEL_NAME_RE,
+        description="what `pokeralphctl notify test` calls it (default: webhook1, webhook2…)",
+    )
+
+
+class NotifyConfig(Model):
+    """Channels that find a person when a battle needs them (ours, issue 26). Set in the
+    user's config; a repository's may only make its own notifications quieter."""
+
+    desktop: StrictBool = Field(
+        default=False, description="desktop notifications (D-Bus on Linux, osascript on macOS)"
+    )
+    webhooks: list[Webhook] = Field(default_factory=list, max_length=WEBHOOKS_MAX)
+    events: list[NotifyKind] = Field(
+        default_factory=lambda: list(DEFAULT_NOTIFY_KINDS),
+        description="the kinds that notify at all; a webhook's events narrow them",
+    )
+    include_details: StrictBool = Field(
+        default=False,
+        description="add an error or an inbox item's text to a notification (else titles "
+        "and links only)",
+    )
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> NotifyConfig:
+        names = [hook.name for hook in self.webhooks if hook.name is not None]
+        if "desktop" in names:
+            raise ValueError("a webhook may not be named desktop")
+        if len(set(names)) != len(names):
+            raise ValueError("webhook names must be unique")
+        return self
+
+
 class Config(Model):
     """``.pokeralph/config.json``: what controls battle execution (seed ``Config``)."""
 
@@ -153,6 +232,7 @@ class Config(Model):
         "only), rebase (onto the branch first when it moved, then fast-forward)",
     )
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    notify: NotifyConfig = Field(default_factory=NotifyConfig)
 
     @field_validator("phases")
     @classmethod

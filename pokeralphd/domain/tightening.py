@@ -24,6 +24,13 @@ over it), never on how a key is spelled:
     account. (An unanswered ask is denied, so a shorter ask timeout denies sooner.)
   - ``mode``: ``hitl`` (a person approves each iteration) is stricter than ``yolo``;
   - ``commitRuntimeFiles``: ``false`` is stricter (``.pokeralph/`` may hold secrets).
+- **Quieter, trusted or not** (``notify``, issue 26): not a key trust decides on, since
+  trust changes nothing here: whatever a repository layer sets only makes its own
+  notifications quieter, even once trusted (:func:`quieter_notify`: a channel on only
+  where the user has it on, the kinds both list, details only where both opt in); its
+  layer may not
+  name a webhook at all (a URL is the user's secret, and a webhook a repository chose
+  would carry the user's notifications away: ``config_layers`` refuses it).
 - **Rules** (``approvalRules``): the layer's ``deny`` rules apply (a deny wins over any
   allow, so they only take power away); its ``allow`` rules wait.
 - **Free**: everything else (``feedbackLoops``, ``phases``, ``autoCommit``,
@@ -39,7 +46,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pokeralphd.domain.models import Config
+from pokeralphd.domain.models import Config, NotifyConfig
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -158,3 +165,16 @@ def tighten(below: Config, full: Config) -> Config:
     out[RULES] = []
     config = Config.model_validate(out, by_alias=True, by_name=False)
     return config.model_copy(update={"approval_rules": denied + below.approval_rules})
+
+
+def quieter_notify(below: NotifyConfig, full: NotifyConfig) -> NotifyConfig:
+    """``full``'s notifications (a repository layer merged over ``below``, trusted or
+    not), kept no louder than ``below``'s: a channel on only where both have it, the kinds
+    both list, details only where both opt in, and ``below``'s webhooks (a repository
+    names none)."""
+    return NotifyConfig(
+        desktop=below.desktop and full.desktop,
+        webhooks=below.webhooks,
+        events=[kind for kind in below.events if kind in full.events],
+        include_details=below.include_details and full.include_details,
+    )

@@ -354,6 +354,19 @@ class AgentRefused(Payload):
     pid: int | None = None
 
 
+# -- notifications
+class NotifyFailed(Payload):
+    """A notification was given up on after its attempts (issue 26): which channel, what
+    it was about, why. Never the webhook's URL."""
+
+    channel: str
+    format: str
+    kinds: list[str]
+    attempts: int
+    error: str
+    delivery_id: str | None = None
+
+
 # -- inbox
 class NewDelivery(Payload):
     id: str
@@ -456,6 +469,7 @@ EVENT_TYPES: dict[str, type[Payload]] = {
     "battle_blocked": BattleBlocked,
     "battle_escalated": BattleEscalated,
     "escalation_resolved": EscalationResolved,
+    "notify_failed": NotifyFailed,
     "new_delivery": NewDelivery,
     "feedback_received": FeedbackReceived,
     "delivery_timeout": DeliveryTimeout,

@@ -94,6 +94,20 @@ class ConfigUpdateParams(Params):
     repo: RepoRef | None = None
 
 
+class ConfigUserUpdateParams(Params):
+    """Keys to set in the user's layer (``null`` unsets one: the default applies)."""
+
+    patch: dict[str, Any]
+    expected_version: Version | None = None
+
+
+# -- notifications
+class NotifyTestParams(Params):
+    """The channel to try (``desktop``, or a webhook's name); every one when omitted."""
+
+    channel: Annotated[str, msgspec.Meta(min_length=1, max_length=40)] | None = None
+
+
 # -- PRD
 class PrdUpdateParams(Params):
     """Replace the PRD (``prd``) or change its name/description/metadata only."""

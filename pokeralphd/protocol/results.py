@@ -234,6 +234,28 @@ class TrustListResult(Result):
     repos: list[TrustEntry]
 
 
+class UserConfigResult(Result):
+    """The user's layer (webhook URLs redacted) and the config it makes with the
+    defaults, before any repository's layer."""
+
+    config: ConfigDoc
+    layer: dict[str, Any]  # the keys the user's layer sets (trust records aside)
+    version: int
+    path: str
+
+
+# -- notifications
+class NotifyChannelResult(Result):
+    channel: str
+    format: str  # "desktop" or a webhook format
+    ok: bool
+    error: str | None
+
+
+class NotifyTestResult(Result):
+    results: list[NotifyChannelResult]
+
+
 # -- PRD and tasks
 class PrdGetResult(Result):
     prd: PrdDoc | None

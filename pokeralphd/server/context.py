@@ -19,11 +19,13 @@ from pokeralphd.errors import OutOfScope
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
+    from pathlib import Path
 
     import msgspec
 
     from pokeralphd.battle.engine import BattleEngine
     from pokeralphd.inbox.service import InboxService
+    from pokeralphd.notify.service import NotifyService
     from pokeralphd.proc import AgentScope
     from pokeralphd.repositories import Repositories
     from pokeralphd.repository import Repository
@@ -56,6 +58,8 @@ class Services:
     # reads /proc), and whether any run is under way (then it walks the process's kin).
     identify: Callable[[int | None], AgentScope | None] = lambda _pid: None
     agents_running: Callable[[], bool] = lambda: False
+    user_config_file: Path | None = None  # the user's layer (config.getUser/updateUser)
+    notify: NotifyService | None = None  # the notifier (notify.test)
 
 
 class CallContext:

@@ -24,6 +24,12 @@ layer merged over them; :class:`Trust` names the keys of each kind. Keys that ar
 sensitive apply as they are. Changes the daemon writes at the user's request keep a
 trusted layer trusted (:func:`update_repo_layer`).
 
+**Notifications** (``notify``): a repository layer may only make its own quieter, trusted
+or not (:func:`pokeralphd.domain.tightening.quieter_notify`), and may not name a webhook
+at all. A webhook's URL is a secret of the user's layer: whatever describes a config
+(``config.get``, ``config_updated`` events, the user layer's own description) shows it
+redacted (:func:`redacted`).
+
 **Approval rules** (``approvalRules``) are the one key that does not replace: the
 effective list is the repository layer's rules, then the user's. Each layer's list is
 checked on its own, so an error names the file and the rule's index in it.
@@ -41,6 +47,7 @@ import types
 import typing
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ValidationError
 from pydantic.alias_generators import to_camel
@@ -68,6 +75,9 @@ TRUST_HINT = "read .pokeralph/config.json, then run `pokeralphctl trust` to appl
 
 #: The approval rules: concatenated across layers (repository first), never replaced.
 RULES_KEY = "approvalRules"
+
+#: ``notify.webhooks``: the user's layer alone may set it (:func:`_refuse_user_only`).
+WEBHOOKS_KEY = "webhooks"
 
 #: Serialises read-modify-write of the user layer (trust records, user settings and rules)
 #: across repositories; the writes run in worker threads. Other processes: see
@@ -281,6 +291,46 @@ def _refuse_trust_key(layer: dict[str, Any], source: Path | None) -> None:
         raise CorruptFile(source, reason, TRUST_KEY)
 
 
+def _refuse_user_only(layer: dict[str, Any], source: Path | None) -> None:
+    """A repository layer may not hold what only the user's may: the trust records, and
+    webhooks (their URLs are the user's secrets; a repository's webhook would carry the
+    user's notifications to whoever wrote it)."""
+    _refuse_trust_key(layer, source)
+    notify = layer.get("notify")
+    if isinstance(notify, dict) and notify.get(WEBHOOKS_KEY) is not None:
+        field = f"notify.{WEBHOOKS_KEY}"
+        reason = f"{field} may only be set in the user's config (`config set --user`)"
+        if source is None:
+            raise InvalidParams(reason, field=field)
+        raise CorruptFile(source, reason, field)
+
+
+def redact_url(url: Any) -> str:
+    """A webhook URL as it may be shown: its scheme and host, the rest (the path, a
+    query, credentials: where services put the secret) replaced. Not a valid URL, so
+    writing it back is refused rather than taken."""
+    try:
+        parts = urlsplit(str(url))
+        host = f"{parts.scheme}://{parts.hostname}" if parts.hostname else "?"
+    except ValueError:
+        host = "?"
+    return f"<secret: {host}/…>"
+
+
+def redacted(data: dict[str, Any]) -> dict[str, Any]:
+    """A config or a layer (camelCase, as dumped) with every webhook URL redacted."""
+    notify = data.get("notify")
+    if not isinstance(notify, dict) or not isinstance(notify.get(WEBHOOKS_KEY), list):
+        return data
+    hooks = [
+        {**hook, "url": redact_url(hook["url"])}
+        if isinstance(hook, dict) and "url" in hook
+        else hook
+        for hook in notify[WEBHOOKS_KEY]
+    ]
+    return {**data, "notify": {**notify, WEBHOOKS_KEY: hooks}}
+
+
 @dataclass(frozen=True)
 class Trust:
     """Whether a repository layer applies in full, and if not, which of its sensitive
@@ -369,9 +419,9 @@ class Loaded:
     def describe(self) -> dict[str, Any]:
         """The ``config.get`` result."""
         return {
-            "config": self.config.dump(),
+            "config": redacted(self.config.dump()),
             "sources": self.sources,
-            "repoLayer": self.repo_layer,
+            "repoLayer": redacted(self.repo_layer),
             "version": self.version,
             "trust": self.trust.describe(),
         }
@@ -405,7 +455,7 @@ def _load(
     user_rules = layer_rules(user, user_file)
     repo_raw = read_raw(repo_file) if repo_file is not None else {}
     repo_layer, version = _split(repo_raw)
-    _refuse_trust_key(repo_layer, repo_file)
+    _refuse_user_only(repo_layer, repo_file)
     repo_rules = layer_rules(repo_layer, repo_file)
     trust = repo_trust(repo_raw, records if records_apply else {}, repo_root)
     # below: the defaults, then the user's layer (its rules in place of the defaults' none)
@@ -427,6 +477,8 @@ def _load(
     full = validate(data, repo_file)
     # what applies is decided on the two models; the keys named are for the user
     config = full if trust.recorded else tightening.tighten(below, full)
+    notify = tightening.quieter_notify(below.notify, config.notify)
+    config = config.model_copy(update={"notify": notify})
     if trust.trusted:
         applied = layer_keys(repo_layer)
     else:
@@ -540,7 +592,7 @@ def update_repo_layer(
     before (or that set no sensitive key) stays trusted: its new hash is recorded. An
     untrusted layer stays untrusted; its sensitive keys keep being ignored.
     """
-    _refuse_trust_key(patch, None)
+    _refuse_user_only(patch, None)
     with _user_write(user_file):
         raw = read_raw(repo_file)
         layer, _ = _split(raw)
@@ -576,7 +628,7 @@ def set_trust(
     with _user_write(user_file):
         raw = read_raw(repo_file)
         layer, _ = _split(raw)
-        _refuse_trust_key(layer, repo_file)
+        _refuse_user_only(layer, repo_file)
         digest = layer_hash(raw)
         if trusted:
             if expected_hash is not None and expected_hash != digest:
@@ -640,6 +692,20 @@ def edit_user_layer(
         if expected_version is not None and expected_version != version:
             raise VersionConflict(user_file, expected_version, version)
         return write_layer(user_file, new_layer, version, mode=0o600)
+
+
+def describe_user(user_file: Path, version: int | None = None) -> dict[str, Any]:
+    """The ``config.getUser`` result: the user's layer (trust records aside) and the
+    config it makes with the defaults, webhook URLs redacted; ``version`` as given (the
+    one a write produced) or as on disk."""
+    layer, _, on_disk = _user(user_file)
+    config = load(user_file, None).config
+    return {
+        "config": redacted(config.dump()),
+        "layer": redacted(layer),
+        "version": on_disk if version is None else version,
+        "path": str(user_file),
+    }
 
 
 def layer_in_effect(loaded: Loaded, dotted: str) -> Literal["repo", "user"]:

@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, ...]] = [
         "pokeralphd.planning",
         "pokeralphd.permissions",
         "pokeralphd.localagent",
+        "pokeralphd.notify",
     ),
     ("pokeralphd.repository", "pokeralphd.repositories"),
     ("pokeralphd.server", "pokeralphd.web"),

@@ -13,6 +13,7 @@ def build_table(debug: bool = False) -> MethodTable:
         daemon_methods,
         event_methods,
         inbox_methods,
+        notify_methods,
         planning_methods,
         prd_methods,
         repo_methods,
@@ -33,6 +34,7 @@ def build_table(debug: bool = False) -> MethodTable:
         planning_methods,
         rules_methods,
         cost_methods,
+        notify_methods,
     ):
         module.register(table)
     if debug:

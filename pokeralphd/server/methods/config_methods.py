@@ -5,25 +5,40 @@ trusted its content (``config.trust``) it may only make things stricter
 (:mod:`pokeralphd.domain.tightening`): ``config.get`` says which of its keys wait for
 trust (``ignoredKeys``) and which apply because they only tighten (``tighteningKeys``).
 A layer or a patch with a snake_case key is refused, naming it.
+
+``config.getUser`` and ``config.updateUser`` read and edit the user's layer (what
+applies to every repository, and what only it may hold: ``notify.webhooks``), so a
+person never opens the file; webhook URLs come back redacted.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import anyio
 import msgspec
 
-from pokeralphd.errors import PokeralphError
-from pokeralphd.protocol.params import ConfigTrustParams, ConfigUpdateParams, NoParams, RepoParams
+from pokeralphd.errors import InvalidParams, PokeralphError
+from pokeralphd.protocol.params import (
+    ConfigTrustParams,
+    ConfigUpdateParams,
+    ConfigUserUpdateParams,
+    NoParams,
+    RepoParams,
+)
 from pokeralphd.protocol.results import (
     ConfigResult,
     TrustEntry,
     TrustListResult,
     TrustResult,
     TrustState,
+    UserConfigResult,
 )
+from pokeralphd.store import config_layers
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from pokeralphd.server.context import CallContext
     from pokeralphd.server.dispatch import MethodTable
 
@@ -98,3 +113,48 @@ def register(table: MethodTable) -> None:
                     entry.trust = msgspec.convert(config["trust"], TrustState)
             repos.append(entry)
         return TrustListResult(repos=repos)
+
+    @table.add(
+        "config.getUser",
+        NoParams,
+        "The user's layer (webhook URLs redacted), its version and file, and the config it "
+        "makes with the defaults.",
+        result=UserConfigResult,
+    )
+    async def get_user(ctx: CallContext, params: NoParams) -> UserConfigResult:
+        path = _user_file(ctx)
+        described = await anyio.to_thread.run_sync(config_layers.describe_user, path)
+        return msgspec.convert(described, UserConfigResult)
+
+    @table.add(
+        "config.updateUser",
+        ConfigUserUpdateParams,
+        "Set keys in the user's layer (null unsets, objects merge, a list replaces); "
+        "validated before anything is written; a config_updated event with no repository "
+        "follows (URLs redacted).",
+        result=UserConfigResult,
+    )
+    async def update_user(ctx: CallContext, params: ConfigUserUpdateParams) -> UserConfigResult:
+        path = _user_file(ctx)
+
+        def write() -> dict[str, Any]:
+            version = config_layers.update_user_layer(path, params.patch, params.expected_version)
+            return config_layers.describe_user(path, version)
+
+        described = await anyio.to_thread.run_sync(write)
+        ctx.services.bus.publish(
+            "config_updated",
+            None,
+            {
+                "config": described["config"],
+                "version": described["version"],
+                "patch": config_layers.redacted(params.patch),
+            },
+        )
+        return msgspec.convert(described, UserConfigResult)
+
+
+def _user_file(ctx: CallContext) -> Path:
+    if ctx.services.user_config_file is None:
+        raise InvalidParams("this daemon has no user config file")
+    return ctx.services.user_config_file
