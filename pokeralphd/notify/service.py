@@ -33,6 +33,7 @@ from pokeralphd.notify.compose import Message, compose
 from pokeralphd.notify.notice import EVENT_KINDS, notice_of
 from pokeralphd.notify.outbox import Limits, Outbox
 from pokeralphd.notify.webhook import WebhookChannel
+from pokeralphd.protocol import events as ev
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -73,7 +74,7 @@ class EventSource(Protocol):
     def unsubscribe(self, sub_id: int) -> bool: ...
 
     def publish(
-        self, type_: str, repo: str | None, payload: dict[str, Any], task_id: str | None = None
+        self, payload: ev.Payload, repo: str | None, task_id: str | None = None
     ) -> object: ...
 
 
@@ -238,15 +239,15 @@ class NotifyService:
         log.warning(
             "notification to %s given up after %d attempts: %s", channel.name, attempts, reason
         )
-        payload: dict[str, Any] = {
-            "channel": channel.name,
-            "format": channel.kind,
-            "kinds": list(message.kinds),
-            "attempts": attempts,
-            "error": reason,
-            "deliveryId": message.delivery_id,
-        }
-        self.bus.publish("notify_failed", message.repo, payload, message.task_id)
+        failed = ev.NotifyFailed(
+            channel=channel.name,
+            format=channel.kind,
+            kinds=list(message.kinds),
+            attempts=attempts,
+            error=reason,
+            delivery_id=message.delivery_id,
+        )
+        self.bus.publish(failed, message.repo, message.task_id)
 
     # -- notify.test
     async def test(self, name: str | None) -> list[dict[str, Any]]:

@@ -20,6 +20,7 @@ from pokeralphd.notify.compose import Message
 from pokeralphd.notify.links import item_link
 from pokeralphd.notify.outbox import Limits
 from pokeralphd.notify.service import NotifyService
+from pokeralphd.protocol import events as ev
 from pokeralphd.server.eventbus import EventBus
 from pokeralphd.store import config_layers
 from tests.fakeclock import FakeClock
@@ -54,8 +55,7 @@ async def _service(channel: Recording, clock: FakeClock, bus: EventBus) -> Notif
 
 
 def _complete(bus: EventBus, task: str) -> None:
-    payload = {"taskId": task, "iterations": 1, "costUsd": 0.0}
-    bus.publish("battle_complete", "r", payload, task)
+    bus.publish(ev.BattleComplete(task_id=task, iterations=1, cost_usd=0.0), "r", task)
 
 
 async def test_a_flood_is_coalesced_per_battle_and_rate_limited_per_channel() -> None:
@@ -66,10 +66,11 @@ async def test_a_flood_is_coalesced_per_battle_and_rate_limited_per_channel() ->
     async with anyio.create_task_group() as tg:
         await tg.start(service.run)
         for _ in range(50):  # one battle, fifty events
-            bus.publish("battle_failed", "r", {"taskId": "a", "error": "x", "iterations": 1}, "a")
+            bus.publish(ev.BattleFailed(task_id="a", error="x", iterations=1), "r", "a")
         for i in range(6):  # six more battles
             _complete(bus, f"t{i}")
-        bus.publish("iteration_start", "r", {"taskId": "a"}, "a")  # not a kind
+        not_a_kind = ev.IterationStart(task_id="a", iteration=2, max_iterations=None)
+        bus.publish(not_a_kind, "r", "a")
         await wait_all_tasks_blocked()
         assert channel.sent == []  # the window is open
         clock.advance(LIMITS.window)

@@ -19,6 +19,7 @@ import anyio
 import msgspec
 
 from pokeralphd.errors import InvalidParams, PokeralphError
+from pokeralphd.protocol import events as ev
 from pokeralphd.protocol.params import (
     ConfigTrustParams,
     ConfigUpdateParams,
@@ -143,13 +144,12 @@ def register(table: MethodTable) -> None:
 
         described = await anyio.to_thread.run_sync(write)
         ctx.services.bus.publish(
-            "config_updated",
+            ev.ConfigUpdated(
+                config=described["config"],
+                version=described["version"],
+                patch=config_layers.redacted(params.patch),
+            ),
             None,
-            {
-                "config": described["config"],
-                "version": described["version"],
-                "patch": config_layers.redacted(params.patch),
-            },
         )
         return msgspec.convert(described, UserConfigResult)
 
