@@ -36,6 +36,7 @@ SUBCOMMANDS: dict[str, list[str]] = {
     "prd": ["show", "set-name", "set-description", "import"],
     "inbox": ["list", "show"],
     "completion": ["bash", "zsh", "fish"],
+    "notify": ["test"],
 }
 OPTIONS = ["--json", "--repo", "--socket", "--no-autostart", "--verbose", "--help"]
 

@@ -624,8 +624,10 @@ def check_reply(method: str, params: Any, reply: dict[str, Any], request_id: int
         order = TABLE.methods[method].params.__struct_encode_fields__
         named = params if isinstance(params, dict) else dict(zip(order, params, strict=False))
         allowed = set(order) | set(named)  # a param of the method, or the unknown one sent
-        if method == "config.update" and isinstance(named.get("patch"), dict):
-            allowed |= set(named["patch"])  # config.update names the config key it refuses
+        if method in ("config.update", "config.updateUser") and isinstance(
+            named.get("patch"), dict
+        ):
+            allowed |= set(named["patch"])  # both name the config key they refuse
         head = field.split(".")[0].split("[")[0]
         assert field in allowed or head in allowed, where
 
