@@ -245,7 +245,9 @@ class Agent:
             except RequestFailed as exc:
                 if exc.code != codes.TASK_NOT_FOUND:
                     raise
-                self._say(session, updates.message(f"There is no task {task_id} in {session.repo}."))
+                self._say(
+                    session, updates.message(f"There is no task {task_id} in {session.repo}.")
+                )
                 return "end_turn"
             title = task.get("title", "")
         else:
@@ -469,7 +471,9 @@ def ending(kind: Any, payload: dict[str, Any]) -> str | None:
 def prompt_text(blocks: Any) -> str:
     """The text of a prompt's content blocks: text, links, and embedded text resources."""
     if not isinstance(blocks, list):
-        raise RpcError(INVALID_PARAMS, "prompt must be a list of content blocks", {"field": "prompt"})
+        raise RpcError(
+            INVALID_PARAMS, "prompt must be a list of content blocks", {"field": "prompt"}
+        )
     parts: list[str] = []
     for block in blocks:
         if not isinstance(block, dict):

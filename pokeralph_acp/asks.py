@@ -51,9 +51,7 @@ def _kind(option: str) -> str:
     return "reject_once" if words and words[0] in REJECTING else "allow_once"
 
 
-def _choices(
-    options: list[Any], kinds: dict[str, str] | None, answer: Any
-) -> Ask | None:
+def _choices(options: list[Any], kinds: dict[str, str] | None, answer: Any) -> Ask | None:
     if not options or len(options) > MAX_OPTIONS or not all(isinstance(o, str) for o in options):
         return None
     acp_options, answers = [], {}
@@ -118,7 +116,7 @@ def command_for(delivery: dict[str, Any], repo: str) -> str:
         return f"{base} --rating N  (1..{schema.get('max', 5)})"
     if kind == "form":
         fields = " ".join(
-            f"--field {shlex.quote(str(f.get('name')) + '=…')}"
+            f"--field {shlex.quote(str(f.get('name')))}=VALUE"
             for f in schema.get("fields") or []
             if isinstance(f, dict)
         )

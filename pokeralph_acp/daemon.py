@@ -82,7 +82,9 @@ class Daemon:
         """The registered repository holding ``cwd`` (its ``name`` and ``path``),
         registering its git root first if it is not registered yet."""
         if not os.path.isabs(cwd):
-            raise RpcError(INVALID_PARAMS, f"cwd must be an absolute path, got {cwd!r}", {"field": "cwd"})
+            raise RpcError(
+                INVALID_PARAMS, f"cwd must be an absolute path, got {cwd!r}", {"field": "cwd"}
+            )
         if not os.path.isdir(cwd):
             raise RpcError(INVALID_PARAMS, f"cwd {cwd} is not a directory", {"field": "cwd"})
         try:

@@ -13,7 +13,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import acp
 import anyio
@@ -74,6 +74,13 @@ class Editor:
         )
 
 
+def as_client(editor: Editor) -> acp.Client:
+    """The editor as the SDK's ``Client``: it answers what these tests need (permission
+    questions, updates); the rest (files, terminals) an ACP agent may not call unless the
+    client says it can, and ours says nothing of them."""
+    return cast("acp.Client", editor)
+
+
 def sample(daemon: DaemonProcess, home: Path, mode: str = "yolo", pace: str = "0") -> Path:
     """The demo's sample repository, registered, on the DEMO agent at ``pace``."""
     target = home / "sample"
@@ -98,7 +105,7 @@ def sample(daemon: DaemonProcess, home: Path, mode: str = "yolo", pace: str = "0
 
 async def session(editor: Editor, daemon: DaemonProcess, cwd: Path) -> Any:
     """Start the agent, initialize, open a session on ``cwd``; the connection and id."""
-    cm = acp.spawn_agent_process(editor, *AGENT, env=daemon.env, cwd=str(cwd))
+    cm = acp.spawn_agent_process(as_client(editor), *AGENT, env=daemon.env, cwd=str(cwd))
     conn, _proc = await cm.__aenter__()
     init = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
     assert init.protocol_version == 1 and init.agent_info is not None
@@ -220,7 +227,7 @@ async def test_a_folder_outside_git_is_a_clear_error(daemon: DaemonProcess, home
     plain = home / "plain"
     plain.mkdir()
     editor = Editor()
-    cm = acp.spawn_agent_process(editor, *AGENT, env=daemon.env, cwd=str(plain))
+    cm = acp.spawn_agent_process(as_client(editor), *AGENT, env=daemon.env, cwd=str(plain))
     conn, _proc = await cm.__aenter__()
     try:
         await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
