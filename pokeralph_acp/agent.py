@@ -4,6 +4,9 @@ A session is a repository (its ``cwd``, registered on first use). A prompt is on
 run on a thread of its own so that the reader stays free for ``session/cancel`` and for
 the editor's answers to our questions. What a prompt does (the rule, also in the README):
 
+- ``plan: IDEA`` (or ``/plan IDEA``): plan a PRD from the idea (``planning.start``); the
+  planner's questions end the turn, and while it waits for answers the next prompt is the
+  answer (``planning.answer``); the PRD it completes is merged into the repository's;
 - ``run TASK-ID`` (or ``start TASK-ID``): run that task's battle;
 - anything else is a new task (a leading ``add a task:`` or ``task:`` is dropped): its
   first line is the title, the whole text its description, its bullet lines (``-``,
@@ -55,6 +58,8 @@ MAX_RECONNECTS = 5
 TICK = 0.5
 
 RUN = re.compile(r"^\s*/?(?:run|start)\s+((?:[0-9]{3}|[1-9][0-9]{3,})-[a-z0-9-]+)\s*$", re.I)
+PLAN = re.compile(r"^\s*/?plan\s*:?\s+(\S.*)$", re.I | re.S)
+PLANNING = ["planning_output", "planning_question", "planning_completed", "planning_failed"]
 PREFIX = re.compile(r"^\s*(?:add a task|new task|task)\s*:\s*", re.I)
 BULLET = re.compile(r"^\s*(?:[-*•]|[0-9]{1,3}[.)])\s+(\S.*)$")
 TERMINAL = ("battle_complete", "battle_failed", "battle_cancelled", "battle_paused")
@@ -237,6 +242,12 @@ class Agent:
             raise RpcError(
                 INVALID_PARAMS, f"a prompt of at most {MAX_PROMPT} characters", {"field": "prompt"}
             )
+        plan = PLAN.match(text)
+        if plan:
+            return self._planning(session, turn, number, "planning.start", {"idea": plan[1]})
+        status = self.daemon.call("planning.status", {"repo": session.repo})
+        if status.get("state") == "waiting_input":
+            return self._planning(session, turn, number, "planning.answer", {"answer": text})
         run = RUN.match(text)
         if run:
             task_id = run.group(1).lower()
@@ -343,6 +354,77 @@ class Agent:
         if kind in TERMINAL:
             return "end_turn"
         return None
+
+    # -- planning
+    def _planning(
+        self, session: Session, turn: Turn, number: int, method: str, params: dict[str, Any]
+    ) -> str:
+        """Start planning or answer its questions, and follow it until it asks again, ends
+        or fails. A PRD it completes is merged into the repository's (new tasks added).
+        Cancel ends the turn only: planning goes on in the daemon (``pokeralphctl plan``)."""
+        translator = updates.Translator(f"t{number}")
+        with self.daemon.connect() as conn:
+            conn.subscribe(repo=session.repo, types=PLANNING)
+            self.daemon.call(method, {**params, "repo": session.repo})
+            conn.settimeout(TICK)
+            while True:
+                try:
+                    for message in conn.messages():
+                        if message.get("method") == "event":
+                            end = self._planned(session, translator, message.get("params") or {})
+                            if end is not None:
+                                return end
+                    raise RpcError(INTERNAL_ERROR, "the daemon closed the connection")
+                except TimeoutError:
+                    if turn.cancelled.is_set() or self.peer.closed.is_set():
+                        return "cancelled"
+
+    def _planned(
+        self, session: Session, translator: updates.Translator, event: dict[str, Any]
+    ) -> str | None:
+        kind = event.get("type")
+        payload = event.get("payload") or {}
+        if kind == "planning_output":
+            for update in translator.output(payload):
+                self._say(session, update)
+            return None
+        for update in translator.close():
+            self._say(session, update)
+        if kind == "planning_question":
+            asked = "\n\n".join(f"- {q}" for q in payload.get("questions") or [])
+            self._say(
+                session,
+                updates.message(
+                    f"\n\n**The planner asks:**\n\n{asked or payload.get('question')}\n\n"
+                    "Answer in your next prompt."
+                ),
+            )
+            return "end_turn"
+        if kind == "planning_failed":
+            self._say(session, updates.message(f"\n\n**Planning failed**: {payload.get('error')}"))
+            return "end_turn"
+        if kind != "planning_completed":
+            return None
+        if not payload.get("valid"):
+            problems = "\n".join(f"- {p}" for p in payload.get("problems") or [])
+            self._say(session, updates.message(f"\n\n**The PRD draft has problems:**\n{problems}"))
+            return "end_turn"
+        before = {t.get("id") for t in self._tasks(session)}
+        self.daemon.call("planning.finish", {"save": True, "merge": "merge", "repo": session.repo})
+        added = [t for t in self._tasks(session) if t.get("id") not in before]
+        lines = "\n".join(f"- **{t['id']}**: {t.get('title', '')}" for t in added)
+        self._say(
+            session,
+            updates.message(
+                f"\n\n**Planned.** Tasks added to the PRD:\n\n{lines or '(none new)'}\n\n"
+                "Say `run TASK-ID` to run one."
+            ),
+        )
+        return "end_turn"
+
+    def _tasks(self, session: Session) -> list[dict[str, Any]]:
+        tasks: list[dict[str, Any]] = self.daemon.call("task.list", {"repo": session.repo})["tasks"]
+        return tasks
 
     # -- inbox items
     def _ask(self, session: Session, turn: Turn, delivery: dict[str, Any]) -> None:

@@ -76,7 +76,7 @@ class Translator:
         kind = event.get("type")
         payload = event.get("payload") or {}
         if kind == "iteration_output":
-            return self._output(payload)
+            return self.output(payload)
         if kind == "iteration_start":
             self._finish_running()
             n = payload.get("iteration")
@@ -103,7 +103,7 @@ class Translator:
         return []
 
     # -- output
-    def _output(self, payload: dict[str, Any]) -> list[dict[str, Any]]:
+    def output(self, payload: dict[str, Any]) -> list[dict[str, Any]]:
         side = payload.get("phase")  # a verifier's or reviewer's run
         updates: list[dict[str, Any]] = []
         for chunk in payload.get("chunks") or []:

@@ -296,3 +296,28 @@ def test_no_daemon_and_none_may_be_started_is_a_clear_error(home: Path) -> None:
     assert "pokeralphd is not running" in reply["error"]["message"]
     assert "pokeralphctl daemon start" in reply["error"]["message"]
     assert reply["error"]["data"] == {"socket": str(home / "none.sock")}
+
+
+async def test_plan_asks_in_turns_and_adds_the_planned_tasks(
+    daemon: DaemonProcess, repo: Path, home: Path
+) -> None:
+    from tests.integration.test_planning import setup
+
+    setup(daemon, repo, home)  # the fake planner: two questions, then a PRD of two tasks
+    editor = Editor()
+    cm, conn, sid = await session(editor, daemon, repo)
+    replies = []
+    try:
+        with anyio.fail_after(90):
+            for text in ("plan: a todo list for the terminal", "A JSON file", "No due dates"):
+                replies.append(await conn.prompt(session_id=sid, prompt=[acp.text_block(text)]))
+    finally:
+        await cm.__aexit__(None, None, None)
+    assert [r.stop_reason for r in replies] == ["end_turn"] * 3
+    said = editor.text()
+    assert said.count("**The planner asks:**") == 2 and "JSON file or SQLite" in said
+    assert "- **001-storage-layer**: Storage layer" in said
+    assert "- **002-add-and-list-commands**: Add and list commands" in said
+    tasks = daemon.call("task.list", {"repo": str(repo)})["tasks"]
+    assert [t["title"] for t in tasks] == ["Storage layer", "Add and list commands"]
+    assert daemon.call("planning.status", {"repo": str(repo)})["state"] == "idle"

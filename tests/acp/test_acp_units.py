@@ -59,7 +59,9 @@ def test_an_escalation_form_is_its_decision_and_a_planning_form_is_a_message() -
     questions = {"type": "form", "fields": [{"name": "q1", "type": "text", "required": True}]}
     item = delivery(questions, "planning")
     assert ask_for(item) is None
-    assert "pokeralphctl --repo r answer d_1700000000000_001 --field q1=VALUE" in message_for(item, "r")
+    assert "pokeralphctl --repo r answer d_1700000000000_001 --field q1=VALUE" in message_for(
+        item, "r"
+    )
     assert ask_for(delivery({"type": "rating"})) is None
     assert ask_for(delivery({"type": "select", "options": ["a", "b"], "multiple": True})) is None
     many = {"type": "select", "options": [str(n) for n in range(20)]}
