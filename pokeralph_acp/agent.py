@@ -290,9 +290,8 @@ class Agent:
                     started = True
                     if turn.cancelled.is_set():
                         return "cancelled"
-                    self.daemon.call("battle.start", {"taskId": task_id, "repo": session.repo})
+                    self._say(session, updates.message(self._start(session, task_id)))
                     turn.task_id = task_id
-                    self._say(session, updates.message(f"Battle of **{task_id}** started.\n\n"))
                     if turn.cancelled.is_set():
                         self._pause(session, turn)
                 end = self._follow(session, turn, conn, cursor, translator, task_id)
@@ -302,6 +301,21 @@ class Agent:
                     return end
             # the daemon closed the connection (an overflow, a restart): subscribe again
         raise RpcError(INTERNAL_ERROR, f"lost the daemon's events {MAX_RECONNECTS + 1} times")
+
+    def _start(self, session: Session, task_id: str) -> str:
+        """Start the task's battle, resume it if paused, or follow it if it runs."""
+        params = {"taskId": task_id, "repo": session.repo}
+        try:
+            self.daemon.call("battle.start", params)
+        except RequestFailed as exc:
+            if exc.code != codes.BATTLE_ACTIVE:
+                raise
+            status = exc.data.get("status") if isinstance(exc.data, dict) else None
+            if status is not None:
+                return f"Following the battle of **{task_id}** ({status}).\n\n"
+            self.daemon.call("battle.resume", params)  # paused: the one case without status
+            return f"Battle of **{task_id}** resumed.\n\n"
+        return f"Battle of **{task_id}** started.\n\n"
 
     def _follow(
         self,

@@ -221,6 +221,18 @@ async def test_cancel_pauses_the_battle(daemon: DaemonProcess, home: Path) -> No
     assert reply.stop_reason == "cancelled"
     history = daemon.call("battle.history", {"taskId": TASK, "repo": str(repo)})
     assert history["battle"]["status"] == "paused"
+    # `run TASK` again resumes the paused battle (at full speed now) to its end.
+    agent = {"backend": "demo", "extraArgs": ["--pace", "0"]}
+    daemon.call("config.update", {"repo": str(repo), "patch": {"agent": agent}})
+    editor = Editor()
+    cm, conn, sid = await session(editor, daemon, repo)
+    try:
+        with anyio.fail_after(60):
+            reply = await conn.prompt(session_id=sid, prompt=[acp.text_block(f"run {TASK}")])
+    finally:
+        await cm.__aexit__(None, None, None)
+    assert reply.stop_reason == "end_turn"
+    assert f"Battle of **{TASK}** resumed" in editor.text() and "Battle complete" in editor.text()
 
 
 async def test_a_folder_outside_git_is_a_clear_error(daemon: DaemonProcess, home: Path) -> None:
