@@ -57,9 +57,6 @@ class _Waiter:
         self.error: dict[str, Any] | None = None
 
 
-Handler = "Callable[[str, Any, Any], None]"
-
-
 class Peer:
     """The editor at the other end of stdin/stdout.
 
