@@ -44,7 +44,7 @@ export function spendChart({ days, repos, costs, totals }) {
   }
   const every = Math.ceil(days.length / 15);  // at most ~15 day labels
   days.forEach((day, i) => {
-    if (i % every === 0 || i === days.length - 1) {
+    if ((days.length - 1 - i) % every === 0) {  // today always named
       axis.append(s("text", { x: LEFT + band * (i + 0.5), y: H - BOTTOM + 16, "text-anchor": "middle" }, day.slice(5)));
     }
   });

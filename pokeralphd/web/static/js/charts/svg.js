@@ -44,9 +44,10 @@ export function ticks(top, step) {
 export const PALETTE = ["#2b6cb0", "#d6333a", "#1f8a4c", "#b7791f", "#6b46c1", "#0e7c86", "#97266d", "#4a5568"];
 export function colour(index) { return PALETTE[index % PALETTE.length]; }
 
+// Cents, or four decimals for less than a cent (a cheap run is not $0.00).
 export function money(usd) {
   const n = Number(usd) || 0;
-  return `$${n.toFixed(n !== 0 && n < 1 ? 4 : 2)}`;
+  return `$${n.toFixed(n !== 0 && n < 0.01 ? 4 : 2)}`;
 }
 
 export function count(n) {
@@ -66,8 +67,8 @@ export function figure({ id, title, summary, svg, legend, table }) {
     svg,
     legend && legend.length ? h("ul", { class: "legend" }, legend.map(([name, fill]) =>
       // a presentation attribute, not a style: the page's CSP allows no inline style
-      h("li", {}, s("svg", { class: "swatch", width: 12, height: 12, "aria-hidden": "true" },
-        s("rect", { width: 12, height: 12, rx: 2, fill })), name))) : null,
+      h("li", {}, fill ? s("svg", { class: "swatch", width: 12, height: 12, "aria-hidden": "true" },
+        s("rect", { width: 12, height: 12, rx: 2, fill })) : null, name))) : null,
     h("details", { class: "chart-table" }, h("summary", {}, "the numbers as a table"), table));
 }
 

@@ -101,7 +101,7 @@ export function timelineChart(rows, { id = "timeline-chart" } = {}) {
     title: "Iterations",
     summary: rows.length ? `${rows.length} iteration(s), ${fmtDuration(time)} of agent time, ${money(spent)}` : "no iteration has ended yet",
     legend: [...Object.entries(RESULT_FILL).map(([k, fill]) => [k, fill]), ["cost", colour(0)],
-      ["V/R: verification, review (✓ passed, ✗ changes asked)", "#fff"]],
+      ["phase: V verification, R review (✓ passed, ✗ changes asked)", null]],
     table: dataTable(["#", "result", "duration", "cost", "feedback", "phase"], rows.map((r) => [String(r.number), r.result,
       fmtDuration(r.durationMs), money(r.costUsd), `${r.feedback}${r.loops.length ? ` (${r.loops.map(([n, o]) => `${n} ${o}`).join(", ")})` : ""}`,
       [r.phase, ...r.judged.map((j) => `${j.phase} ${j.cycle}: ${j.outcome.replaceAll("_", " ")}`)].join(", then ")])),
