@@ -499,10 +499,7 @@ def test_the_spend_charts_draw_what_cost_json_says(browser: Browser, web: WebDae
         " [g.dataset.task, Number(g.dataset.cost), Number(g.dataset.tokens)])"
     )
     expected_tasks = sorted(
-        (
-            [g["key"], g["costUsd"], sum(g["tokens"].values())]
-            for g in per_task["groups"]
-        ),
+        ([g["key"], g["costUsd"], sum(g["tokens"].values())] for g in per_task["groups"]),
         key=lambda row: (-row[1], -row[2], row[0]),
     )
     assert [t[0] for t in tasks] == [t[0] for t in expected_tasks]
