@@ -344,8 +344,12 @@ class RulesTestParams(Params):
 Day = Annotated[str, msgspec.Meta(pattern=r"^\d{4}-\d{2}-\d{2}$")]
 
 
+CostGroupBy = Literal["day", "repo", "task", "backend", "model", "phase"]
+
+
 class CostSummaryParams(Params):
-    by: Literal["day", "repo", "task", "backend", "model", "phase"] = "day"
+    by: CostGroupBy = "day"
     since: Day | None = None  # first day counted (UTC), inclusive
     until: Day | None = None  # last day counted (UTC), inclusive
+    split: CostGroupBy | None = None  # each group's parts by this too (a day's repositories)
     repo: RepoRef | None = None

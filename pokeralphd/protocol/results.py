@@ -134,8 +134,13 @@ class DaemonStatus(Result):
     spend_today: SpendTotals | UnsetType = UNSET  # UTC day, every repository
 
 
+class CostPart(SpendTotals, kw_only=True):
+    key: str  # the group's part: by ``split`` (a day's repository, say)
+
+
 class CostGroup(SpendTotals, kw_only=True):
     key: str  # the day (YYYY-MM-DD), repository, repo/task, backend, model or phase
+    parts: list[CostPart] | UnsetType = UNSET  # by ``split``, when it is given
 
 
 class CostSummaryResult(Result):
@@ -143,6 +148,7 @@ class CostSummaryResult(Result):
     groups: list[CostGroup]
     total: SpendTotals
     skipped: int  # ledger lines that did not parse (a crash cut one short, a hand edit)
+    split: str | UnsetType = UNSET  # as asked (then each group has its parts)
 
 
 class ShutdownResult(Result):

@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 LEDGER_VERSION = 1
 HEADER = {"schemaVersion": LEDGER_VERSION, "kind": "pokeralph-ledger"}
 GroupBy = Literal["day", "repo", "task", "backend", "model", "phase"]
+Cell = tuple[str, str, str, str, str, str]  # (day, repo, task, backend, model, phase)
 TOKEN_KEYS = (
     "inputTokens",
     "outputTokens",
@@ -149,7 +150,7 @@ class Ledger:
         self._file_lock = threading.Lock()  # one append (or the load) at a time
         self._lock = threading.Lock()  # the totals
         # (day, repo, task, backend, model, phase) -> totals, for filtered queries
-        self._cells: dict[tuple[str, str, str, str, str, str], Totals] = defaultdict(Totals)
+        self._cells: dict[Cell, Totals] = defaultdict(Totals)
         self.skipped = 0  # lines that did not parse (a crash cut one short, a hand edit)
 
     # -- reading
@@ -259,23 +260,50 @@ class Ledger:
         total, optionally for one repository."""
         out: dict[str, Totals] = defaultdict(Totals)
         total = Totals()
-        with self._lock:
-            cells = list(self._cells.items())
-        index = {"day": 0, "repo": 1, "task": 2, "backend": 3, "model": 4, "phase": 5}
-        for (day, cell_repo, task, backend, model, phase), totals in cells:
-            if (since and day < since) or (until and day > until):
-                continue
-            if repo is not None and cell_repo != repo:
-                continue
-            key = (day, cell_repo, task, backend, model, phase)[index[by]]
-            if by == "task":
-                key = f"{cell_repo}/{task}"
-            _merge(out[key], totals)
+        for cell, totals in self._select(since, until, repo):
+            _merge(out[_cell_key(cell, by)], totals)
             _merge(total, totals)
         return dict(sorted(out.items())), total
 
+    def breakdown(
+        self,
+        by: GroupBy,
+        split: GroupBy,
+        *,
+        since: str | None = None,
+        until: str | None = None,
+        repo: str | None = None,
+    ) -> dict[str, dict[str, Totals]]:
+        """Totals by ``by``, each split by ``split`` (each day's repositories, say), with
+        the same bounds as :meth:`summary`; keys sorted at both levels."""
+        out: dict[str, dict[str, Totals]] = defaultdict(lambda: defaultdict(Totals))
+        for cell, totals in self._select(since, until, repo):
+            _merge(out[_cell_key(cell, by)][_cell_key(cell, split)], totals)
+        return {key: dict(sorted(parts.items())) for key, parts in sorted(out.items())}
+
+    def _select(
+        self, since: str | None, until: str | None, repo: str | None
+    ) -> list[tuple[Cell, Totals]]:
+        """The cells within the days and the repository asked (a copy, read under lock)."""
+        with self._lock:
+            cells = list(self._cells.items())
+        return [
+            (cell, totals)
+            for cell, totals in cells
+            if not ((since and cell[0] < since) or (until and cell[0] > until))
+            and (repo is None or cell[1] == repo)
+        ]
+
     def day_total(self, day: str, repo: str | None = None) -> Totals:
         return self.summary("day", since=day, until=day, repo=repo)[1]
+
+
+def _cell_key(cell: Cell, by: GroupBy) -> str:
+    """A cell's key by ``by`` (a task's is ``repo/task``)."""
+    day, repo, task, backend, model, phase = cell
+    if by == "task":
+        return f"{repo}/{task}"
+    return {"day": day, "repo": repo, "backend": backend, "model": model, "phase": phase}[by]
 
 
 def _merge(into: Totals, other: Totals) -> None:

@@ -77,6 +77,7 @@ async def test_the_ledger_matches_the_iterations_and_survives_a_restart(home: Pa
         phases = await d.call("cost.summary", {"by": "phase"})
         status = await d.call("daemon.status")
         by_day = await _ctl(d, "cost")
+        split = await d.call("cost.summary", {"by": "day", "split": "task"})
     by_task = {g["key"]: g["costUsd"] for g in before["groups"]}
     assert by_task == pytest.approx(recorded)
     runs = {g["key"]: g["iterations"] for g in phases["groups"]}
@@ -85,6 +86,9 @@ async def test_the_ledger_matches_the_iterations_and_survives_a_restart(home: Pa
     assert status["spendToday"]["costUsd"] == pytest.approx(sum(recorded.values()))
     [today] = by_day["groups"]
     assert today["iterations"] == 4
+    [split_today] = split["groups"]
+    assert split["split"] == "task" and split_today["key"] == today["key"]
+    assert {p["key"]: p["costUsd"] for p in split_today["parts"]} == pytest.approx(recorded)
 
     async with running_daemon(home) as d:
         after = await d.call("cost.summary", {"by": "task"})
@@ -101,6 +105,8 @@ async def test_bad_cost_params_are_refused(home: Path) -> None:
             ({"by": "week"}, "by"),
             ({"since": "2026-13"}, "since"),
             ({"since": "2026-11-23", "until": "2026-11-01"}, "since"),
+            ({"by": "day", "split": "day"}, "split"),
+            ({"split": "week"}, "split"),
         ):
             with pytest.raises(RpcError) as refused:
                 await d.call("cost.summary", params)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pokeralphd.errors import CorruptFile
-from pokeralphd.store.ledger import Ledger, LedgerEntry
+from pokeralphd.store.ledger import Ledger, LedgerEntry, Totals
 
 FROZEN = Path(__file__).resolve().parents[1] / "fixtures" / "v1" / "ledger"
 
@@ -80,6 +80,35 @@ def test_totals_by_each_grouping_with_bounds_and_one_repository(tmp_path: Path) 
         assert led.day_total("2026-11-01").cost_usd == 3.0
         assert led.day_total("2026-11-01", repo="b").iterations == 1
     assert sorted(p.name for p in (tmp_path / "ledger").iterdir()) == ["ledger-2026-11.jsonl"]
+
+
+def test_each_days_spend_split_by_repository(tmp_path: Path) -> None:
+    """What the dashboard's spend chart stacks: per day, each repository's part."""
+    ledger = Ledger(tmp_path / "ledger")
+    for e in (
+        entry(1, 1.0, repo="a"),
+        entry(1, 2.0, repo="b"),
+        entry(1, 0.5, repo="a", task="002-y"),
+        entry(2, 4.0, repo="a"),
+        entry(30, 8.0, repo="b"),
+    ):
+        ledger.append(e)
+
+    def costs(split: dict[str, dict[str, Totals]]) -> dict[str, dict[str, float]]:
+        return {k: {p: t.cost_usd for p, t in parts.items()} for k, parts in split.items()}
+
+    assert costs(ledger.breakdown("day", "repo")) == {
+        "2026-11-01": {"a": 1.5, "b": 2.0},
+        "2026-11-02": {"a": 4.0},
+        "2026-11-30": {"b": 8.0},
+    }
+    bounded = ledger.breakdown("repo", "day", since="2026-11-02", repo="b")
+    assert costs(bounded) == {"b": {"2026-11-30": 8.0}}
+    assert bounded["b"]["2026-11-30"].iterations == 1
+    # the parts add up to the summary's groups
+    for key, parts in ledger.breakdown("day", "task").items():
+        total = sum(t.cost_usd for t in parts.values())
+        assert total == pytest.approx(ledger.summary("day")[0][key].cost_usd)
 
 
 def test_a_file_of_an_unknown_version_is_refused_clearly(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,9 @@ import pytest
 from pokeralphctl.commands.demo import make_sample
 from pokeralphctl.terminal import Terminal
 from pokeralphctl.weblink import info_path, login_query, token_path
+from pokeralphd.store.ledger import Ledger, LedgerEntry
 from tests.helpers import short_tmpdir
-from tests.inproc import ThreadedDaemon
+from tests.inproc import ThreadedDaemon, paths_for
 
 
 @dataclass
@@ -97,9 +99,42 @@ def demo_repo(daemon: ThreadedDaemon, target: Path, mode: str = "hitl") -> Path:
     return target
 
 
+#: What the spend charts draw: (days ago, repository, task, cost, input, output tokens).
+SPENT = [
+    (3, "demo", "001-word-count", 0.42, 12_000, 3_000),
+    (3, "webapp", "002-login-form", 1.25, 40_000, 9_500),
+    (2, "webapp", "002-login-form", 0.8, 25_000, 6_000),
+    (2, "webapp", "003-a-task-with-a-rather-long-id-x", 0.05, 2_000, 400),
+    (1, "demo", "001-word-count", 0.3, 9_000, 2_000),
+    (1, "webapp", "002-login-form", 2.1, 61_000, 15_000),
+    (1, "webapp", "002-login-form", 0.15, 5_000, 1_000),
+]
+
+
+def seed_ledger(home: Path) -> None:
+    """A week's spend of two repositories in the ledger (before the daemon reads it)."""
+    ledger = Ledger(paths_for(home).state_dir / "ledger")
+    now = datetime.now(UTC).replace(hour=12, minute=0, second=0, microsecond=0)
+    for number, (ago, repo, task, cost, sent, got) in enumerate(SPENT, start=1):
+        ledger.append(
+            LedgerEntry(
+                at=now - timedelta(days=ago),
+                repo=repo,
+                task_id=task,
+                attempt=1,
+                iteration=number,
+                backend="claude",
+                model="claude-sonnet-4-5",
+                cost_usd=cost,
+                tokens={"inputTokens": sent, "outputTokens": got},
+            )
+        )
+
+
 @pytest.fixture(scope="module")
 def web() -> Iterator[WebDaemon]:
     home = short_tmpdir()
+    seed_ledger(home)
     daemon = ThreadedDaemon(home, web=True).start()
     try:
         yield WebDaemon(daemon, home, demo_repo(daemon, home / "demo"))

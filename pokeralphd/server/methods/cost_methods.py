@@ -1,14 +1,16 @@
-"""``cost.summary``: what the agents cost, from the daemon-wide ledger."""
+"""``cost.summary``: what the agents cost, from the daemon-wide ledger (totals by one key,
+and with ``split`` each group's parts by a second: spend per day and repository, say)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 import anyio
+from msgspec import UNSET
 
 from pokeralphd.errors import InvalidParams
 from pokeralphd.protocol.params import CostSummaryParams
-from pokeralphd.protocol.results import CostGroup, CostSummaryResult, SpendTotals
+from pokeralphd.protocol.results import CostGroup, CostPart, CostSummaryResult, SpendTotals
 
 if TYPE_CHECKING:
     from pokeralphd.server.context import CallContext
@@ -29,20 +31,32 @@ def register(table: MethodTable) -> None:
         CostSummaryParams,
         "Cost and tokens of every agent run (iterations and the verifier's and reviewer's "
         "runs), grouped by day, repository, task, backend, model or phase (days in UTC; "
-        "since/until inclusive; one repository when repo is given).",
+        "since/until inclusive; one repository when repo is given); with split, each "
+        "group's parts by a second key (by day, split by repo: each day's repositories).",
         result=CostSummaryResult,
     )
     async def summary(ctx: CallContext, p: CostSummaryParams) -> CostSummaryResult:
         if p.since and p.until and p.since > p.until:
             raise InvalidParams("since must not be after until", field="since")
+        if p.split is not None and p.split == p.by:
+            raise InvalidParams("split must differ from by", field="split")
         repo = ctx.repos.resolve(p.repo, usable=False).name if p.repo else None
         ledger = ctx.services.ledger
         groups, total = await anyio.to_thread.run_sync(
             lambda: ledger.summary(p.by, since=p.since, until=p.until, repo=repo)
         )
+        out = [_group(key, t) for key, t in groups.items()]
+        if p.split is not None:
+            split = p.split
+            parts = await anyio.to_thread.run_sync(
+                lambda: ledger.breakdown(p.by, split, since=p.since, until=p.until, repo=repo)
+            )
+            for group in out:
+                group.parts = [_part(key, t) for key, t in parts.get(group.key, {}).items()]
         return CostSummaryResult(
             by=p.by,
-            groups=[_group(key, t) for key, t in groups.items()],
+            split=UNSET if p.split is None else p.split,
+            groups=out,
             total=spend(total),
             skipped=ledger.skipped,
         )
@@ -51,5 +65,12 @@ def register(table: MethodTable) -> None:
 def _group(key: str, totals: Totals) -> CostGroup:
     data = totals.to_json()
     return CostGroup(
+        key=key, cost_usd=data["costUsd"], iterations=data["iterations"], tokens=data["tokens"]
+    )
+
+
+def _part(key: str, totals: Totals) -> CostPart:
+    data = totals.to_json()
+    return CostPart(
         key=key, cost_usd=data["costUsd"], iterations=data["iterations"], tokens=data["tokens"]
     )

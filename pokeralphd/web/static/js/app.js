@@ -9,8 +9,9 @@ import * as history from "./views/history.js";
 import * as planning from "./views/planning.js";
 import * as inbox from "./views/inbox.js";
 import * as config from "./views/config.js";
+import * as spend from "./views/spend.js";
 
-const VIEWS = { dashboard, battle, history, planning, inbox, config };
+const VIEWS = { dashboard, battle, history, planning, inbox, spend, config };
 
 class App {
   constructor() {

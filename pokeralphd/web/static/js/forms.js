@@ -127,3 +127,26 @@ export function feedbackForm(schema, submit) {
   form.append(general);
   return form;
 }
+
+// An answer as labelled fields, [label, text] pairs, from the schema it answered: a form's
+// fields by their labels (in the schema's order), a choice, a rating out of its maximum,
+// yes or no by the confirm's own labels; what the schema does not name, by its key.
+export function answerFields(schema, values) {
+  const text = (v) => (v === true ? "yes" : v === false ? "no" : v === null || v === undefined ? "—"
+    : Array.isArray(v) ? v.map(text).join(", ") : typeof v === "object" ? JSON.stringify(v) : String(v));
+  const type = schema && schema.type;
+  const prompt = (schema && schema.prompt) || null;
+  if (values && typeof values === "object" && "value" in values) {
+    const v = values.value;
+    if (type === "confirm") return [[prompt || "Answer", v ? schema.confirmLabel || "Confirm" : schema.cancelLabel || "Cancel"]];
+    if (type === "rating") return [[prompt || "Rating", `${text(v)} / ${schema.max || 5}`]];
+    return [[prompt || (type === "select" ? "Choice" : "Answer"), text(v)]];
+  }
+  const given = values && typeof values.values === "object" && values.values !== null ? values.values : values || {};
+  const fields = (type === "form" && schema.fields) || [];
+  const named = new Set(fields.map((f) => f.name));
+  return [
+    ...fields.filter((f) => f.name in given).map((f) => [f.label || f.name, text(given[f.name])]),
+    ...Object.keys(given).filter((k) => !named.has(k)).map((k) => [k, text(given[k])]),
+  ];
+}

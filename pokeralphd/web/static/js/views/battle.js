@@ -3,6 +3,7 @@
 // reject with a note, pause, resume, cancel, and starting a battle from the task.
 
 import { h, clear, pill, fmtCost, fmtDuration } from "../dom.js";
+import { iterationRows, timelineChart } from "../charts/timeline.js";
 
 const MAX_SPANS = 4000;  // output pieces kept on the page (older ones go)
 
@@ -23,15 +24,30 @@ export async function render(app, root, { repo, item }) {
   const controls = h("div", { class: "panel", id: "battle-controls" });
   const feedback = h("div", { class: "panel", id: "feedback" }, h("h3", {}, "Feedback loops"));
   const output = h("pre", { class: "output", id: "output", "aria-label": "agent output" });
-  const iterLabel = h("span", { class: "muted" });
+  const iterLabel = h("span", { class: "muted", id: "output-iteration" });
+  const timeline = h("div", { class: "panel", id: "battle-timeline", hidden: true });
   root.append(
     h("div", { class: "spread" }, h("h1", {}, "Battle"), picker),
     h("div", { class: "cols" },
       h("div", {}, head, controls, feedback),
-      h("div", { class: "panel" }, h("div", { class: "spread" }, h("h3", {}, "Live output"), iterLabel), output)));
+      h("div", { class: "panel" }, h("div", { class: "spread" }, h("h3", {}, "Live output"), iterLabel), output)),
+    timeline);
 
   let battle = null;
   let shownIteration = 0;
+  // The iteration under way (the output's), or the last one ended: the card and the
+  // output always name the same one.
+  let current = 0;
+  const iterationText = () => {
+    const b = battle;
+    const number = Math.max(current, b ? b.iterations.length : 0);
+    return `${number}${b && b.maxIterations ? ` / ${b.maxIterations}` : ""}`;
+  };
+  const setCurrent = (number) => {
+    current = number;
+    const cell = head.querySelector("#iteration");
+    if (cell) cell.textContent = iterationText();
+  };
   let pending = [];
   let flushQueued = false;
   const flush = () => {
@@ -67,7 +83,7 @@ export async function render(app, root, { repo, item }) {
       task ? h("ul", {}, task.acceptanceCriteria.map((c) => h("li", {}, c))) : null,
       b ? h("table", { class: "kv" }, h("tbody", {},
         h("tr", {}, h("td", {}, "mode"), h("td", {}, b.mode)),
-        h("tr", {}, h("td", {}, "iteration"), h("td", { id: "iteration" }, `${b.iterations.length}${b.maxIterations ? ` / ${b.maxIterations}` : ""}`)),
+        h("tr", {}, h("td", {}, "iteration"), h("td", { id: "iteration" }, iterationText())),
         h("tr", {}, h("td", {}, "cost"), h("td", {}, fmtCost(b.costUsd))),
         b.phase ? h("tr", {}, h("td", {}, "phase"), h("td", { id: "phase" }, `${b.phase}` + (b.verification && b.verification.count ? ` (verification cycle ${b.verification.count})` : "") + (b.review && b.review.count ? ` (review cycle ${b.review.count})` : ""))) : null,
         b.pausedReason ? h("tr", {}, h("td", {}, "paused"), h("td", {}, b.pausedReason)) : null,
@@ -113,7 +129,10 @@ export async function render(app, root, { repo, item }) {
       app.call("battle.history", { repo, taskId }), app.call("battle.progress", { repo, taskId }),
     ]);
     battle = hist.battle;
+    if (prog.progress && prog.progress.currentIteration > current) current = prog.progress.currentIteration;
     drawHead();
+    timeline.hidden = !(battle && battle.iterations.length);
+    if (!timeline.hidden) clear(timeline).append(timelineChart(iterationRows(battle), { id: "battle-timeline-chart" }));
     drawControls();
     drawFeedback(prog.progress ? prog.progress.feedbackResults : null);
     const number = prog.progress ? prog.progress.currentIteration : 0;
@@ -135,6 +154,7 @@ export async function render(app, root, { repo, item }) {
       if (p.iteration !== shownIteration) {
         shownIteration = p.iteration;
         iterLabel.textContent = `iteration ${p.iteration}`;
+        setCurrent(p.iteration);
         clear(output);
         pending = [];
       }
@@ -142,6 +162,7 @@ export async function render(app, root, { repo, item }) {
     } else if (event.type === "iteration_start") {
       shownIteration = p.iteration;
       iterLabel.textContent = `iteration ${p.iteration}`;
+      setCurrent(p.iteration);
       clear(output);
       pending = [];
       load();

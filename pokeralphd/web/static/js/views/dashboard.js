@@ -34,7 +34,7 @@ function summary(app, current, openItems) {
   const running = by("running"), queued = by("queued"), paused = by("paused");
   const waiting = [...by("awaiting_approval"), ...by("escalated")];
   const rows = current.battles.map((b) => h("tr", {},
-    h("td", {}, b.repo), h("td", {}, h("a", { href: `#/battle/${encodeURIComponent(b.repo)}/${encodeURIComponent(b.taskId)}` }, b.taskId)),
+    h("td", {}, b.repo), h("td", { class: "task-id" }, h("a", { href: `#/battle/${encodeURIComponent(b.repo)}/${encodeURIComponent(b.taskId)}`, title: b.taskId }, b.taskId)),
     h("td", {}, pill(b.status)), h("td", {}, b.mode), h("td", {}, `${b.iteration}${b.maxIterations ? ` / ${b.maxIterations}` : ""}`),
     h("td", {}, fmtCost(b.costUsd)),
     h("td", { class: "muted" }, [b.pausedReason || b.blockedReason || "", ...(b.warnings || []).map((w) => h("div", { class: "form-error" }, `! ${w}`))])));
@@ -74,7 +74,7 @@ function taskRow(app, repo, task, active) {
   const isActive = active && active.taskId === task.id;
   const canStart = !active && ["pending", "paused", "failed"].includes(task.status);
   return h("tr", { "data-task": task.id },
-    h("td", {}, h("code", {}, task.id)), h("td", { class: "title" }, task.title),
+    h("td", { class: "task-id" }, h("code", { title: task.id }, task.id)), h("td", { class: "title" }, task.title),
     h("td", {}, pill(isActive ? active.status : task.status)),
     h("td", {}, canStart ? h("button", { class: "primary", "data-action": "start", onclick: async () => {
       if (await app.act("start", () => app.call("battle.start", { repo, taskId: task.id }))) app.go("battle", repo, task.id);

@@ -1,7 +1,8 @@
-// History: a task's iterations with result, duration, cost, files changed and commit, and
-// the diff of each commit (battle.diff).
+// History: a task's iterations drawn on a timeline and listed with result, duration,
+// cost, files changed and commit, and the diff of each commit (battle.diff).
 
 import { h, clear, pill, fmtCost, fmtDuration, fmtTime, coalesce } from "../dom.js";
+import { iterationRows, timelineChart } from "../charts/timeline.js";
 
 export async function render(app, root, { repo, item }) {
   if (!repo) { root.append(h("div", { class: "panel empty" }, "No repository registered.")); return; }
@@ -38,6 +39,7 @@ export async function render(app, root, { repo, item }) {
     table.append(
       h("div", { class: "spread" }, h("h2", {}, taskId, " ", pill(battle.status)),
         h("span", { class: "muted" }, `started ${fmtTime(battle.startedAt)} · ${battle.iterations.length} iteration(s) · ${fmtCost(battle.costUsd)} · ${fmtDuration(battle.durationMs)}`)),
+      timelineChart(iterationRows(battle)),
       h("table", {}, h("thead", {}, h("tr", {}, ["#", "result", "duration", "cost", "files changed", "commit", "note"].map((t) => h("th", {}, t)))),
         h("tbody", {}, battle.iterations.map((it) => h("tr", { "data-iteration": it.number },
           h("td", {}, String(it.number)), h("td", {}, pill(it.result), it.error ? h("div", { class: "field-error" }, it.error) : null),

@@ -4,26 +4,55 @@
 
 import { h, clear, pill, fmtTime, coalesce, toast } from "../dom.js";
 import { renderMarkdown } from "../markdown.js";
-import { feedbackForm } from "../forms.js";
+import { feedbackForm, answerFields } from "../forms.js";
 import { pageKey } from "../rpc.js";
+
+// Deliveries this browser has opened (their ids, the latest last; a bounded list kept in
+// localStorage): the others are new. The daemon keeps no read state.
+const SEEN_KEY = "pokeralph.inbox.seen";
+const SEEN_MAX = 1000;
+const WAITING = ["awaiting_feedback", "timeout"];
+
+function seenIds() {
+  try { return new Set(JSON.parse(localStorage.getItem(SEEN_KEY) || "[]")); } catch { return new Set(); }
+}
+
+function markSeen(id) {
+  const ids = [...seenIds()].filter((x) => x !== id);
+  ids.push(id);
+  localStorage.setItem(SEEN_KEY, JSON.stringify(ids.slice(-SEEN_MAX)));
+}
+
+// What the default view shows: what waits for an answer, and what was delivered and not
+// yet opened here (a passive delivery included).
+export function isNew(item, seen) {
+  return WAITING.includes(item.status) || (item.status === "delivered" && !seen.has(item.id));
+}
 
 export async function render(app, root, { repo, item }) {
   const list = h("div", { class: "panel", id: "inbox-list" });
   const detail = h("div", { class: "panel", id: "delivery" }, h("p", { class: "muted" }, "Choose a delivery."));
-  const filter = h("select", { id: "inbox-filter", onchange: () => drawList() },
+  const filter = h("select", { id: "inbox-filter", "aria-label": "show", onchange: () => drawList() },
+    h("option", { value: "new" }, "new and waiting for an answer"),
     h("option", { value: "open" }, "waiting for an answer"), h("option", { value: "" }, "all"));
   root.append(h("div", { class: "spread" }, h("h1", {}, "Inbox"), filter), h("div", { class: "cols" }, list, detail));
   let selected = item ? { repo, id: item } : null;
+  if (selected) markSeen(selected.id);
 
   const drawList = async () => {
-    const { items } = await app.call("inbox.list", filter.value ? { status: filter.value } : {});
+    const asked = filter.value === "open" ? { status: "open" } : {};
+    const seen = seenIds();
+    const isOn = (it) => selected && selected.id === it.id && selected.repo === it.repo;
+    const items = (await app.call("inbox.list", asked)).items
+      .filter((it) => filter.value !== "new" || isNew(it, seen) || isOn(it));
     clear(list);
     if (!items.length) { list.append(h("p", { class: "empty" }, "Nothing here.")); return; }
     items.sort((a, b) => (a.createdAt < b.createdAt ? 1 : -1));
     for (const it of items) {
-      const on = selected && selected.id === it.id && selected.repo === it.repo;
-      list.append(h("div", { class: on ? "list-item selected" : "list-item", "data-id": it.id, onclick: () => app.go("inbox", it.repo, it.id) },
-        h("div", { class: "spread" }, h("strong", {}, it.title), pill(it.status)),
+      const on = isOn(it);
+      const unread = it.status === "delivered" && !seen.has(it.id);
+      list.append(h("div", { class: `list-item${on ? " selected" : ""}${unread ? " unread" : ""}`, "data-id": it.id, onclick: () => app.go("inbox", it.repo, it.id) },
+        h("div", { class: "spread" }, h("strong", {}, it.title), unread ? h("span", { class: "pill s-new" }, "new") : pill(it.status)),
         h("div", { class: "muted" }, `${it.repo} · ${it.mode} · ${fmtTime(it.createdAt)}`)));
     }
   };
@@ -32,6 +61,7 @@ export async function render(app, root, { repo, item }) {
     if (!selected) return;
     const got = await app.call("inbox.get", { repo: selected.repo, id: selected.id });
     const d = got.delivery;
+    markSeen(d.id);
     clear(detail).append(
       h("div", { class: "spread" }, h("h2", {}, d.title), pill(d.status)),
       h("p", { class: "muted" }, `${got.repo} · ${d.mode} · from ${d.source.kind}${d.source.taskId ? ` (${d.source.taskId})` : ""} · ${fmtTime(d.createdAt)}`),
@@ -45,7 +75,8 @@ export async function render(app, root, { repo, item }) {
     }
     if (got.feedback.length) {
       detail.append(h("h3", {}, "Answers"), h("div", { id: "answers" }, got.feedback.map((f) => h("div", { class: "annotation", "data-feedback": f.id },
-        h("code", {}, JSON.stringify(f.values)), f.note ? h("div", {}, f.note) : null, h("div", { class: "muted" }, fmtTime(f.createdAt))))));
+        h("dl", { class: "answer" }, answerFields(d.feedbackSchema, f.values).map(([label, value]) => [h("dt", {}, label), h("dd", {}, value)])),
+        f.note ? h("div", {}, h("span", { class: "muted" }, "note: "), f.note) : null, h("div", { class: "muted" }, fmtTime(f.createdAt))))));
     }
     const comment = h("textarea", { id: "annotation", rows: 2, placeholder: "a comment on this delivery" });
     detail.append(h("h3", {}, "Annotations"),
