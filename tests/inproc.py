@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from anyio.abc import SocketStream
+from anyio.abc import ByteStream
 
+from pokeralphd import unixstream
 from pokeralphd.daemon import Daemon
 from pokeralphd.paths import Paths
 from pokeralphd.settings import DaemonSettings
@@ -41,7 +42,7 @@ class RpcError(Exception):
 class Client:
     """One connection: calls by id (concurrently), events into a queue."""
 
-    def __init__(self, stream: SocketStream) -> None:
+    def __init__(self, stream: ByteStream) -> None:
         self.stream = stream
         self._ids = itertools.count(1)
         self._waiting: dict[int, tuple[anyio.Event, list[dict[str, Any]]]] = {}
@@ -109,7 +110,7 @@ class InProcDaemon:
 
     @asynccontextmanager
     async def client(self) -> AsyncIterator[Client]:
-        stream = await anyio.connect_unix(self.paths.socket)
+        stream = await unixstream.connect(self.paths.socket)
         client = Client(stream)
         scope = anyio.CancelScope()
 

@@ -37,6 +37,7 @@ import anyio
 import anyio.abc
 
 from pokeralphd.domain.sandbox_config import HostPattern, normalize_host
+from pokeralphd.unixstream import on_transport
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable
@@ -180,7 +181,7 @@ class EgressProxy:
 
     async def handle(self, accepted: anyio.abc.ByteStream) -> None:
         """Serve one connection (never raises)."""
-        client = await _on_transport(accepted)
+        client = await on_transport(accepted)
         async with client:
             if self._open >= self._max:
                 await _answer(client, 503, f"pokeralph sandbox: more than {self._max} connections")
@@ -289,22 +290,6 @@ async def _address(request: NetworkRequest) -> str:
                     f" {address}:{request.port} itself if that is meant",
                 )
     return addresses[0]
-
-
-async def _on_transport(stream: anyio.abc.ByteStream) -> anyio.abc.ByteStream:
-    """``stream`` (a Unix socket anyio accepted) on an asyncio transport. anyio 4.16's
-    raw-socket Unix streams close the socket before removing its reader: a receive
-    pending when the other way closes the connection leaves a reader on a closed fd,
-    which fires on the next socket given that number ("InvalidStateError" in a
-    callback, or a readiness stolen from another connection)."""
-    raw = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
-    if raw is None:
-        return stream
-    try:
-        dup = socket.socket(raw.family, raw.type, fileno=os.dup(raw.fileno()))
-    finally:
-        await stream.aclose()
-    return await anyio.abc.SocketStream.from_socket(dup)
 
 
 async def _read_head(client: anyio.abc.ByteStream) -> tuple[bytes, bytes]:

@@ -20,6 +20,7 @@ import anyio.abc
 from pokeralphd.server.accept import Acceptor
 from pokeralphd.server.connection import ClientConnection, ConnectionSet
 from pokeralphd.server.listener import peer_credentials
+from pokeralphd.unixstream import on_transport
 
 if TYPE_CHECKING:
     from anyio.abc import SocketListener, SocketStream, TaskStatus
@@ -84,7 +85,12 @@ class Server(ConnectionSet):
             scope = identify(pid)
         if scope is not None:
             log.info("connection from %s (pid %s): agent scope", scope.describe(), pid)
-        await ClientConnection(self, stream, pid, scope).serve()
+        served = await on_transport(stream)  # see pokeralphd.unixstream
+        try:
+            await ClientConnection(self, served, pid, scope).serve()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await served.aclose()
 
     async def close_all(self, grace: float) -> None:
         """Stop reading from every client, then wait up to ``grace`` seconds for them."""

@@ -149,6 +149,10 @@ async def test_every_method_answers_as_its_schema_says(home: Path) -> None:
             },
         )
         await call("config.get", r)
+        await call("config.getUser")
+        hook = {"name": "nowhere", "url": "http://127.0.0.1:9/hook", "format": "json"}
+        await call("config.updateUser", {"patch": {"notify": {"webhooks": [hook]}}})
+        await call("notify.test", {"channel": "nowhere"})  # a refused connection, reported
         await call("config.untrust", r)  # the agent command is sensitive: trusted again next
         trusted = await call("config.trust", r)
         assert trusted["trust"]["trusted"]
