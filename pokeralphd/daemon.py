@@ -33,12 +33,14 @@ from pokeralphd.planning.service import PlanService
 from pokeralphd.proc import ProcessOwner
 from pokeralphd.repositories import Repositories
 from pokeralphd.repository import Repository
+from pokeralphd.sandbox.service import SandboxService
 from pokeralphd.server.context import Services
 from pokeralphd.server.dispatch import Dispatcher
 from pokeralphd.server.eventbus import EventBus
 from pokeralphd.server.listener import BoundSocket, activated_socket, bind_socket
 from pokeralphd.server.methods import build_table
 from pokeralphd.server.notify import Notifier
+from pokeralphd.server.runsocket import RunSockets
 from pokeralphd.server.server import Server
 from pokeralphd.settings import DaemonSettings
 from pokeralphd.store.ledger import Ledger
@@ -51,6 +53,7 @@ if TYPE_CHECKING:
 
     from pokeralphd.paths import Paths
     from pokeralphd.ports import Lifecycle
+    from pokeralphd.proc import AgentScope
     from pokeralphd.store.registry import RepoEntry
 
 log = logging.getLogger(__name__)
@@ -76,11 +79,20 @@ class Daemon:
 
         self.bus = EventBus(settings.event_history, settings.event_history_bytes)
         self.inbox = InboxService()
+        # Where battles' runs execute; their sockets are served once the dispatcher is.
+        self.run_sockets: RunSockets | None = None
+        self.sandbox = SandboxService(
+            enabled=settings.sandbox,
+            runtime_dir=paths.socket.parent,
+            private=self._private_paths,
+            serve_socket=self._serve_run_socket,
+        )
         self.battles = BattleEngine(
             settings.max_concurrent_battles,
             owner=self.owner,
             socket_path=str(paths.socket),
             worktree_root=paths.state_dir / "worktrees",
+            sandbox=self.sandbox,
         )
         self.battles.approval_hooks.append(InboxApprovals())
         self.battles.failure_hooks.append(offer_retry)
@@ -88,7 +100,7 @@ class Daemon:
         self.ledger = Ledger(paths.state_dir / "ledger")
         self.battles.cost_hooks.append(LedgerRecorder(self.ledger))
         self.battles.spend = self._spent_today
-        self.planning = PlanService(owner=self.owner)
+        self.planning = PlanService(owner=self.owner, sandbox=self.sandbox)
         # Started in this order, stopped in the reverse one.
         self.services: list[Lifecycle] = [self.inbox, self.battles, self.planning]
         self.repos = Repositories(
@@ -110,6 +122,7 @@ class Daemon:
             agents_running=lambda: self.owner.runs > 0,
         )
         self.server = Server(dispatcher, services, settings)
+        self.run_sockets = RunSockets(dispatcher, services, settings)
         # The dashboard: a third transport to the same dispatcher and event bus.
         self.web = (
             WebService(dispatcher, services, settings, paths.socket) if settings.web else None
@@ -134,6 +147,27 @@ class Daemon:
         await self.planning.detach(repo.planner)
         repo.store.close()
 
+    # -- the sandbox
+    def _private_paths(self) -> list[str]:
+        """What no run may see: the daemon's runtime folder (its socket, web token, runs'
+        sockets), state and config folders, and every registered repository (a run's
+        own is left out by the sandbox)."""
+        paths = self.paths
+        private = [str(paths.socket.parent), str(paths.socket), str(paths.config_dir)]
+        private.append(str(paths.state_dir))
+        private += [str(repo.store.path) for repo in self.repos]
+        return private
+
+    async def _serve_run_socket(
+        self,
+        path: str,
+        scope: AgentScope,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        assert self.run_sockets is not None
+        await self.run_sockets.serve(path, scope, task_status=task_status)
+
     def _load_ledger(self) -> None:
         try:
             self.ledger.load()
@@ -156,6 +190,7 @@ class Daemon:
             "seq": self.bus.seq,
             "epoch": self.epoch,
             "spendToday": self.ledger.day_total(utcnow().date().isoformat()).to_json(),
+            "sandbox": self.sandbox.status(),
         }
 
     def _clients(self) -> int:
