@@ -307,8 +307,9 @@ class Iteration(Model):
     timings_ms: dict[str, float] = Field(default_factory=dict)  # where the time went
     tool_calls: list[ToolCall] = Field(default_factory=list, max_length=MAX_TOOL_CALLS)
     tool_calls_omitted: int = Field(default=0, ge=0)  # made past MAX_TOOL_CALLS
-    # the agent run's sandbox (SandboxPolicy.describe(), with "confined"), or why none
-    sandbox: dict[str, Any] | None = None
+    # the agent run's sandbox (SandboxPolicy.describe(), with "confined"), or why none;
+    # left out of the file when there is none (files of older versions round-trip)
+    sandbox: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @model_validator(mode="after")
     def _failure_has_error(self) -> Iteration:
