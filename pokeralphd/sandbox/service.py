@@ -106,6 +106,17 @@ class SandboxRun:
         return {"confined": True, "mode": self.mode, **self.policy.describe()}
 
 
+def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one error of ``group`` (the run's: the servers never fail on their own), or
+    the group itself."""
+    while isinstance(group, BaseExceptionGroup) and len(group.exceptions) == 1:
+        inner = group.exceptions[0]
+        if not isinstance(inner, BaseExceptionGroup):
+            return inner
+        group = inner
+    return group
+
+
 def program_dirs(program: str, path: str | None, cwd: str) -> tuple[str, ...]:
     """The folder of ``program`` (as exec finds it, and its link's target), and for a
     Node CLI the folder holding its ``node_modules``: what running it needs to see."""
@@ -210,6 +221,8 @@ class SandboxService:
                     yield SandboxRun(policy, config.mode, bwrap=found.bwrap or "bwrap")
                 finally:
                     tg.cancel_scope.cancel()
+        except BaseExceptionGroup as group:  # the run's own error, as it was raised
+            raise _sole(group) from None
         finally:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(shutil.rmtree, folder, True)
