@@ -103,7 +103,19 @@ class SandboxRun:
         """What ``battle show``, ``battle history`` and the dashboard show of it."""
         if self.policy is None:
             return {"confined": False, "mode": self.mode, "reason": self.reason}
-        return {"confined": True, "mode": self.mode, **self.policy.describe()}
+        shown = self.policy.describe()
+        # the home and its secrets by name; the daemon's own and the other repositories
+        # only counted (their paths do not belong in this repository's history)
+        home = self.policy.home.rstrip("/") + "/"
+        hidden = [str(p) for p in shown.pop("hidden")]  # type: ignore[attr-defined]
+        mine = [p for p in hidden if p == self.policy.home or p.startswith(home)]
+        return {
+            "confined": True,
+            "mode": self.mode,
+            **shown,
+            "hidden": mine,
+            "private": len(hidden) - len(mine),
+        }
 
 
 def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException:
