@@ -48,6 +48,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--no-web", dest="web", action="store_false", help="do not serve the web dashboard"
     )
+    parser.add_argument(
+        "--no-sandbox",
+        dest="sandbox",
+        action="store_false",
+        help="run every battle unconfined (sandbox.mode auto warns, required refuses)",
+    )
     parser.add_argument("--version", action="version", version=f"pokeralphd {__version__}")
     return parser.parse_args(argv)
 
@@ -63,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.debug_methods:
         overrides["debug_methods"] = True
     overrides["web"] = args.web
+    overrides["sandbox"] = args.sandbox
     try:
         settings = DaemonSettings.model_validate(overrides)
     except ValueError as exc:

@@ -35,12 +35,14 @@ from pokeralphd.planning.service import PlanService
 from pokeralphd.proc import ProcessOwner
 from pokeralphd.repositories import Repositories
 from pokeralphd.repository import Repository
+from pokeralphd.sandbox.service import SandboxService
 from pokeralphd.server.context import Services
 from pokeralphd.server.dispatch import Dispatcher
 from pokeralphd.server.eventbus import EventBus
 from pokeralphd.server.listener import BoundSocket, activated_socket, bind_socket
 from pokeralphd.server.methods import build_table
 from pokeralphd.server.notify import Notifier
+from pokeralphd.server.runsocket import RunSockets
 from pokeralphd.server.server import Server
 from pokeralphd.settings import DaemonSettings
 from pokeralphd.store import config_layers
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
     from pokeralphd.domain.models import NotifyConfig
     from pokeralphd.paths import Paths
     from pokeralphd.ports import Lifecycle
+    from pokeralphd.proc import AgentScope
     from pokeralphd.store.registry import RepoEntry
 
 log = logging.getLogger(__name__)
@@ -80,11 +83,20 @@ class Daemon:
 
         self.bus = EventBus(settings.event_history, settings.event_history_bytes)
         self.inbox = InboxService()
+        # Where battles' runs execute; their sockets are served once the dispatcher is.
+        self.run_sockets: RunSockets | None = None
+        self.sandbox = SandboxService(
+            enabled=settings.sandbox,
+            runtime_dir=paths.socket.parent,
+            private=self._private_paths,
+            serve_socket=self._serve_run_socket,
+        )
         self.battles = BattleEngine(
             settings.max_concurrent_battles,
             owner=self.owner,
             socket_path=str(paths.socket),
             worktree_root=paths.state_dir / "worktrees",
+            sandbox=self.sandbox,
         )
         self.battles.approval_hooks.append(InboxApprovals())
         self.battles.failure_hooks.append(offer_retry)
@@ -92,7 +104,7 @@ class Daemon:
         self.ledger = Ledger(paths.state_dir / "ledger")
         self.battles.cost_hooks.append(LedgerRecorder(self.ledger))
         self.battles.spend = self._spent_today
-        self.planning = PlanService(owner=self.owner)
+        self.planning = PlanService(owner=self.owner, sandbox=self.sandbox)
         # Notifications: the bus's events, to the channels of the user's config.
         self.notify = NotifyService(self.bus, self._notify_config, self._dashboard_url)
         # Started in this order, stopped in the reverse one.
@@ -118,6 +130,7 @@ class Daemon:
             notify=self.notify,
         )
         self.server = Server(dispatcher, services, settings)
+        self.run_sockets = RunSockets(dispatcher, services, settings)
         # The dashboard: a third transport to the same dispatcher and event bus.
         self.web = (
             WebService(dispatcher, services, settings, paths.socket) if settings.web else None
@@ -155,6 +168,27 @@ class Daemon:
     def _dashboard_url(self) -> str | None:
         return self.web.url if self.web is not None else None
 
+    # -- the sandbox
+    def _private_paths(self) -> list[str]:
+        """What no run may see: the daemon's runtime folder (its socket, web token, runs'
+        sockets), state and config folders, and every registered repository (a run's
+        own is left out by the sandbox)."""
+        paths = self.paths
+        private = [str(paths.socket.parent), str(paths.socket), str(paths.config_dir)]
+        private.append(str(paths.state_dir))
+        private += [str(repo.store.path) for repo in self.repos]
+        return private
+
+    async def _serve_run_socket(
+        self,
+        path: str,
+        scope: AgentScope,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        assert self.run_sockets is not None
+        await self.run_sockets.serve(path, scope, task_status=task_status)
+
     def _load_ledger(self) -> None:
         try:
             self.ledger.load()
@@ -177,6 +211,7 @@ class Daemon:
             "seq": self.bus.seq,
             "epoch": self.epoch,
             "spendToday": self.ledger.day_total(utcnow().date().isoformat()).to_json(),
+            "sandbox": self.sandbox.status(),
         }
 
     def _clients(self) -> int:

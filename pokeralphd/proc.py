@@ -27,7 +27,10 @@
   pass for a person a process would have to leave all of these at once (drop both
   variables, leave the group and session, and be re-parented): what the OS lets a
   same-user process do, so this narrows what an agent may ask by accident or by a
-  careless prompt, and is no sandbox.
+  careless prompt, and is no sandbox. Where the sandbox is on, a run's processes see
+  neither the daemon's socket nor ``/proc`` of the host: they reach the daemon only
+  through their run's own socket, whose scope is the run's by construction
+  (:mod:`pokeralphd.server.runsocket`).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import anyio
 import psutil
@@ -324,6 +327,15 @@ def child_env(
 _SETPRIV = shutil.which("setpriv") if sys.platform.startswith("linux") else None
 
 
+class Wrap(Protocol):
+    """Where a run executes (the sandbox of :mod:`pokeralphd.sandbox`): ``argv`` as the
+    command that runs it confined, and its environment."""
+
+    def wrap(
+        self, argv: Sequence[str], env: Mapping[str, str], cwd: str
+    ) -> tuple[list[str], dict[str, str]]: ...
+
+
 def _with_death_signal(argv: Sequence[str]) -> list[str]:
     """``argv`` run so that the kernel kills it when the daemon dies (Linux, setpriv)."""
     if _SETPRIV is None:
@@ -340,8 +352,13 @@ async def spawn(
     token: str | None = None,
     stdin: int | None = subprocess.DEVNULL,
     stderr: int | None = subprocess.PIPE,
+    confine: Wrap | None = None,
 ) -> Process:
     """Start ``argv`` in a new process group (raises OSError as ``open_process`` does).
+
+    ``confine`` wraps the command (a sandbox) after its program is checked here, inside
+    ``setpriv --pdeathsig`` and the new session: the wrapper leads the run's process
+    group, dies with the daemon, and carries the run's token and the owner's mark.
 
     A cancel never leaves the child behind: starting is shielded (a cancel that landed
     while asyncio connected the pipes would kill the child but leave it unwaited, its
@@ -350,6 +367,8 @@ async def spawn(
     """
     full_env = child_env(env, owner, token)
     check_program(argv, cwd, full_env.get("PATH"))
+    if confine is not None:
+        argv, full_env = confine.wrap(argv, full_env, cwd)
     with anyio.CancelScope(shield=True):
         process = await anyio.open_process(
             _with_death_signal(argv),

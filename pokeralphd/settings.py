@@ -19,7 +19,8 @@ eventHistoryBytes         32 MiB      oldest events dropped; ``since`` reports `
 sendStallTimeout          30 s        the connection is closed (logged)
 ========================  ==========  =====================================================
 
-Not limits: ``web`` (the dashboard on 127.0.0.1, on unless ``--no-web``) and ``webPort``
+Not limits: ``sandbox`` (battles confined as ``sandbox.mode`` says, unless
+``--no-sandbox``), ``web`` (the dashboard on 127.0.0.1, on unless ``--no-web``) and ``webPort``
 (its port; 0 picks a free one, written to ``pokeralphd.web.json`` beside the socket). Its
 WebSocket connections are bounded as the socket's are (the limits above, per connection,
 and at most ``maxConnections`` of them).
@@ -129,5 +130,10 @@ class DaemonSettings(Model):
         le=65535,
         description="Port of the dashboard on 127.0.0.1 (0: a free one). The URL is written "
         "beside the socket, in pokeralphd.web.json, where pokeralphctl web finds it.",
+    )
+    sandbox: bool = Field(
+        default=True,
+        description="Confine battles as sandbox.mode says (--no-sandbox: as if no sandbox "
+        "could run here: auto runs unconfined with a warning, required refuses).",
     )
     debug_methods: bool = False  # debug.emit, for the fan-out benchmark

@@ -225,6 +225,10 @@ class DaemonProcess:
         self.fork = fork and forkserver.available()
         self.socket = home / "run" / "d.sock"
         self.extra_args = (extra_args or []) + ([] if web else ["--no-web"])
+        if "--sandbox" in self.extra_args:  # ours: the default is --no-sandbox (see inproc)
+            self.extra_args.remove("--sandbox")
+        else:
+            self.extra_args.append("--no-sandbox")
         self.env = dict(os.environ)
         self.env.update(
             {

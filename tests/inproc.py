@@ -179,10 +179,14 @@ async def setup_task(
 
 @asynccontextmanager
 async def running_daemon(
-    home: Path, settings: DaemonSettings | None = None, *, web: bool = False
+    home: Path,
+    settings: DaemonSettings | None = None,
+    *,
+    web: bool = False,
+    sandbox: bool = False,
 ) -> AsyncIterator[InProcDaemon]:
     paths = paths_for(home)
-    daemon = Daemon(paths, _settings(settings, web))
+    daemon = Daemon(paths, _settings(settings, web, sandbox))
     async with anyio.create_task_group() as tg:
         tg.start_soon(lambda: daemon.run(handle_signals=False))
         with anyio.fail_after(20):
@@ -193,11 +197,13 @@ async def running_daemon(
             daemon.shutdown_requested.set()
 
 
-def _settings(settings: DaemonSettings | None, web: bool) -> DaemonSettings:
+def _settings(settings: DaemonSettings | None, web: bool, sandbox: bool = False) -> DaemonSettings:
     """``settings`` (the defaults if none) with the dashboard as ``web`` says: off unless
     asked, as for ``DaemonProcess`` (only the dashboard's own tests need it, and
-    ``DaemonSettings.web`` itself defaults to on)."""
-    return (settings or DaemonSettings()).model_copy(update={"web": web})
+    ``DaemonSettings.web`` itself defaults to on); and the sandbox likewise (its own
+    tests turn it on: tests/integration/test_sandbox_battle.py; the others' fake agents
+    and scripted model servers live in temporary folders a sandbox hides)."""
+    return (settings or DaemonSettings()).model_copy(update={"web": web, "sandbox": sandbox})
 
 
 class _LogCapture(logging.Handler):
@@ -221,9 +227,14 @@ class ThreadedDaemon(DaemonProcess):
     """
 
     def __init__(
-        self, home: Path, settings: DaemonSettings | None = None, *, web: bool = False
+        self,
+        home: Path,
+        settings: DaemonSettings | None = None,
+        *,
+        web: bool = False,
+        sandbox: bool = False,
     ) -> None:
-        self.settings = _settings(settings, web)
+        self.settings = _settings(settings, web, sandbox)
         super().__init__(home, web=self.settings.web)
         self.paths = paths_for(home)
         self.daemon: Daemon | None = None

@@ -297,6 +297,9 @@ def show(ctx: Context, args: argparse.Namespace) -> int:
             print_progress(out, args.task_id, result.get("progress"))
             if battle:
                 print_phases(out, battle)
+                runs = [it.get("sandbox") for it in battle.get("iterations") or []]
+                if runs and isinstance(runs[-1], dict):
+                    out.line(sandbox_line(out, runs[-1]))
         return 0
     result = ctx.call("battle.current", {} if args.all else ctx.params())
     if out.json:
@@ -331,6 +334,24 @@ def show(ctx: Context, args: argparse.Namespace) -> int:
         for warning in b.get("warnings") or []:
             out.line(out.style(clean(f"! {b.get('taskId')}: {warning}"), "yellow"))
     return 0
+
+
+def sandbox_line(out: Output, box: dict[str, Any]) -> str:
+    """One run's sandbox (``Iteration.sandbox``) in a line: what confined it, or a
+    warning saying why nothing did."""
+    if not box.get("confined"):
+        why = clean(f"! sandbox: none (sandbox.mode {box.get('mode')}): {box.get('reason')}")
+        return out.style(why, "yellow")
+    network = str(box.get("network"))
+    allow = box.get("allow") or []
+    if network == "allowlist":
+        network += f" ({', '.join(str(a) for a in allow) or 'no host'}; others asked)"
+    writable = ", ".join(str(w) for w in box.get("writable") or []) or "nothing"
+    hidden = len(box.get("hidden") or [])
+    return clean(
+        f"sandbox: bwrap, network {network}, writable {writable}, "
+        f"{len(box.get('readOnly') or [])} read-only, {hidden} hidden"
+    )
 
 
 def _summary_phase(b: dict[str, Any]) -> str:
@@ -438,6 +459,12 @@ def history(ctx: Context, args: argparse.Namespace) -> int:
         for it in iterations
     ]
     out.table(["#", "result", "duration", "cost", "files", "tools", "commit", "error"], rows)
+    shown: object = None
+    for it in iterations:  # each run's sandbox, once per change
+        box = it.get("sandbox")
+        if isinstance(box, dict) and box != shown:
+            out.line(f"iteration {it.get('number')}: " + sandbox_line(out, box))
+            shown = box
     if getattr(args, "calls", False):
         for it in iterations:
             calls = it.get("toolCalls") or []

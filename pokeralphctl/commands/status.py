@@ -103,6 +103,9 @@ def print_status(out: Output, result: dict[str, Any]) -> None:
         f"pid {daemon.get('pid')}, up {uptime(daemon.get('uptime'))}, "
         f"{clients} client{'s' if clients != 1 else ''}, socket {daemon.get('socket')}"
     )
+    sandbox = daemon.get("sandbox")
+    if isinstance(sandbox, dict) and sandbox.get("warning"):
+        out.line(out.style(clean(f"! sandbox: {sandbox['warning']}"), "yellow"))
     spent = daemon.get("spendToday")
     if isinstance(spent, dict) and spent.get("iterations"):
         out.line(f"today: {money(spent.get('costUsd'))} over {spent['iterations']} iterations")

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
     from anyio.abc import TaskGroup
 
-    from pokeralphd.proc import TrackedRun
+    from pokeralphd.proc import TrackedRun, Wrap
 
 log = logging.getLogger(__name__)
 STDERR_TAIL = 12
@@ -94,15 +94,18 @@ async def run_agent(
     request: AgentRequest,
     on_event: Callable[[AgentEvent], None],
     on_raw: Callable[[bytes], None],
+    *,
+    confine: Wrap | None = None,
 ) -> AgentOutcome:
     """Run one agent to its end (or its timeout, idle stop, or cancellation).
 
     With an owner and a scope, the run is known to the owner from before its process
     starts until its last process is gone, so the daemon can tell the agent's own
-    connections from a person's (``ProcessOwner.identify``)."""
+    connections from a person's (``ProcessOwner.identify``). ``confine``: the run's
+    sandbox (see ``proc.spawn``)."""
     token = uuid.uuid4().hex
     with tracked(request.owner, request.scope, token) as run:
-        return await _run_agent(backend, request, on_event, on_raw, token, run)
+        return await _run_agent(backend, request, on_event, on_raw, token, run, confine)
 
 
 async def _run_agent(
@@ -112,6 +115,7 @@ async def _run_agent(
     on_raw: Callable[[bytes], None],
     token: str,
     run: TrackedRun | None,
+    confine: Wrap | None = None,
 ) -> AgentOutcome:
     argv = backend.argv(request)
     stdin_data = backend.stdin_bytes(request)
@@ -124,6 +128,7 @@ async def _run_agent(
             owner=request.owner,
             token=token,
             stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+            confine=confine,
         )
     except OSError as exc:
         raise start_error(backend, argv[0], exc) from exc

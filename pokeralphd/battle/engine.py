@@ -19,6 +19,7 @@ from pokeralphd.battle.governor import RateGovernor
 from pokeralphd.battle.orchestrator import BattleOrchestrator
 from pokeralphd.battle.recovery import recover
 from pokeralphd.clock import SYSTEM_CLOCK
+from pokeralphd.sandbox.service import SandboxService
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Coroutine
@@ -49,6 +50,7 @@ class BattleEngine:
         socket_path: str = "",
         clock: Clock = SYSTEM_CLOCK,
         worktree_root: Path | None = None,
+        sandbox: SandboxService | None = None,
     ) -> None:
         # rate limits seen by any battle hold every battle on the same endpoint
         self.governor = RateGovernor(clock)
@@ -65,6 +67,7 @@ class BattleEngine:
         self.spend: Callable[[str | None], float] = lambda _repo: 0.0
         self.owner = owner  # the daemon's mark on agents and feedback loops
         self.socket_path = socket_path  # what agents call back on (pokeralphctl deliver)
+        self.sandbox = sandbox or SandboxService(enabled=False)  # where runs execute
         self.orchestrators: dict[str, BattleOrchestrator] = {}
         self.worktree_root = worktree_root  # parallel battles' worktrees (issue 14)
         self._spawned: list[tuple[Callable[[], Coroutine[Any, Any, None]], str]] = []

@@ -40,7 +40,7 @@ from pokeralphd.proc import (
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from pokeralphd.proc import TrackedRun
+    from pokeralphd.proc import TrackedRun, Wrap
 
 KEEP_BYTES = 64 * 1024
 OUTPUT_CHARS = 4000
@@ -151,14 +151,15 @@ async def run_loop(
     env: dict[str, str] | None = None,
     owner: ProcessOwner | None = None,
     scope: AgentScope | None = None,
+    confine: Wrap | None = None,
 ) -> FeedbackResult:
     """Run one loop; passed is exit status 0. Never raises for the command's own failure.
 
     With an owner and a scope (the battle's), the loop is one of the owner's runs from
-    before it starts until its last process is gone."""
+    before it starts until its last process is gone. ``confine``: its sandbox."""
     token = uuid.uuid4().hex
     with tracked(owner, scope, token) as run:
-        return await _run_loop(name, command, cwd, timeout, env, owner, token, run)
+        return await _run_loop(name, command, cwd, timeout, env, owner, token, run, confine)
 
 
 async def _run_loop(
@@ -170,6 +171,7 @@ async def _run_loop(
     owner: ProcessOwner | None,
     token: str,
     run: TrackedRun | None,
+    confine: Wrap | None = None,
 ) -> FeedbackResult:
     if command is None:
         return FeedbackResult(
@@ -187,6 +189,7 @@ async def _run_loop(
         owner=owner,
         token=token,
         stderr=subprocess.STDOUT,
+        confine=confine,
     )
     if run is not None and owner is not None:
         owner.started_run(run, process.pid)

@@ -26,7 +26,7 @@ from pokeralphd.agents.base import (
     ApiFailure,
 )
 from pokeralphd.agents.runner import run_agent
-from pokeralphd.battle.agentrun import battle_request, battle_scope
+from pokeralphd.battle.agentrun import battle_request, battle_sandbox, battle_scope, refusal_note
 from pokeralphd.battle.completion import detect_completion
 from pokeralphd.battle.costs import charge
 from pokeralphd.battle.feedback import detect_loops, resolve_loops, run_loop
@@ -52,7 +52,11 @@ from pokeralphd.permissions.router import policy_warnings
 from pokeralphd.protocol import events as ev
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from contextlib import AbstractAsyncContextManager
+
     from pokeralphd.battle.state import ActiveBattle, BattleControl
+    from pokeralphd.sandbox.service import SandboxRun
 
 log = logging.getLogger(__name__)
 MAX_PROGRESS_LOGS = 50
@@ -113,6 +117,7 @@ class IterationRun:
         self.note_used: str | None = None
         self._mark = time.perf_counter()
         self.calls = ToolCallLog(self.workdir)  # files it names are the worktree's
+        self.sandbox: dict[str, Any] | None = None  # the agent run's, for the record
         active.warnings = policy_warnings(config)
         self.stream = OutputStream(
             self.repo.files.log_path(self.task_id, number),
@@ -282,16 +287,33 @@ class IterationRun:
 
     async def _run_agent(self, prompt: str) -> AgentOutcome:
         backend = get_backend(self.config.agent)
-        request = await battle_request(
+        async with self._sandbox(refusal_note(self.stream), agent=True) as box:
+            self.sandbox = box.describe()
+            request = await battle_request(
+                self.orch,
+                self.active,
+                self.config,
+                self.config.agent,
+                prompt,
+                workdir=self.workdir,
+                iteration=self.number,
+                env=box.env,
+            )
+            return await run_agent(backend, request, self.on_event, self.stream.raw, confine=box)
+
+    def _sandbox(
+        self, on_refused: Callable[[str], object], *, agent: bool
+    ) -> AbstractAsyncContextManager[SandboxRun]:
+        return battle_sandbox(
             self.orch,
             self.active,
             self.config,
-            self.config.agent,
-            prompt,
             workdir=self.workdir,
             iteration=self.number,
+            on_event=self.on_event,
+            on_refused=on_refused,
+            agent=self.config.agent if agent else None,
         )
-        return await run_agent(backend, request, self.on_event, self.stream.raw)
 
     async def _judge(
         self, outcome: AgentOutcome
@@ -312,14 +334,20 @@ class IterationRun:
             if command is None:
                 result = skipped_loop(name)
             else:
-                result = await run_loop(
-                    name,
-                    command,
-                    self.workdir,
-                    timeout,
-                    owner=self.orch.host.owner,
-                    scope=battle_scope(self.orch, self.active),
-                )
+                refused: list[str] = []
+                async with self._sandbox(refused.append, agent=False) as box:
+                    result = await run_loop(
+                        name,
+                        command,
+                        self.workdir,
+                        timeout,
+                        owner=self.orch.host.owner,
+                        scope=battle_scope(self.orch, self.active),
+                        confine=box,
+                    )
+                if refused:  # the loop's log is its output: the [pokeralph] lines go there
+                    lines = "".join(f"\n[pokeralph] {line}" for line in refused[:20])
+                    result = result.model_copy(update={"output": result.output + lines})
             feedback[name] = result
             self.active.progress.feedback_results = dict(feedback)
             self.orch.publish(
@@ -348,6 +376,7 @@ class IterationRun:
             "files_changed": files_changed,
             "output": output_summary(outcome, self.stream.last_text),
             "approval_note": self.note_used,
+            "sandbox": self.sandbox,
         }
         if outcome is not None:
             result = outcome.result

@@ -403,6 +403,7 @@ class BattleOrchestrator:
                 dependsOn=unmet,
             )
         await self._check_agent(config)
+        self.host.sandbox.check(config.sandbox)  # required and none here: refused, named
         parallel = config.parallel_battles > 1
         root = self.host.worktree_root
         if parallel:

@@ -37,7 +37,7 @@ from pokeralphd.agents.base import (
     AgentText,
 )
 from pokeralphd.agents.runner import run_agent
-from pokeralphd.battle.agentrun import battle_request
+from pokeralphd.battle.agentrun import battle_request, battle_sandbox, refusal_note
 from pokeralphd.battle.costs import charge
 from pokeralphd.battle.gitservice import GitService
 from pokeralphd.battle.judging import agent_words, create_time, sole
@@ -205,17 +205,27 @@ class RoleRun:
 
     async def _run_agent(self, prompt: str) -> AgentOutcome:
         backend = get_backend(self.agent)
-        request = await battle_request(
+        async with battle_sandbox(
             self.orch,
             self.active,
             self.config,
-            self.agent,
-            prompt,
             workdir=self.workdir,
             iteration=self.iteration,
-            env={"POKERALPH_ROLE": ROLE_NAME[self.role]},
-        )
-        return await run_agent(backend, request, self.on_event, self.stream.raw)
+            on_event=self.on_event,
+            on_refused=refusal_note(self.stream),
+            agent=self.agent,
+        ) as box:
+            request = await battle_request(
+                self.orch,
+                self.active,
+                self.config,
+                self.agent,
+                prompt,
+                workdir=self.workdir,
+                iteration=self.iteration,
+                env={"POKERALPH_ROLE": ROLE_NAME[self.role], **box.env},
+            )
+            return await run_agent(backend, request, self.on_event, self.stream.raw, confine=box)
 
     async def _put_back(self, snapshot: dict[str, str]) -> None:
         """Undo what the role changed in the working tree (see the module docstring)."""

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from pokeralphd.ports import Clock, Inbox
     from pokeralphd.proc import ProcessOwner
     from pokeralphd.protocol.events import TaskEvent
+    from pokeralphd.sandbox.service import SandboxService
     from pokeralphd.store.repo_store import RepoStore
 
 StopReason = Literal["cancel", "shutdown", "pause_now"]
@@ -219,6 +220,7 @@ class BattleHost(Protocol):
     owner: ProcessOwner | None  # the daemon's mark on agents and feedback loops
     clock: Clock  # battle timeouts and pauses run on it
     socket_path: str  # what agents call back on (pokeralphctl deliver)
+    sandbox: SandboxService  # where each run of a battle executes (issue 23)
     worktree_root: Path | None  # where parallel battles' worktrees live (None: nowhere)
     approval_hooks: list[ApprovalHook]
     failure_hooks: list[FailureHook]

@@ -110,6 +110,9 @@ LOCAL_TOOLS = frozenset(
         "fetch_webpage",
     }
 )
+#: A confined run's connection to a host not on sandbox.network.allow (issue 23): its
+#: input is ``{"host": …, "port": …}``.
+NETWORK_TOOL = "network"
 MCP_TOOL_RE = re.compile(r"mcp__[A-Za-z0-9_-]+?__[A-Za-z0-9_-]+")
 
 #: The string parameters each known tool takes (what its inputs look like), for probing.
@@ -137,12 +140,18 @@ TOOL_KEYS: dict[str, tuple[str, ...]] = {
     "terminal_last_command": (),
     "create_directory": ("path",),
     "fetch_webpage": ("url",),
+    NETWORK_TOOL: ("host",),
 }
 GENERIC_KEYS = ("command", "path", "file_path", "url", "query", "content", "input")
 
 
 def known_tool(name: str) -> bool:
-    return name in CLAUDE_TOOLS or name in LOCAL_TOOLS or bool(MCP_TOOL_RE.fullmatch(name))
+    return (
+        name in CLAUDE_TOOLS
+        or name in LOCAL_TOOLS
+        or name == NETWORK_TOOL
+        or bool(MCP_TOOL_RE.fullmatch(name))
+    )
 
 
 def canonical(value: Any) -> str:
@@ -280,7 +289,8 @@ class ApprovalRule(Model):
             raise ValueError(
                 f"unknown tool {name!r}: use one of Claude Code's tools "
                 f"({', '.join(sorted(CLAUDE_TOOLS))}), an MCP tool (mcp__server__tool) or "
-                f"one of the local agent's ({', '.join(sorted(LOCAL_TOOLS))})"
+                f"one of the local agent's ({', '.join(sorted(LOCAL_TOOLS))}), or {NETWORK_TOOL}"
+                " (a sandboxed run's connection: {host, port})"
             )
         return name
 

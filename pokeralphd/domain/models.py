@@ -11,7 +11,7 @@ re-exported here.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -30,6 +30,7 @@ from pokeralphd.domain.local_config import LocalAgentConfig as LocalAgentConfig
 from pokeralphd.domain.local_config import LocalApi as LocalApi
 from pokeralphd.domain.local_config import _http_url as _http_url
 from pokeralphd.domain.model_base import Model as Model
+from pokeralphd.domain.sandbox_config import SandboxConfig
 from pokeralphd.domain.statuses import (
     BattleStatus,
     ExecutionMode,
@@ -233,6 +234,8 @@ class Config(Model):
     )
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     notify: NotifyConfig = Field(default_factory=NotifyConfig)
+    # issue 23: where a battle's processes run and what they may touch
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
 
     @field_validator("phases")
     @classmethod
@@ -384,6 +387,9 @@ class Iteration(Model):
     timings_ms: dict[str, float] = Field(default_factory=dict)  # where the time went
     tool_calls: list[ToolCall] = Field(default_factory=list, max_length=MAX_TOOL_CALLS)
     tool_calls_omitted: int = Field(default=0, ge=0)  # made past MAX_TOOL_CALLS
+    # the agent run's sandbox (SandboxPolicy.describe(), with "confined"), or why none;
+    # left out of the file when there is none (files of older versions round-trip)
+    sandbox: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @model_validator(mode="after")
     def _failure_has_error(self) -> Iteration:

@@ -23,7 +23,12 @@ over it), never on how a key is spelled:
     user lets an agent run longer, more often or more at once on their machine and
     account. (An unanswered ask is denied, so a shorter ask timeout denies sooner.)
   - ``mode``: ``hitl`` (a person approves each iteration) is stricter than ``yolo``;
-  - ``commitRuntimeFiles``: ``false`` is stricter (``.pokeralph/`` may hold secrets).
+  - ``commitRuntimeFiles``: ``false`` is stricter (``.pokeralph/`` may hold secrets);
+  - ``sandbox.mode``: ``off`` < ``auto`` < ``required``; ``sandbox.network.mode``:
+    ``full`` < ``allowlist`` < ``none``; ``sandbox.network.allow`` and
+    ``sandbox.filesystem.readOnly``/``readWrite``: a list is stricter when it names
+    nothing the one below does not (fewer hosts, fewer paths). A repository may confine
+    its runs more; only the user opens a host or a folder to them.
 - **Quieter, trusted or not** (``notify``, issue 26): not a key trust decides on, since
   trust changes nothing here: whatever a repository layer sets only makes its own
   notifications quieter, even once trusted (:func:`quieter_notify`: a channel on only
@@ -84,6 +89,22 @@ def _false(below: Any, value: Any) -> bool:
     return bool(value == below or value is False)
 
 
+SANDBOX_ORDER = ("off", "auto", "required")  # loosest first
+NETWORK_ORDER = ("full", "allowlist", "none")
+
+
+def _sandbox(below: Any, value: Any) -> bool:
+    return SANDBOX_ORDER.index(value) >= SANDBOX_ORDER.index(below)
+
+
+def _network(below: Any, value: Any) -> bool:
+    return NETWORK_ORDER.index(value) >= NETWORK_ORDER.index(below)
+
+
+def _subset(below: Any, value: Any) -> bool:
+    return set(value) <= set(below)
+
+
 #: Dotted keys (camelCase, as in the file) with an order: ``ORDERED[key](below, value)``
 #: says whether ``value`` is at least as strict as ``below`` (JSON values, as dumped).
 ORDERED: dict[str, Callable[[Any, Any], bool]] = {
@@ -102,6 +123,11 @@ ORDERED: dict[str, Callable[[Any, Any], bool]] = {
     "budget.perBattleUsd": _cap,
     "budget.perRepoPerDayUsd": _cap,
     "budget.perDayUsd": _cap,
+    "sandbox.mode": _sandbox,
+    "sandbox.network.mode": _network,
+    "sandbox.network.allow": _subset,
+    "sandbox.filesystem.readOnly": _subset,
+    "sandbox.filesystem.readWrite": _subset,
 }
 
 

@@ -33,7 +33,7 @@ import anyio
 from pokeralphd.agents import get_backend
 from pokeralphd.agents.base import AgentPermissionRequest, ApprovalMethod, PermissionAnswer
 from pokeralphd.clock import wait_or_timeout
-from pokeralphd.domain.approval import ApprovalRule, canonical
+from pokeralphd.domain.approval import NETWORK_TOOL, ApprovalRule, canonical
 from pokeralphd.domain.inbox import Source
 from pokeralphd.domain.input_view import InputView, code_block, code_span, json_text, view
 from pokeralphd.errors import PokeralphError
@@ -173,8 +173,12 @@ class PermissionRouter:
             answered.set()
 
         minutes = self.policy.ask_timeout_minutes
+        title = f"May {self.task_id} run {ask.tool_name}?"
+        if ask.tool_name == NETWORK_TOOL:
+            where = f"{ask.input.get('host')}:{ask.input.get('port')}"
+            title = f"May {self.task_id} connect to {where}?"
         delivery = await self.inbox.create(
-            f"May {self.task_id} run {ask.tool_name}?",
+            title,
             item_body(
                 f"{code_span(self.task_id)}: {code_span(self.title)}",
                 self.iteration,

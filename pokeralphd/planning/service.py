@@ -7,6 +7,7 @@ runs in plan mode, resumed by session id, and its questions become an inbox item
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -29,13 +30,17 @@ from pokeralphd.planning.prompts import (
 )
 from pokeralphd.proc import AgentScope
 from pokeralphd.protocol import events as ev
+from pokeralphd.sandbox.service import SandboxService
 from pokeralphd.store import documents
 from pokeralphd.store.documents import DocumentKind
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from anyio.abc import TaskGroup, TaskStatus
 
-    from pokeralphd.domain.models import PRD
+    from pokeralphd.agents.base import AgentOutcome
+    from pokeralphd.domain.models import PRD, Config
     from pokeralphd.ports import Inbox
     from pokeralphd.proc import ProcessOwner
     from pokeralphd.store.repo_store import RepoStore
@@ -215,6 +220,34 @@ class RepoPlanner:
                 with anyio.CancelScope(shield=True):
                     await self._persist()
 
+    async def _run(
+        self,
+        config: Config,
+        request: AgentRequest,
+        on_event: Callable[[AgentEvent], None],
+        stream: OutputStream,
+    ) -> AgentOutcome:
+        """The planning agent's run, in its sandbox: the repository read-only, no host
+        but the model's (nobody is asked: a refusal names the key that allows it)."""
+
+        def refused(_request: object, message: str) -> None:
+            stream.raw(b"[pokeralph] " + message.encode())
+            stream.chunk("notice", message)
+
+        async with self.service.sandbox.run(
+            config.sandbox,
+            tree=self.repo.path,
+            scope=request.scope,
+            backend=config.agent.backend,
+            env=config.agent.env,
+            tree_writable=False,
+            on_refused=refused,
+        ) as box:
+            request = dataclasses.replace(request, env={**request.env, **box.env})
+            return await run_agent(
+                get_backend(config.agent), request, on_event, stream.raw, confine=box
+            )
+
     async def _turn_once(self, session: PlanningSession, prompt: str) -> None:
         session.turns += 1
         turn = session.turns
@@ -259,9 +292,7 @@ class RepoPlanner:
                 try:
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(stream.run)
-                        outcome = await run_agent(
-                            get_backend(config.agent), request, on_event, stream.raw
-                        )
+                        outcome = await self._run(config, request, on_event, stream)
                         tg.cancel_scope.cancel()
                 except BaseExceptionGroup as group:
                     raise sole(group) from None
@@ -342,9 +373,12 @@ class PlanService:
     """Daemon-wide side of planning: a planner per repository (``attach``) and the task
     group their turns run in."""
 
-    def __init__(self, owner: ProcessOwner | None = None) -> None:
+    def __init__(
+        self, owner: ProcessOwner | None = None, sandbox: SandboxService | None = None
+    ) -> None:
         self._tg: TaskGroup | None = None
         self.owner = owner  # the daemon's mark on planning agents
+        self.sandbox = sandbox or SandboxService(enabled=False)  # where they run
 
     def spawn(self, func: Any, *args: Any) -> None:
         if self._tg is None:

@@ -121,6 +121,14 @@ class SpendTotals(Result):
     tokens: dict[str, int]
 
 
+class SandboxStatus(Result):
+    """Whether battles' runs can be confined here; ``warning`` says why not."""
+
+    available: bool
+    bwrap: str | None
+    warning: str | UnsetType = UNSET
+
+
 class DaemonStatus(Result):
     version: str
     pid: int
@@ -132,6 +140,7 @@ class DaemonStatus(Result):
     seq: int
     epoch: Epoch
     spend_today: SpendTotals | UnsetType = UNSET  # UTC day, every repository
+    sandbox: SandboxStatus | UnsetType = UNSET  # issue 23
 
 
 class CostPart(SpendTotals, kw_only=True):

@@ -77,6 +77,12 @@ def needs_for(backend: str, env: Mapping[str, str], home: Path) -> BackendNeeds:
     return BackendNeeds(backend)
 
 
+def url_hosts(base_url: str | None) -> tuple[str, ...]:
+    """``host:port`` of a model server's URL (its scheme's port when it names none), for
+    a backend whose endpoint the caller knows (``agent.local.baseUrl``)."""
+    return _hosts(base_url, ()) if base_url else ()
+
+
 def _hosts(base_url: str | None, default: tuple[str, ...]) -> tuple[str, ...]:
     """``host:port`` of ``base_url`` (its scheme's port when it names none), else
     ``default`` (ports 80 and 443)."""

@@ -10,14 +10,18 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
 from pokeralphd.domain.sandbox_config import SandboxConfig, parse_host_pattern
+from pokeralphd.proc import AgentScope, ProcessOwner, spawn
 from pokeralphd.sandbox import (
     EgressProxy,
     SandboxPolicy,
@@ -26,6 +30,7 @@ from pokeralphd.sandbox import (
     needs_for,
     probe,
 )
+from pokeralphd.sandbox.service import SandboxService
 from tests.bench.common import Table, ms, pct, timed, us
 from tests.helpers import make_git_repo, short_tmpdir
 
@@ -91,6 +96,8 @@ def run(table: Table, runs: int = 40, requests: int = 300) -> None:
         f"+{ms(pct(bridged, 50) - pct(bare, 50))} (the bridge is a Python start)",
     )
 
+    _daemon_runs(table, tree, home, runs)
+
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Ok)
     port = server.server_address[1]
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -133,6 +140,51 @@ def run(table: Table, runs: int = 40, requests: int = 300) -> None:
     thread.join(5)
     server.shutdown()
     server.server_close()
+
+
+def _daemon_runs(table: Table, tree: Path, home: Path, runs: int) -> None:
+    """A run as the daemon starts one (``proc.spawn``, setpriv, a token): bare, and with
+    the whole per-run sandbox of an iteration (its policy, its own socket served, its
+    proxy under allowlist, bwrap and the bridge), opened and closed each time."""
+    sockets = short_tmpdir("prbr")
+    owner = ProcessOwner.anonymous()
+    scope = AgentScope("battle", "bench", "001-bench")
+
+    async def serve_socket(path: str, _scope: AgentScope, *, task_status: Any) -> None:
+        listener = await anyio.create_unix_listener(path)
+        async with listener:
+            task_status.started()
+            await anyio.sleep_forever()
+
+    service = SandboxService(runtime_dir=sockets, serve_socket=serve_socket)
+
+    async def once(network: str | None) -> float:
+        began = time.perf_counter()
+        if network is None:
+            process = await spawn(["/bin/true"], cwd=str(tree), env={}, owner=owner)
+            await process.wait()
+            await process.aclose()
+            return time.perf_counter() - began
+        config = SandboxConfig.model_validate({"network": {"mode": network}})
+        async with service.run(config, tree=tree, scope=scope, env={"HOME": str(home)}) as box:
+            process = await spawn(["/bin/true"], cwd=str(tree), env={}, owner=owner, confine=box)
+            await process.wait()
+            await process.aclose()
+        return time.perf_counter() - began
+
+    async def measure() -> dict[str | None, list[float]]:
+        return {n: [await once(n) for _ in range(runs)] for n in (None, "none", "allowlist")}
+
+    found = anyio.run(measure)
+    bare = pct(found[None], 50)
+    table.add("an iteration's run started by the daemon, bare, p50", ms(bare))
+    for network in ("none", "allowlist"):
+        took = pct(found[network], 50)
+        table.add(
+            f"the same run in its sandbox (network {network}), p50",
+            ms(took),
+            f"+{ms(took - bare)} per run: policy, run socket, proxy, bwrap",
+        )
 
 
 if __name__ == "__main__":

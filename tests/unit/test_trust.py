@@ -574,3 +574,46 @@ def test_an_untrusted_layer_never_loosens(user: dict[str, Any], repo: dict[str, 
     ]
     assert effective["approvalRules"][len(added) :] == below["approvalRules"]
     assert all(rule["decision"] == "deny" for rule in added)
+
+
+def test_an_untrusted_layer_may_only_tighten_the_sandbox(files: Files) -> None:
+    """Issue 23: ``sandbox.mode`` off < auto < required, ``network.mode`` full <
+    allowlist < none, and the allowed hosts and listed paths only shrink; widening waits
+    for trust."""
+    files.write_user(
+        {
+            "sandbox": {
+                "mode": "auto",
+                "network": {"mode": "allowlist", "allow": ["pypi.org", "example.com"]},
+                "filesystem": {"readOnly": ["~/tools", "/opt/sdk"], "readWrite": ["~/.cache"]},
+            }
+        }
+    )
+    files.write_repo(
+        {
+            "sandbox": {
+                "mode": "off",
+                "network": {"mode": "full", "allow": ["pypi.org", "evil.example"]},
+                "filesystem": {"readOnly": ["~/tools"], "readWrite": ["~/.cache", "~/"]},
+            }
+        }
+    )
+    loose = files.load()
+    sandbox = loose.config.sandbox
+    assert sandbox.mode == "auto" and sandbox.network.mode == "allowlist"
+    assert sandbox.network.allow == ["pypi.org", "example.com"]  # evil.example waits
+    assert sandbox.filesystem.read_write == ["~/.cache"]  # the home waits
+    assert sandbox.filesystem.read_only == ["~/tools"]  # fewer paths: applies
+    ignored = loose.describe()["trust"]["ignoredKeys"]
+    assert {"sandbox.mode", "sandbox.network.mode", "sandbox.network.allow"} <= set(ignored)
+    assert "sandbox.filesystem.readWrite" in ignored
+    files.write_repo(
+        {"sandbox": {"mode": "required", "network": {"mode": "none", "allow": ["pypi.org"]}}}
+    )
+    strict = files.load().config.sandbox
+    assert strict.mode == "required" and strict.network.mode == "none"
+    assert strict.network.allow == ["pypi.org"]
+    files.write_repo({"sandbox": {"mode": "off", "network": {"allow": ["evil.example"]}}})
+    files.trust()
+    trusted = files.load().config.sandbox
+    assert trusted.mode == "off" and trusted.network.allow == ["evil.example"]

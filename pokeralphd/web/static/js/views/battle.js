@@ -86,6 +86,7 @@ export async function render(app, root, { repo, item }) {
         h("tr", {}, h("td", {}, "iteration"), h("td", { id: "iteration" }, iterationText())),
         h("tr", {}, h("td", {}, "cost"), h("td", {}, fmtCost(b.costUsd))),
         b.phase ? h("tr", {}, h("td", {}, "phase"), h("td", { id: "phase" }, `${b.phase}` + (b.verification && b.verification.count ? ` (verification cycle ${b.verification.count})` : "") + (b.review && b.review.count ? ` (review cycle ${b.review.count})` : ""))) : null,
+        ((sb) => sb ? h("tr", {}, h("td", {}, "sandbox"), h("td", { id: "sandbox", class: sb.confined ? "" : "form-error" }, sb.confined ? `bwrap, network ${sb.network}${sb.allow && sb.allow.length ? ` (${sb.allow.join(", ")})` : ""}, writable ${(sb.writable || []).join(", ") || "nothing"}` : `none (sandbox.mode ${sb.mode}): ${sb.reason}`)) : null)(b.iterations.length ? b.iterations[b.iterations.length - 1].sandbox : null),
         b.pausedReason ? h("tr", {}, h("td", {}, "paused"), h("td", {}, b.pausedReason)) : null,
         b.blocked ? h("tr", {}, h("td", {}, "blocked"), h("td", { id: "blocked" }, b.blocked.reason)) : null,
         b.status === "escalated" ? h("tr", {}, h("td", {}, "escalated"), h("td", { class: "form-error" }, "waits for your answer in the inbox")) : null,
