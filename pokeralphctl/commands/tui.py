@@ -34,8 +34,9 @@ def tui(ctx: Context, args: argparse.Namespace) -> int:
             raise
         raise CommandError(
             f"the terminal dashboard needs the optional extra `{EXTRA}` "
-            f"({exc.name} is not installed)",
-            f"install it with: {INSTALL_HINT}",
+            f"({exc.name} is not installed): {INSTALL_HINT}",
+            "then run `pokeralphctl tui` again",
+            data={"extra": EXTRA, "missing": exc.name},
         ) from None
     if ctx.out.json or not ctx.term.interactive():
         raise CommandError(

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 CSS = """
 #status { height: 1; background: $boost; padding: 0 1; }
 #main { height: 1fr; }
-#left { width: 55%; }
+#left { width: 60%; }
 .pane-title { width: 100%; background: $panel; text-style: bold; padding: 0 1; }
 BattleTable { height: 1fr; }
 InboxTable { height: 1fr; }
@@ -133,7 +133,9 @@ class DashboardApp(App[None]):
                 yield BattleTable(id="battles")
                 yield Label("inbox", classes="pane-title")
                 yield InboxTable(id="inbox")
-            yield OutputPane(id="output", max_lines=OUTPUT_LINES, wrap=True, markup=False)
+            yield OutputPane(
+                id="output", max_lines=OUTPUT_LINES, wrap=True, markup=False, min_width=20
+            )
         yield Footer()
 
     def on_mount(self) -> None:

@@ -80,20 +80,20 @@ class StatusLine(Static):
             status = board.status or {}
             if status:
                 line.append(
-                    f"  pokeralphd {clean(status.get('version', '?'))} pid {status.get('pid')}"
+                    f" · pokeralphd {clean(status.get('version', '?'))} pid {status.get('pid')}"
                 )
         else:
             line.append("○ not connected", style="red")
         spend = board.spend_today()
         if spend is not None:
             line.append(
-                f"  · today {money(spend.get('costUsd'))} ({spend.get('iterations', 0)} runs)"
+                f" · today {money(spend.get('costUsd'))} ({spend.get('iterations', 0)} runs)"
             )
         waiting = board.open_items()
-        line.append(f"  · inbox {waiting} waiting", style="magenta" if waiting else "")
+        line.append(f" · inbox {waiting} waiting", style="magenta" if waiting else "")
         if board.link_note:
             line.append(
-                f"  · {clean(board.link_note)}", style="dim" if board.connected else "yellow"
+                f" · {clean(board.link_note)}", style="dim" if board.connected else "yellow"
             )
         self.plain = line.plain  # what tests read
         self.update(line)
@@ -117,7 +117,8 @@ class BattleTable(DataTable[Any]):
                 Text(clean(battle["taskId"])),
                 status_text(str(battle.get("status", "?"))),
                 f"{iteration}/{top or '∞'}" if iteration is not None else "-",
-                clean(battle.get("phase") or "-"),
+                # the usual phase goes without saying: the column stays narrow
+                "" if battle.get("phase") in (None, "implementation") else clean(battle["phase"]),
                 money(battle.get("costUsd")),
                 key=f"{battle['repo']}\0{battle['taskId']}",
             )

@@ -21,9 +21,7 @@ from pokeralphctl.tui.app import DashboardApp
 from pokeralphctl.tui.link import Link
 from pokeralphctl.tui.views import BattleTable, InboxTable, OutputPane, StatusLine
 
-SCREENSHOTS = Path(
-    os.environ.get("POKERALPH_SCREENSHOTS") or Path(__file__).parent / "screenshots"
-)
+SCREENSHOTS = Path(os.environ.get("POKERALPH_SCREENSHOTS") or Path(__file__).parent / "screenshots")
 TIMEOUT = 60.0
 SIZE = (140, 40)
 

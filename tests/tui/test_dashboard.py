@@ -31,9 +31,9 @@ pytestmark = pytest.mark.anyio
 
 
 def history(daemon: ThreadedDaemon, repo: Path) -> dict[str, Any]:
-    battle: dict[str, Any] = daemon.call(
-        "battle.history", {"repo": str(repo), "taskId": TASK_ID}
-    )["battle"]
+    battle: dict[str, Any] = daemon.call("battle.history", {"repo": str(repo), "taskId": TASK_ID})[
+        "battle"
+    ]
     return battle
 
 
@@ -67,6 +67,7 @@ async def test_a_hitl_battle_shows_live_and_is_approved_by_keys_with_a_note(
             return "top_words next, please" in notes
 
         await until(pilot, noted, "the note in the battle's history")
+
         # The battle goes on: iteration 2, which ends the task (approved without a note if
         # the daemon asks again).
         def status() -> str | None:
@@ -159,9 +160,7 @@ async def test_a_dead_daemon_is_a_status_line_and_a_restart_reconnects(
         shot(app, "help-no-daemon")
         await pilot.press("escape")
         daemon.start()
-        await until(
-            pilot, lambda: "the daemon restarted" in status_line(app), "the reconnection"
-        )
+        await until(pilot, lambda: "the daemon restarted" in status_line(app), "the reconnection")
         # Events of the new daemon arrive: an item delivered now shows up.
         created = daemon.call(
             "inbox.create",
