@@ -181,3 +181,52 @@ async def test_the_app_starts_without_a_daemon(home: Path) -> None:
 
 def test_python_version_is_supported() -> None:
     assert sys.version_info >= (3, 11)
+
+
+async def test_answer_a_form_item_field_by_field(daemon: ThreadedDaemon, repo: Path) -> None:
+    daemon.call("repo.register", {"path": str(repo)})
+    schema = {
+        "type": "form",
+        "prompt": "File the bug",
+        "fields": [
+            {
+                "name": "priority",
+                "type": "select",
+                "label": "Priority",
+                "options": ["P0", "P1"],
+                "required": True,
+            },
+            {"name": "hours", "type": "number", "label": "Estimate (hours)"},
+            {"name": "details", "type": "textarea", "label": "Details"},
+            {"name": "blocker", "type": "checkbox", "label": "Blocks a release"},
+        ],
+    }
+    created = daemon.call("inbox.create", {"repo": str(repo), "title": "Triage", "schema": schema})
+    item = created["delivery"]["id"]
+    async with dashboard(daemon.socket) as (app, pilot):
+        await until(pilot, lambda: item in inbox_ids(app), "the item in the inbox")
+        await pilot.press("i", "enter")
+        await until(pilot, lambda: app.screen.query("#field-priority"), "the form")
+        await pilot.press("ctrl+s")  # priority is required: said at the field
+        await until(
+            pilot,
+            lambda: "required" in str(app.screen.query_one("#error-values-priority").render()),
+            "the required field's error",
+        )
+        await pilot.press("down", "enter", "tab")  # P1
+        await type_text(pilot, "2.5")
+        await pilot.press("tab")
+        await type_text(pilot, "crashes on tabs")
+        await pilot.press("tab", "space")  # the checkbox
+        shot(app, "inbox-form")
+        await pilot.press("ctrl+s")
+        await until(pilot, lambda: item not in inbox_ids(app), "the answered item to go")
+        (feedback,) = daemon.call("inbox.get", {"id": item})["feedback"]
+        assert feedback["values"] == {
+            "values": {
+                "priority": "P1",
+                "hours": 2.5,
+                "details": "crashes on tabs",
+                "blocker": True,
+            }
+        }
