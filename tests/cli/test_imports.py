@@ -219,3 +219,28 @@ def test_tui_needs_a_terminal(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 2 and "needs a terminal" in proc.stderr, proc.stderr
+
+
+def test_only_the_tui_package_imports_the_extra() -> None:
+    """Statically: Textual and Rich appear in pokeralphctl/tui/ only, and not in the parts
+    that run without them (the package's ``__init__``, its protocol adapter, its board);
+    ``commands/tui.py`` reaches the app inside its handler only."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2] / "pokeralphctl"
+    light = {"tui/__init__.py", "tui/link.py", "tui/board.py"}
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root).as_posix()
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            extra = [n for n in names if n.split(".")[0] in ("textual", "rich")]
+            assert not extra or (rel.startswith("tui/") and rel not in light), (rel, extra)
+            if rel == "commands/tui.py" and "pokeralphctl.tui.app" in names:
+                assert node not in tree.body, "commands/tui.py imports the app at its top"
