@@ -2,9 +2,11 @@
 
 Textual runs an asyncio loop; the reference client blocks. The bridge: every call to the
 daemon runs in a Textual thread worker (:func:`textual.work` with ``thread=True``) and
-hands its result back with :meth:`App.call_from_thread`; the event stream is one more
-thread worker running :meth:`Link.listen <pokeralphctl.tui.link.Link.listen>`, which stops
-when Textual cancels its worker (at exit) through the worker's ``cancelled_event``. A
+hands its result back as a :class:`~pokeralphctl.tui.bridge.Call` message; the event
+stream is one more thread worker running :meth:`Link.listen
+<pokeralphctl.tui.link.Link.listen>` into a :class:`~pokeralphctl.tui.bridge.StreamBridge`
+(bounded), which stops when Textual cancels its worker (at exit) through the worker's
+``cancelled_event``. A
 reload of the board (``daemon.status``, ``battle.current``, ``inbox.list`` pipelined in
 one round trip) runs at most once at a time, with at most one more asked for meanwhile:
 a burst of events costs two round trips, not one per event.
@@ -15,10 +17,10 @@ says so, and fills in when the stream connects.
 
 from __future__ import annotations
 
-import contextlib
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from textual import work
+from textual import on, work
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
@@ -28,6 +30,7 @@ from textual.worker import get_current_worker
 
 from pokeralphctl.client import ClientError, RequestFailed
 from pokeralphctl.tui.board import OUTPUT_LINES, Board, reloads
+from pokeralphctl.tui.bridge import Call, StreamBridge, post
 from pokeralphctl.tui.forms import AnswerScreen
 from pokeralphctl.tui.link import Link
 from pokeralphctl.tui.views import (
@@ -41,7 +44,6 @@ from pokeralphctl.tui.views import (
 )
 
 if TYPE_CHECKING:
-    import threading
     from collections.abc import Mapping
 
     from textual.app import ComposeResult
@@ -69,32 +71,9 @@ TextArea.textarea { height: 5; }
 """
 
 #: Actions that act on what the main screen shows: off while an overlay is open.
-MAIN_ONLY = frozenset({"approve", "reject", "pause", "resume", "cancel", "focus", "reload", "help"})
-
-
-class _Bridge:
-    """The :class:`~pokeralphctl.tui.link.Sink` of the listening thread: each report is
-    run on the app's loop, and waited for (so the reader never runs ahead of the screen).
-    Once the app has stopped, the thread is told to stop too."""
-
-    def __init__(self, app: DashboardApp, stop: threading.Event) -> None:
-        self.app = app
-        self.stop = stop
-
-    def _run(self, func: Any, *args: Any) -> None:
-        try:
-            self.app.call_from_thread(func, *args)
-        except RuntimeError:  # the app is not running any more
-            self.stop.set()
-
-    def connected(self, result: dict[str, Any], restarted: bool) -> None:
-        self._run(self.app.on_link_connected, result, restarted)
-
-    def disconnected(self, reason: str) -> None:
-        self._run(self.app.on_link_lost, reason)
-
-    def event(self, event: dict[str, Any]) -> None:
-        self._run(self.app.on_daemon_event, event)
+MAIN_ONLY = frozenset(
+    {"leave", "approve", "reject", "pause", "resume", "cancel", "focus", "reload", "help"}
+)
 
 
 class DashboardApp(App[None]):
@@ -103,7 +82,7 @@ class DashboardApp(App[None]):
     TITLE = "pokeralph"
     CSS = CSS
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit", "quit"),
+        Binding("q", "leave", "quit"),
         Binding("question_mark", "help", "help"),
         Binding("a", "approve", "approve"),
         Binding("r", "reject", "reject"),
@@ -143,6 +122,10 @@ class DashboardApp(App[None]):
         self.redraw()
         self._listen()
 
+    @on(Call)
+    def _run_call(self, message: Call) -> None:
+        message.run()
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return not (action in MAIN_ONLY and isinstance(self.screen, ModalScreen))
 
@@ -150,7 +133,7 @@ class DashboardApp(App[None]):
     @work(thread=True, group="link", name="events", exit_on_error=False)
     def _listen(self) -> None:
         stop = get_current_worker().cancelled_event
-        self.link.listen(stop, _Bridge(self, stop))
+        self.link.listen(stop, StreamBridge(self, stop))
 
     def on_link_connected(self, result: dict[str, Any], restarted: bool) -> None:
         self.board.connected = True
@@ -197,8 +180,7 @@ class DashboardApp(App[None]):
             )
         except (ClientError, OSError):
             answers = None  # the stream's status line says why
-        with contextlib.suppress(RuntimeError):  # the app has stopped
-            self.call_from_thread(self._loaded, answers)
+        post(self, self._loaded, answers)
 
     def _loaded(self, answers: list[Any] | None) -> None:
         self._reloading = False
@@ -238,6 +220,9 @@ class DashboardApp(App[None]):
                 self._open_item(*key)
 
     # ---------------------------------------------------------------- actions
+    def action_leave(self) -> None:
+        self.exit()
+
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
@@ -298,12 +283,10 @@ class DashboardApp(App[None]):
             self._tell(f"{method}: {str(exc).splitlines()[0]}", "error")
         else:
             self._tell(f"{method} {key[1]}: done", "information")
-        with contextlib.suppress(RuntimeError):
-            self.call_from_thread(self.reload)
+        post(self, self.reload)
 
     def _tell(self, message: str, severity: Any) -> None:
-        with contextlib.suppress(RuntimeError):
-            self.call_from_thread(self.notify, message, severity=severity)
+        post(self, partial(self.notify, message, severity=severity))
 
     @work(thread=True, group="inbox", exclusive=True, exit_on_error=False)
     def _open_item(self, repo: str, item_id: str) -> None:
@@ -312,8 +295,7 @@ class DashboardApp(App[None]):
         except (ClientError, OSError) as exc:
             self._tell(f"inbox.get: {str(exc).splitlines()[0]}", "error")
             return
-        with contextlib.suppress(RuntimeError):
-            self.call_from_thread(self._show_item, {**item, "repo": repo})
+        post(self, self._show_item, {**item, "repo": repo})
 
     def _show_item(self, item: dict[str, Any]) -> None:
         def answered(done: bool | None) -> None:

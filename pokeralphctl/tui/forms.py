@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
-from textual import work
+from textual import on, work
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
@@ -37,6 +37,7 @@ from textual.widgets import (
 
 from pokeralphctl.client import ClientError, RequestFailed
 from pokeralphctl.output import clean
+from pokeralphctl.tui.bridge import Call, post
 
 if TYPE_CHECKING:
     from textual.app import ComposeResult
@@ -234,12 +235,17 @@ class AnswerScreen(ModalScreen[bool]):
             self.link.call("inbox.answer", params)
         except RequestFailed as exc:
             field = exc.data.get("field") if isinstance(exc.data, dict) else None
-            self.app.call_from_thread(self._show_error, exc.message, field)
+            post(self, self._show_error, exc.message, field)
             return
         except (ClientError, OSError) as exc:
-            self.app.call_from_thread(self._show_error, str(exc).splitlines()[0], None)
+            post(self, self._show_error, str(exc).splitlines()[0], None)
             return
-        self.app.call_from_thread(self.dismiss, True)
+        # run by the app: a screen's dismiss from the screen's own handler pops twice
+        post(self.app, self.dismiss, True)
+
+    @on(Call)
+    def _run_call(self, message: Call) -> None:
+        message.run()
 
     def _show_error(self, message: str, field: str | None) -> None:
         target = f"#error-{field.replace('.', '-')}" if field else "#error-general"
