@@ -62,6 +62,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "deliver": ("deliver", "put something in the inbox; --blocking waits for the answer"),
     "web": ("web", "print a one-time link to the web dashboard; --open opens it"),
     "notify": ("notify", "notifications: `notify test [CHANNEL]` sends one"),
+    "tui": ("tui", "the terminal dashboard (needs the extra: pip install 'pokeralph[tui]')"),
     "service": ("service", "install pokeralphd as a systemd user service or a launchd agent"),
     "completion": ("completion", "print shell completion for bash, zsh or fish"),
 }

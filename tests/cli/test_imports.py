@@ -14,6 +14,7 @@ from tests.helpers import DaemonProcess
 
 FORBIDDEN = {"msgspec", "pydantic", "anyio", "asyncio", "git", "platformdirs", "psutil"}
 FORBIDDEN |= {"pokeralphd"}
+FORBIDDEN |= {"textual", "rich"}  # the `tui` extra: `pokeralphctl tui` alone imports it
 
 # Runs the CLI's main() on each command line in turn (a JSON list, the second argument)
 # in one fresh interpreter, and writes each one's exit code and the modules imported by
@@ -68,6 +69,9 @@ COMMON_PATHS = [
     ["config", "get", "agent.backend"],
     ["repos"],
     ["daemon", "status"],
+    ["inbox"],
+    ["watch", "--help"],
+    ["--help"],
 ]
 
 
@@ -94,6 +98,7 @@ def test_no_daemon_path_and_every_command_module_stay_light(tmp_path: Path) -> N
     assert proc.returncode == 0, proc.stderr
     modules = json.loads(proc.stdout)
     assert "pokeralphctl.commands.watch" in modules
+    assert "pokeralphctl.commands.tui" in modules  # the tui command's module is light too
     assert forbidden(modules) == []
 
 
@@ -172,3 +177,70 @@ def test_status_and_ping_skip_argparse(daemon: DaemonProcess, tmp_path: Path) ->
     for args, (code, modules) in zip(runs, imported(daemon.env, tmp_path, runs), strict=True):
         assert code == 0, args  # each ran to its end
         assert not {"argparse", "shutil", "gettext", "pokeralphctl.parsing"} & set(modules)
+
+
+# Hides the `tui` extra from one interpreter (as if it were not installed), then runs the CLI.
+WITHOUT_EXTRA = """
+import sys
+sys.modules["textual"] = None  # import textual now fails: ModuleNotFoundError, name "textual"
+from pokeralphctl.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_tui_without_the_extra_names_the_extra(tmp_path: Path) -> None:
+    env = dict(os.environ, POKERALPH_SOCKET=str(tmp_path / "none.sock"))
+    env["POKERALPH_NO_AUTOSTART"] = "1"
+    for args, stream in ((["tui"], "stderr"), (["--json", "tui"], "stdout")):
+        proc = subprocess.run(
+            [sys.executable, "-c", WITHOUT_EXTRA, *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert proc.returncode == 1, proc.stderr
+        said = getattr(proc, stream)
+        assert "optional extra `tui`" in said and "pip install 'pokeralph[tui]'" in said, said
+        assert "Traceback" not in proc.stderr
+
+
+def test_tui_needs_a_terminal(tmp_path: Path) -> None:
+    """With the extra installed but no terminal (a script, CI), a usage error, not a hang."""
+    env = dict(os.environ, POKERALPH_SOCKET=str(tmp_path / "none.sock"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pokeralphctl", "tui"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2 and "needs a terminal" in proc.stderr, proc.stderr
+
+
+def test_only_the_tui_package_imports_the_extra() -> None:
+    """Statically: Textual and Rich appear in pokeralphctl/tui/ only, and not in the parts
+    that run without them (the package's ``__init__``, its protocol adapter, its board);
+    ``commands/tui.py`` reaches the app inside its handler only."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2] / "pokeralphctl"
+    light = {"tui/__init__.py", "tui/link.py", "tui/board.py"}
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root).as_posix()
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            extra = [n for n in names if n.split(".")[0] in ("textual", "rich")]
+            assert not extra or (rel.startswith("tui/") and rel not in light), (rel, extra)
+            if rel == "commands/tui.py" and "pokeralphctl.tui.app" in names:
+                assert node not in tree.body, "commands/tui.py imports the app at its top"
