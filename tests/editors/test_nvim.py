@@ -10,6 +10,7 @@ binary can be found (``.ci/run`` installs Debian's).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -74,13 +75,13 @@ def demo(home: Path) -> Iterator[tuple[DaemonProcess, Path]]:
 
 
 def start_nvim(
-    scenario: str, daemon: DaemonProcess, repo: Path, work: Path
+    scenario: str, environ: dict[str, str], repo: Path, work: Path
 ) -> subprocess.Popen[str]:
-    """Neovim running a scenario, in the daemon's environment (its socket)."""
+    """Neovim running a scenario in ``environ`` (a daemon's: its socket)."""
     work.mkdir(exist_ok=True)
     for lua in SCENARIOS.glob("*.lua"):
         shutil.copy(lua, work / lua.name)
-    env = dict(daemon.env)
+    env = dict(environ)
     env.update(
         {
             "PR_TEST_DIR": str(work),
@@ -139,7 +140,7 @@ def messages(report: dict[str, Any]) -> list[str]:
 def test_a_demo_battle_from_the_editor(demo: tuple[DaemonProcess, Path], home: Path) -> None:
     daemon, repo = demo
     work = home / "nvim"
-    report = finish(start_nvim("battle.lua", daemon, repo, work), work)
+    report = finish(start_nvim("battle.lua", daemon.env, repo, work), work)
     checks = report["checks"]
     said = messages(report)
     # the statusline: off until connected, then the figures (nothing runs yet)
@@ -192,7 +193,7 @@ def test_reconnects_and_resumes_after_a_restart(
 ) -> None:
     daemon, repo = demo
     work = home / "nvim"
-    proc = start_nvim("restart.lua", daemon, repo, work)
+    proc = start_nvim("restart.lua", daemon.env, repo, work)
     again: DaemonProcess | None = None
     try:
         wait_until(lambda: (work / "ready").exists() or proc.poll() is not None, 60, "ready")
@@ -231,3 +232,79 @@ def test_reconnects_and_resumes_after_a_restart(
     assert "── the daemon restarted; events from before are not replayed ──" in checks["follow"]
     assert "── iteration 1 ──" in checks["follow"]
     assert checks["after"] == {"status": "up", "connects": 3}
+
+
+@pytest.mark.parametrize(
+    "case", ["env", "explicit", "private-xdg", "shared-xdg", "relative-xdg", "no-xdg"]
+)
+def test_the_units_and_the_socket_found_as_pokeralphctl_finds_it(home: Path, case: str) -> None:
+    """Framing bounds, socket file checks and schema prompts; and the socket path the
+    plugin computes is pokeralphctl's in each kind of environment (asked of a process
+    started in it: the temp dir is read from the process's own environment)."""
+    xdg = home / "xdg"
+    xdg.mkdir(mode=0o700)
+    env = {k: v for k, v in os.environ.items() if k not in ("POKERALPH_SOCKET", "XDG_RUNTIME_DIR")}
+    env["TMPDIR"] = str(home)
+    explicit = None
+    if case == "env":
+        env["POKERALPH_SOCKET"] = f"  {home}/s.sock "
+    elif case == "explicit":
+        explicit = str(home / "explicit.sock")
+        env["PR_TEST_EXPLICIT"] = explicit
+    elif case == "private-xdg":
+        env["XDG_RUNTIME_DIR"] = str(xdg)
+    elif case == "shared-xdg":
+        xdg.chmod(0o755)  # others may read it: not a runtime dir
+        env["XDG_RUNTIME_DIR"] = str(xdg)
+    elif case == "relative-xdg":
+        env["XDG_RUNTIME_DIR"] = "relative/dir"
+    work = home / "nvim"
+    report = finish(start_nvim("units.lua", env, home, work), work)
+    checks = report["checks"]
+    expected = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pokeralphctl.paths import socket_path; "
+            "print(socket_path(sys.argv[1] or None))",
+            explicit or "",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert checks["socket"] == expected
+    assert checks["lines"] == ['{"a":1}', '{"b":2}', '{"c":3}']
+    assert checks["long"]["first"] == [] and checks["long"]["second"]
+    assert "longer than 16 bytes" in checks["long"]["err"]
+    assert "longer than 16 bytes" in checks["long_line"]
+    assert "symbolic link" in checks["link_refused"]
+    assert checks["own_file"] == "ok"
+    assert checks["answers"] == [
+        {"value": True},
+        "cancelled",
+        {"value": ["c", "a"]},
+        {"value": 4},
+        {"value": 42},
+        {"values": {"n": 2.5, "pick": "y", "ok": True}},
+        {"values": {}},
+    ]
+
+
+def test_the_help_file_has_its_tags(home: Path) -> None:
+    """``:helptags`` takes the help file (no duplicate tag) and finds its commands."""
+    doc = home / "doc"
+    shutil.copytree(PLUGIN / "doc", doc)
+    assert NVIM is not None
+    proc = subprocess.run(
+        [NVIM, "--headless", "-u", "NONE", "-i", "NONE", "-c", f"helptags {doc}", "-c", "qa!"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0 and not proc.stderr.strip(), proc.stderr
+    tags = {line.split("\t")[0] for line in (doc / "tags").read_text().splitlines()}
+    for tag in ("pokeralph.txt", ":Pokeralph", ":Pokeralph-follow", "pokeralph-inbox"):
+        assert tag in tags, sorted(tags)
