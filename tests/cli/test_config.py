@@ -99,3 +99,30 @@ def test_map_entries_take_the_value_as_a_string(ctl: Ctl) -> None:
     assert envelope(ctl("config", "get", "--json"))["result"]["config"]["agent"]["env"] == {
         "DEBUG": "1"
     }
+
+
+def test_the_user_layer_by_hand_never_opened(ctl: Ctl) -> None:
+    """``config set|get|unset --user`` and ``notify test`` (issue 26): a person sets a
+    webhook without opening the file; its URL is a secret, shown redacted; the test
+    notification is sent and reports what happened."""
+    hook = '[{"name": "team", "url": "http://127.0.0.1:9/hook?token=s3cret", "format": "ntfy"}]'
+    proc = ctl("config", "set", "--user", "notify.webhooks", hook)
+    assert proc.returncode == 0, proc.stderr
+    assert "s3cret" not in proc.stdout and "user layer" in proc.stdout
+    shown = ctl("config", "get", "--user", "notify.webhooks")
+    assert shown.returncode == 0, shown.stderr
+    assert "team" in shown.stdout and "s3cret" not in shown.stdout
+    layer = envelope(ctl("config", "get", "--user", "--json"))["result"]
+    assert "s3cret" not in str(layer)
+    # the repository's own layer was not touched
+    assert "notify" not in envelope(ctl("config", "get", "--json"))["result"]["repoLayer"]
+
+    sent = ctl("notify", "test", "team")  # nothing listens on port 9: a clear failure
+    assert sent.returncode == 1
+    assert "team (ntfy): failed" in sent.stdout and "s3cret" not in sent.stdout + sent.stderr
+    unknown = ctl("notify", "test", "nobody", "--json")
+    assert unknown.returncode == 1 and envelope(unknown)["error"]["data"]["field"] == "channel"
+
+    assert ctl("config", "unset", "--user", "notify.webhooks").returncode == 0
+    after = envelope(ctl("config", "get", "--user", "notify.webhooks", "--json"))["result"]
+    assert after["value"] == [] and after["source"] == "default"
