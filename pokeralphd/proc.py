@@ -127,7 +127,7 @@ class ProcessOwner:
     @classmethod
     def for_state_dir(cls, state_dir: object) -> ProcessOwner:
         scope = hashlib.sha256(os.fsencode(str(state_dir))).hexdigest()[:16]
-        return cls(scope, os.getpid(), _create_time(os.getpid()) or 0.0)
+        return cls(scope, os.getpid(), create_time(os.getpid()) or 0.0)
 
     @classmethod
     def anonymous(cls) -> ProcessOwner:
@@ -152,7 +152,7 @@ class ProcessOwner:
             self._runs.pop(token, None)
 
     def started_run(self, run: TrackedRun, pid: int) -> None:
-        run.pid, run.created = pid, _create_time(pid)
+        run.pid, run.created = pid, create_time(pid)
 
     @property
     def runs(self) -> int:
@@ -293,7 +293,8 @@ def _value(data: bytes, var: str) -> str | None:
     return data[at + len(key) : end if end >= 0 else len(data)].decode(errors="surrogateescape")
 
 
-def _create_time(pid: int) -> float | None:
+def create_time(pid: int) -> float | None:
+    """A process's start time, to tell a reused pid apart (None: it is gone)."""
     try:
         return float(psutil.Process(pid).create_time())
     except psutil.Error:
@@ -306,7 +307,7 @@ def _owner_alive(mark: str) -> bool:
         pid, started = int(pid_text), float(started_text)
     except ValueError:
         return False
-    created = _create_time(pid)
+    created = create_time(pid)
     return created is not None and abs(created - started) < 1
 
 

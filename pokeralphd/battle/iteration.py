@@ -33,7 +33,6 @@ from pokeralphd.battle.feedback import detect_loops, resolve_loops, run_loop
 from pokeralphd.battle.gitservice import GitService
 from pokeralphd.battle.judging import (
     agent_words,
-    create_time,
     output_summary,
     rejected_claim_reasons,
     skipped_loop,
@@ -49,6 +48,7 @@ from pokeralphd.domain.statuses import IterationResult, ProgressStatus, check_pr
 from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import AgentError, PokeralphError
 from pokeralphd.permissions.router import policy_warnings
+from pokeralphd.proc import create_time
 from pokeralphd.protocol import events as ev
 
 if TYPE_CHECKING:

@@ -63,16 +63,6 @@ def rejected_claim_reasons(
     return problems
 
 
-def create_time(pid: int) -> float | None:
-    """A process's start time, to tell a reused pid apart after a restart."""
-    try:
-        import psutil
-
-        return float(psutil.Process(pid).create_time())
-    except Exception:
-        return None
-
-
 def sole(group: BaseExceptionGroup[BaseException]) -> BaseException:
     """The one exception a task group wrapped (so ``except AgentError`` works), else the group."""
     leaves: list[BaseException] = []

@@ -40,7 +40,7 @@ from pokeralphd.agents.runner import run_agent
 from pokeralphd.battle.agentrun import battle_request, battle_sandbox, refusal_note
 from pokeralphd.battle.costs import charge
 from pokeralphd.battle.gitservice import GitService
-from pokeralphd.battle.judging import agent_words, create_time, sole
+from pokeralphd.battle.judging import agent_words, sole
 from pokeralphd.battle.output import OutputStream
 from pokeralphd.battle.reports import (
     parse_review,
@@ -56,6 +56,7 @@ from pokeralphd.domain.reports import AgentRun, ReviewReport, VerificationReport
 from pokeralphd.domain.statuses import IterationResult
 from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import AgentError, PokeralphError
+from pokeralphd.proc import create_time
 from pokeralphd.protocol import events as ev
 
 if TYPE_CHECKING:

@@ -508,14 +508,6 @@ def _weigh(trust: Trust, below: Config, full: Config) -> Trust:
     return replace(trust, waiting=waiting, tightening=tight)
 
 
-def effective(
-    user_file: Path | None, repo_file: Path | None, repo_root: Path | None = None
-) -> tuple[Config, dict[str, str]]:
-    """The effective config and, for each top-level key, which layer set it."""
-    loaded = load(user_file, repo_file, repo_root)
-    return loaded.config, loaded.sources
-
-
 # --------------------------------------------------------------------------- writing
 
 

@@ -138,7 +138,8 @@ def test_config_layers(tmp_path: Path) -> None:
     repo = tmp_path / "repo.json"
     user.write_text(json.dumps({"mode": "yolo", "agent": {"backend": "codex", "model": "m"}}))
     repo.write_text(json.dumps({"schemaVersion": 1, "version": 3, "feedbackLoops": ["test"]}))
-    config, sources = config_layers.effective(user, repo)
+    loaded = config_layers.load(user, repo)
+    config, sources = loaded.config, loaded.sources
     assert config.mode == "yolo" and config.agent.backend == "codex" and config.agent.model == "m"
     assert config.feedback_loops == ["test"]
     assert (
@@ -149,7 +150,7 @@ def test_config_layers(tmp_path: Path) -> None:
     )
     repo.write_text(json.dumps({"timeoutMinutes": 999}))
     with pytest.raises(CorruptFile) as info:
-        config_layers.effective(user, repo)
+        config_layers.load(user, repo)
     assert info.value.data == {
         "file": str(repo),
         "field": "timeoutMinutes",
