@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from pokeralphd.battle.state import ActiveBattle
+    from pokeralphd.domain.models import Battle
     from pokeralphd.store.repo_store import RepoStore
 
 
@@ -38,9 +39,9 @@ class BattleQueries:
         if phase not in ("verification", "review"):
             raise InvalidParams("phase must be verification or review", field="phase")
         if cycle is None:
-            history = await self.history(task_id)
-            record = history["battle"]
-            cycle = record[phase]["count"] if record else 0
+            record, _ = await self._record(task_id)
+            cycles = None if record is None else getattr(record, phase)
+            cycle = cycles.count if cycles is not None else 0
             if not cycle:
                 raise NotFound(f"no {phase} report for {task_id} yet", taskId=task_id)
         if not 0 < cycle <= 1000:
@@ -50,35 +51,41 @@ class BattleQueries:
             raise NotFound(f"no {phase} report {cycle} for {task_id}", taskId=task_id, cycle=cycle)
         return {"phase": phase, "report": loaded.value.dump(), "version": loaded.version}
 
-    async def history(self, task_id: str) -> dict[str, Any]:
+    async def _record(self, task_id: str) -> tuple[Battle | None, int | None]:
+        """The task's battle record (live while it is active) and its file's version
+        (None for a live one): read as the model, never from its own dump."""
         validate_task_id(task_id)
         if (active := self._live(task_id)) is not None:
-            return {"battle": active.battle.dump()}
+            return active.battle, None
         loaded = await self.repo.io(self.repo.files.load_history, task_id)
-        return {
-            "battle": loaded.value.dump() if loaded else None,
-            "version": loaded.version if loaded else 0,
-        }
+        return (loaded.value, loaded.version) if loaded else (None, 0)
+
+    async def history(self, task_id: str) -> dict[str, Any]:
+        record, version = await self._record(task_id)
+        if version is None:
+            return {"battle": record.dump() if record else None}
+        return {"battle": record.dump() if record else None, "version": version}
 
     async def diff(self, task_id: str, iteration: int | None, limit: int) -> dict[str, Any]:
         """The diff of the commit an iteration made (default: the latest that made one)."""
-        history = await self.history(task_id)
-        iterations = history["battle"]["iterations"] if history["battle"] else []
-        committed = [i for i in iterations if i.get("commitHash")]
+        record, _ = await self._record(task_id)
+        committed = [i for i in (record.iterations if record else []) if i.commit_hash]
         if iteration is not None:
-            committed = [i for i in committed if i["number"] == iteration]
+            committed = [i for i in committed if i.number == iteration]
         if not committed:
             which = f"iteration {iteration}" if iteration is not None else "any iteration"
             raise NotFound(
                 f"{task_id}: {which} made no commit", taskId=task_id, iteration=iteration
             )
         chosen = committed[-1]
+        commit = chosen.commit_hash
+        assert commit is not None
         git = GitService(self.repo.path)
-        text, truncated = await anyio.to_thread.run_sync(git.show, chosen["commitHash"], limit)
+        text, truncated = await anyio.to_thread.run_sync(git.show, commit, limit)
         return {
             "taskId": task_id,
-            "iteration": chosen["number"],
-            "commit": chosen["commitHash"],
+            "iteration": chosen.number,
+            "commit": commit,
             "diff": text,
             "truncated": truncated,
         }
@@ -96,11 +103,11 @@ class BattleQueries:
         validate_task_id(task_id)
         files = self.repo.files
         if iteration is None:
-            history = await self.history(task_id)
-            iterations = history["battle"]["iterations"] if history["battle"] else []
+            record, _ = await self._record(task_id)
             active = self._live(task_id)
             current = active.progress.current_iteration if active else 0
-            iteration = max([i["number"] for i in iterations] + [current]) or None
+            numbers = [i.number for i in record.iterations] if record else []
+            iteration = max([*numbers, current]) or None
             if iteration is None:
                 raise NotFound(f"no iteration log for {task_id} yet", taskId=task_id)
         if not 0 < limit <= 4 << 20:
