@@ -361,11 +361,13 @@ async def test_a_slow_reader_gets_the_whole_frame() -> None:
     ours, theirs = stream_pair()
     frame = json.dumps({"jsonrpc": "2.0", "id": 1, "result": "z" * (5 << 19)}).encode() + b"\n"
     got = bytearray()
-    # 160 reads of at most 16 KiB, 2 ms apart: the whole send takes over 3 stall timeouts,
-    # while each 64 KiB chunk is taken in about 8 ms, a twelfth of one.
-    reader = slow_reader(theirs, got, pause=0.002)
+    # 160 reads of at most 16 KiB, 8 ms apart: the whole send takes over 2.5 stall
+    # timeouts, while each 64 KiB chunk is taken in about 32 ms, a fifteenth of one. (With
+    # a 0.1 s stall timeout a loaded 2-core machine now and then left the reader thread
+    # unscheduled for longer than that: same ratios, a margin a busy CI machine keeps.)
+    reader = slow_reader(theirs, got, pause=0.008)
     stream = await anyio.abc.UNIXSocketStream.from_socket(ours)
-    outbox = Outbox(stream, stall_timeout=0.1)
+    outbox = Outbox(stream, stall_timeout=0.5)
     t0 = time.monotonic()
     async with anyio.create_task_group() as tg:
         tg.start_soon(outbox.run)
