@@ -449,3 +449,23 @@ def blocking_question(daemon: Any, folder: str, timeout: float) -> dict[str, Any
         {"title": "Wait", "mode": "blocking", "schema": {"type": "confirm"}, "repo": str(repo)},
     )["delivery"]
     return {"id": delivery["id"], "timeout": timeout, "repo": str(repo)}
+
+
+#: A feedback form with each kind of field (a required select, a number, a textarea, a
+#: checkbox): the dashboard's and the terminal dashboard's form tests answer it.
+BUG_FORM: dict[str, Any] = {
+    "type": "form",
+    "prompt": "File the bug",
+    "fields": [
+        {
+            "name": "priority",
+            "type": "select",
+            "label": "Priority",
+            "options": ["P0", "P1"],
+            "required": True,
+        },
+        {"name": "hours", "type": "number", "label": "Estimate (hours)"},
+        {"name": "details", "type": "textarea", "label": "Details"},
+        {"name": "blocker", "type": "checkbox", "label": "Blocks a release"},
+    ],
+}

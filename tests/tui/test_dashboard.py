@@ -14,6 +14,7 @@ import pytest
 
 from pokeralphctl.commands.demo import TASK_ID
 from pokeralphctl.tui.views import HelpScreen, NoteScreen
+from tests.helpers import BUG_FORM
 from tests.inproc import ThreadedDaemon
 from tests.tui.conftest import (
     battle_cell,
@@ -185,22 +186,7 @@ def test_python_version_is_supported() -> None:
 
 async def test_answer_a_form_item_field_by_field(daemon: ThreadedDaemon, repo: Path) -> None:
     daemon.call("repo.register", {"path": str(repo)})
-    schema = {
-        "type": "form",
-        "prompt": "File the bug",
-        "fields": [
-            {
-                "name": "priority",
-                "type": "select",
-                "label": "Priority",
-                "options": ["P0", "P1"],
-                "required": True,
-            },
-            {"name": "hours", "type": "number", "label": "Estimate (hours)"},
-            {"name": "details", "type": "textarea", "label": "Details"},
-            {"name": "blocker", "type": "checkbox", "label": "Blocks a release"},
-        ],
-    }
+    schema = BUG_FORM
     created = daemon.call("inbox.create", {"repo": str(repo), "title": "Triage", "schema": schema})
     item = created["delivery"]["id"]
     async with dashboard(daemon.socket) as (app, pilot):

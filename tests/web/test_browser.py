@@ -24,7 +24,7 @@ import websocket
 from pokeralphctl.commands.demo import TASK_ID
 from pokeralphctl.weblink import write_opener
 from pokeralphd.web.auth import cookie_name
-from tests.helpers import run_ctl
+from tests.helpers import BUG_FORM, run_ctl
 from tests.web.browser import Browser, missing
 from tests.web.conftest import WebDaemon
 
@@ -185,22 +185,7 @@ def test_load_the_dashboard_and_run_a_battle_from_it(browser: Browser, web: WebD
 
 
 def test_answer_a_form_delivery(browser: Browser, web: WebDaemon) -> None:
-    schema = {
-        "type": "form",
-        "prompt": "File the bug",
-        "fields": [
-            {
-                "name": "priority",
-                "type": "select",
-                "label": "Priority",
-                "options": ["P0", "P1"],
-                "required": True,
-            },
-            {"name": "hours", "type": "number", "label": "Estimate (hours)"},
-            {"name": "details", "type": "textarea", "label": "Details"},
-            {"name": "blocker", "type": "checkbox", "label": "Blocks a release"},
-        ],
-    }
+    schema = BUG_FORM
     body = "## A bug\n\nThe **parser** drops `\\t` — see [the log](https://example.invalid/log).\n\n- one\n- two"
     created = web.call(
         "inbox.create", {"repo": str(web.repo), "title": "Triage", "body": body, "schema": schema}
