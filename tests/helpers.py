@@ -118,7 +118,7 @@ def user_dirs(home: Path) -> dict[str, str]:
 
 def local_agent_env(home: Path) -> dict[str, str]:
     """This environment, with :func:`user_dirs` under ``home`` and this checkout
-    importable: to run ``python -m pokeralphd.localagent`` by hand."""
+    importable: to run ``python -m pokeralph_agent`` by hand."""
     return {**os.environ, **user_dirs(home), "PYTHONPATH": str(REPO_ROOT)}
 
 

@@ -34,7 +34,6 @@ LAYERS: list[tuple[str, ...]] = [
         "pokeralphd.inbox",
         "pokeralphd.planning",
         "pokeralphd.permissions",
-        "pokeralphd.localagent",
         "pokeralphd.notify",
     ),
     ("pokeralphd.repository", "pokeralphd.repositories"),
@@ -206,7 +205,7 @@ DAEMON_WRITES = {
 
 def test_the_local_agent_writes_no_file_the_daemon_owns() -> None:
     found = []
-    for path in (ROOT / "pokeralphd" / "localagent").rglob("*.py"):
+    for path in (ROOT / "pokeralph_agent").rglob("*.py"):
         aliases: dict[str, str] = {}  # a name bound to one of those modules -> the module
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from pokeralphd.localagent.session import (
+from pokeralph_agent.session import (
     SESSION_KIND,
     Message,
     Session,

@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from pokeralph_agent.errors import SessionError
 from pokeralphd.domain.timeutil import Timestamp, utcnow
 from pokeralphd.errors import CorruptFile
-from pokeralphd.localagent.errors import SessionError
 from pokeralphd.store import documents
 from pokeralphd.store.atomic import append_bytes, atomic_write
 from pokeralphd.store.documents import DocumentKind

@@ -15,7 +15,7 @@ daemon's files: an "allow always" and the read-only default rules are written in
 user's config by the daemon, asked over its socket (:mod:`.daemon_link`); without a daemon
 they hold for this run only.
 
-In a battle the daemon runs ``python -m pokeralphd.localagent --stream-json …``: Claude
+In a battle the daemon runs ``python -m pokeralph_agent --stream-json …``: Claude
 Code's stream-json in and out (:mod:`.streamjson`), permission asks over its control
 channel, the session under the battle's folder.
 
@@ -36,18 +36,18 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from pokeralph_agent.errors import BACKOFF, RETRIES, SessionError, shown_url
+from pokeralph_agent.loop import AgentLoop, Outcome
+from pokeralph_agent.session import Message, Session, SessionStore
+from pokeralph_agent.toolspec import TOOLS
 from pokeralphd.errors import PokeralphError
-from pokeralphd.localagent.errors import BACKOFF, RETRIES, SessionError, shown_url
-from pokeralphd.localagent.loop import AgentLoop, Outcome
-from pokeralphd.localagent.session import Message, Session, SessionStore
-from pokeralphd.localagent.toolspec import TOOLS
 
 if TYPE_CHECKING:
+    from pokeralph_agent.approve import Unmatched
+    from pokeralph_agent.chat import ChatClient, Reply
+    from pokeralph_agent.session import ToolCall, ToolResult
+    from pokeralph_agent.toolspec import ToolSpec
     from pokeralphd.domain.local_config import LocalAgentConfig
-    from pokeralphd.localagent.approve import Unmatched
-    from pokeralphd.localagent.chat import ChatClient, Reply
-    from pokeralphd.localagent.session import ToolCall, ToolResult
-    from pokeralphd.localagent.toolspec import ToolSpec
     from pokeralphd.paths import Paths
 
 JSON_VERSION = 1
@@ -211,9 +211,9 @@ class Settings:
     def client(self, api_key: str | None = None) -> ChatClient:
         cls: type[ChatClient]
         if self.api == "ollama":
-            from pokeralphd.localagent.ollama_chat import OllamaClient as cls
+            from pokeralph_agent.ollama_chat import OllamaClient as cls
         else:
-            from pokeralphd.localagent.openai_chat import OpenAIClient as cls
+            from pokeralph_agent.openai_chat import OpenAIClient as cls
         assert self.model
         return cls(
             self.base_url,
@@ -306,7 +306,7 @@ async def run(args: argparse.Namespace, cwd: Path) -> int:
 def _default_rules(args: argparse.Namespace, settings: Settings) -> None:
     """Have the daemon install the read-only default rules not offered yet; without a
     daemon, those apply to this run only (``--install-default-rules``: an error)."""
-    from pokeralphd.localagent.daemon_link import DaemonLink, LinkError
+    from pokeralph_agent.daemon_link import DaemonLink, LinkError
     from pokeralphd.store import documents
     from pokeralphd.store.local_defaults import DEFAULT_RULES, STATE_FILE, STATE_KIND
 
@@ -347,7 +347,7 @@ def _tools(settings: Settings, plan: bool) -> list[ToolSpec]:
 
 
 def _new_session(settings: Settings, tools: list[ToolSpec], plan: bool) -> Session:
-    from pokeralphd.localagent.prompts import system_prompt
+    from pokeralph_agent.prompts import system_prompt
 
     assert settings.model
     session = Session(
@@ -385,9 +385,9 @@ async def _drive(loop: AgentLoop, session: Session, prompt: str) -> tuple[Outcom
 
 
 async def _battle(args: argparse.Namespace, settings: Settings) -> int:
-    from pokeralphd.localagent.sandbox import Sandbox
-    from pokeralphd.localagent.streamjson import BattleApprover, HostChannel, StreamJsonOut
-    from pokeralphd.localagent.tools import Toolbox
+    from pokeralph_agent.sandbox import Sandbox
+    from pokeralph_agent.streamjson import BattleApprover, HostChannel, StreamJsonOut
+    from pokeralph_agent.tools import Toolbox
 
     if not settings.model:
         raise UsageError("no model: pass --model")
@@ -431,10 +431,10 @@ async def _battle(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _standalone(args: argparse.Namespace, settings: Settings) -> int:
-    from pokeralphd.localagent.approve import TerminalApprover, open_tty
-    from pokeralphd.localagent.daemon_link import DaemonLink
-    from pokeralphd.localagent.sandbox import Sandbox
-    from pokeralphd.localagent.tools import Toolbox
+    from pokeralph_agent.approve import TerminalApprover, open_tty
+    from pokeralph_agent.daemon_link import DaemonLink
+    from pokeralph_agent.sandbox import Sandbox
+    from pokeralph_agent.tools import Toolbox
 
     store = SessionStore.for_directory(settings.paths.state_dir, settings.cwd)
     if args.end:

@@ -27,14 +27,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from pokeralphd.localagent.errors import ToolError
-from pokeralphd.localagent.fetch import MAX_FETCH, Fetcher
-from pokeralphd.localagent.output import cap
+from pokeralph_agent.errors import ToolError
+from pokeralph_agent.fetch import MAX_FETCH, Fetcher
+from pokeralph_agent.output import cap
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from pokeralphd.localagent.sandbox import Sandbox
+    from pokeralph_agent.sandbox import Sandbox
 
 MAX_READ = 1 << 20  # bytes of a file read_file, replace_string_in_file and grep look at
 MAX_WRITE = 1 << 20  # bytes create_file writes

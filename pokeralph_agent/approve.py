@@ -20,15 +20,15 @@ from typing import IO, TYPE_CHECKING, Literal
 
 import anyio
 
+from pokeralph_agent.daemon_link import LinkError
+from pokeralph_agent.loop import Approval
 from pokeralphd.domain.approval import ApprovalRule, canonical, decide
 from pokeralphd.domain.input_view import json_text, view
-from pokeralphd.localagent.daemon_link import LinkError
-from pokeralphd.localagent.loop import Approval
 
 if TYPE_CHECKING:
-    from pokeralphd.localagent.daemon_link import DaemonLink
-    from pokeralphd.localagent.session import ToolCall
-    from pokeralphd.localagent.toolspec import ToolSpec
+    from pokeralph_agent.daemon_link import DaemonLink
+    from pokeralph_agent.session import ToolCall
+    from pokeralph_agent.toolspec import ToolSpec
 
 Unmatched = Literal["ask", "allow", "deny"]
 SHOWN = 1500
