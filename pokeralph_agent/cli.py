@@ -47,8 +47,8 @@ if TYPE_CHECKING:
     from pokeralph_agent.chat import ChatClient, Reply
     from pokeralph_agent.session import ToolCall, ToolResult
     from pokeralph_agent.toolspec import ToolSpec
+    from pokeralph_core.userdirs import Paths
     from pokeralphd.domain.local_config import LocalAgentConfig
-    from pokeralphd.paths import Paths
 
 JSON_VERSION = 1
 MAX_BACKOFF = 60.0
@@ -172,7 +172,7 @@ class Settings:
         """The user's folders, found when first needed (a battle given --session-dir
         never needs them)."""
         if self._paths is None:
-            from pokeralphd.paths import Paths
+            from pokeralph_core.userdirs import Paths
 
             self._paths = Paths.resolve()
         return self._paths

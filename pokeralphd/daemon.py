@@ -54,8 +54,8 @@ from pokeralphd.web.service import WebService
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from pokeralph_core.userdirs import Paths
     from pokeralphd.domain.models import NotifyConfig
-    from pokeralphd.paths import Paths
     from pokeralphd.ports import Lifecycle
     from pokeralphd.proc import AgentScope
     from pokeralphd.store.registry import RepoEntry

@@ -395,7 +395,7 @@ if nofile:
 import anyio
 from pokeralphd.daemon import Daemon
 from pokeralphd.logsetup import setup_logging
-from pokeralphd.paths import Paths
+from pokeralph_core.userdirs import Paths
 from pokeralphd.settings import DaemonSettings
 setup_logging("info", None)
 anyio.run(Daemon(Paths.resolve(None), DaemonSettings.model_validate(settings)).run)

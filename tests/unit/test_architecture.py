@@ -22,7 +22,6 @@ LAYERS: list[tuple[str, ...]] = [
         "pokeralphd.ports",
         "pokeralphd.proc",
         "pokeralphd.sandbox",
-        "pokeralphd.paths",
         "pokeralphd.settings",
         "pokeralphd.logsetup",
         "pokeralphd.demo",

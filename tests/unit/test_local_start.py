@@ -30,7 +30,7 @@ NOT_IN_A_BATTLE = (
     "pokeralph_agent.approve",
     "pokeralphd.proc",
     "psutil",
-    "pokeralphd.paths",
+    "pokeralph_core.userdirs",
     "platformdirs",
 )
 

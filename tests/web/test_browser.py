@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import websocket
 
+from pokeralph_core.weblink import write_opener
 from pokeralphctl.commands.demo import TASK_ID
-from pokeralphctl.weblink import write_opener
 from pokeralphd.web.auth import cookie_name
 from tests.helpers import run_ctl
 from tests.web.browser import Browser, missing
