@@ -1,5 +1,5 @@
 """Approval on its own (no daemon): the same rules and the same decision as in a battle
-(:func:`pokeralphd.domain.approval.decide` over the repository's rules, then the user's,
+(:func:`pokeralph_core.approval.decide` over the repository's rules, then the user's,
 read with :func:`pokeralphd.store.config_layers.load`, trust included), then a person at
 the terminal for a call no rule decides: allow once, allow always (a user rule matching
 exactly this input, as the inbox's "allow always" makes one), or deny with a note.
@@ -22,8 +22,8 @@ import anyio
 
 from pokeralph_agent.daemon_link import LinkError
 from pokeralph_agent.loop import Approval
-from pokeralphd.domain.approval import ApprovalRule, canonical, decide
-from pokeralphd.domain.input_view import json_text, view
+from pokeralph_core.approval import ApprovalRule, canonical, decide
+from pokeralph_core.input_view import json_text, view
 
 if TYPE_CHECKING:
     from pokeralph_agent.daemon_link import DaemonLink

@@ -43,7 +43,7 @@ from pokeralph_agent.errors import (
     WireError,
     shown_url,
 )
-from pokeralphd.domain.local_config import api_key_problem
+from pokeralph_core.local_config import api_key_problem
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence

@@ -40,15 +40,15 @@ from pokeralph_agent.errors import BACKOFF, RETRIES, SessionError, shown_url
 from pokeralph_agent.loop import AgentLoop, Outcome
 from pokeralph_agent.session import Message, Session, SessionStore
 from pokeralph_agent.toolspec import TOOLS
-from pokeralphd.errors import PokeralphError
+from pokeralph_core.errors import PokeralphError
 
 if TYPE_CHECKING:
     from pokeralph_agent.approve import Unmatched
     from pokeralph_agent.chat import ChatClient, Reply
     from pokeralph_agent.session import ToolCall, ToolResult
     from pokeralph_agent.toolspec import ToolSpec
+    from pokeralph_core.local_config import LocalAgentConfig
     from pokeralph_core.userdirs import Paths
-    from pokeralphd.domain.local_config import LocalAgentConfig
 
 JSON_VERSION = 1
 MAX_BACKOFF = 60.0
@@ -183,7 +183,7 @@ class Settings:
         ranges and URL check; a flag of 0 is an error, not the default)."""
         from pydantic import ValidationError
 
-        from pokeralphd.domain.local_config import LocalAgentConfig
+        from pokeralph_core.local_config import LocalAgentConfig
 
         given = {key: getattr(args, key) for key in FLAGS}  # each flag's dest is its key
         given = {key: value for key, value in given.items() if value is not None}
@@ -307,8 +307,8 @@ def _default_rules(args: argparse.Namespace, settings: Settings) -> None:
     """Have the daemon install the read-only default rules not offered yet; without a
     daemon, those apply to this run only (``--install-default-rules``: an error)."""
     from pokeralph_agent.daemon_link import DaemonLink, LinkError
-    from pokeralphd.store import documents
-    from pokeralphd.store.local_defaults import DEFAULT_RULES, STATE_FILE, STATE_KIND
+    from pokeralph_core import documents
+    from pokeralph_core.local_defaults import DEFAULT_RULES, STATE_FILE, STATE_KIND
 
     try:
         added = DaemonLink(settings.paths.socket).install_defaults()

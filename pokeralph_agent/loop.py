@@ -28,7 +28,7 @@ from pokeralph_agent.errors import (
 from pokeralph_agent.output import cap
 from pokeralph_agent.session import Message, ToolCall, ToolResult, trim
 from pokeralph_agent.toolspec import BY_NAME, ToolSpec, check_arguments
-from pokeralphd.domain.timeutil import utcnow
+from pokeralph_core.timeutil import utcnow
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

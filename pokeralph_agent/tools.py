@@ -353,12 +353,12 @@ class Toolbox:
             timed_out = scope.cancelled_caught
         finally:
             if process.returncode is None or timed_out:
-                # here only: pokeralphd.proc loads psutil, which a command that ends
-                # by itself never needs
-                from pokeralphd.proc import end_tree
+                # here only: it loads psutil, which a command that ends by itself
+                # never needs
+                from pokeralph_core.proctree import end_tree
 
                 with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(end_tree, process.pid, None, KILL_GRACE)
+                    await anyio.to_thread.run_sync(end_tree, process.pid, KILL_GRACE)
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                 await process.aclose()
         code = process.returncode

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 
+from pokeralph_core.timeutil import utcnow
 from pokeralphd import __version__
 from pokeralphd.battle.costs import LedgerRecorder
 from pokeralphd.battle.engine import BattleEngine
-from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import PokeralphError
 from pokeralphd.inbox.battle_hooks import InboxApprovals, InboxEscalations, offer_retry
 from pokeralphd.inbox.service import InboxService

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from pokeralph_agent.session import SESSION_KIND
-from pokeralphd.store import documents
+from pokeralph_core import documents
 from tests.fakes.ollama_api import Call, OllamaAPI, ScriptServer, Text, Tools
 from tests.fakes.openai_api import OpenAIAPI
 from tests.helpers import local_agent_env, make_git_repo, user_dirs
