@@ -196,7 +196,8 @@ class Settings:
             raise UsageError(f"{flag}: {error['msg']}") from None
 
     def _config(self) -> Any:
-        from pokeralphd.store import config_layers
+        # the daemon's own reading of the layers (issue 22: the one import of it left)
+        from pokeralphd.store.config_layers import load
 
         repo_file = None
         for folder in (self.cwd, *self.cwd.parents):
@@ -204,7 +205,7 @@ class Settings:
                 repo_file = folder / ".pokeralph" / "config.json"
                 break
         try:
-            return config_layers.load(self.paths.user_config_file, repo_file).config
+            return load(self.paths.user_config_file, repo_file).config
         except PokeralphError as exc:
             raise UsageError(f"the configuration cannot be used: {exc.message}") from None
 

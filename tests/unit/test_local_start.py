@@ -74,5 +74,6 @@ def test_a_battle_loads_neither_the_rules_nor_the_config_nor_psutil(tmp_path: Pa
     found = json.loads(out.read_text())
     assert found["code"] == 0 and found["ran"]
     assert [name for name in NOT_IN_A_BATTLE if name in found["modules"]] == []
+    assert [name for name in found["modules"] if name.startswith("pokeralphd")] == []
     assert "pokeralph_agent.ollama_chat" in found["modules"]  # it did run the model
     assert not (tmp_path / "config").exists()  # nor wrote the user's config
