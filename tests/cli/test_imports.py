@@ -13,7 +13,7 @@ import pytest
 from tests.helpers import DaemonProcess
 
 FORBIDDEN = {"msgspec", "pydantic", "anyio", "asyncio", "git", "platformdirs", "psutil"}
-FORBIDDEN |= {"pokeralphd", "pokeralph_agent", "pokeralph_acp"}
+FORBIDDEN |= {"pokeralphd", "pokeralph_agent"}  # (pokeralph-acp shares this list: tests/acp)
 # the shared core's standard-library-only modules: the rest of it loads pydantic (issue 22)
 STDLIB_CORE = {"pokeralph_core", "pokeralph_core.paths", "pokeralph_core.weblink"}
 FORBIDDEN |= {"textual", "rich"}  # the `tui` extra: `pokeralphctl tui` alone imports it
