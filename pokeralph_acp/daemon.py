@@ -1,7 +1,7 @@
 """The daemon as ``pokeralph-acp`` reaches it: found, started on demand, and a session's
 repository found or registered.
 
-The socket is found as ``pokeralphctl`` finds it (:func:`pokeralphctl.paths.socket_path`:
+The socket is found as ``pokeralphctl`` finds it (:func:`pokeralph_core.paths.socket_path`:
 ``$POKERALPH_SOCKET``, then the user runtime dir). When nothing answers, the daemon is
 started detached exactly as ``pokeralphctl`` does (:mod:`pokeralphctl.autostart`: not when
 a service manager unit is installed, nor with ``POKERALPH_NO_AUTOSTART=1``); what that
@@ -14,9 +14,9 @@ import os
 import sys
 
 from pokeralph_acp.wire import INTERNAL_ERROR, INVALID_PARAMS, RpcError
+from pokeralph_core.paths import socket_path
 from pokeralphctl import codes
 from pokeralphctl.client import Connection, DaemonNotRunning, RequestFailed
-from pokeralphctl.paths import socket_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sys
 
+from pokeralph_core.paths import SOCKET_ENV
 from pokeralphctl import __version__
 from pokeralphctl.client import DaemonNotRunning, RequestFailed
 from pokeralphctl.commands import (
@@ -26,7 +27,6 @@ from pokeralphctl.commands import (
     repo_argument,
 )
 from pokeralphctl.output import Output, field_of, hint_for
-from pokeralphctl.paths import SOCKET_ENV
 from pokeralphctl.terminal import Terminal, WorkingDirectoryGone
 
 TYPE_CHECKING = False  # typing costs ~3 ms of start-up: imported for mypy only
@@ -238,7 +238,7 @@ def main(argv: Sequence[str] | None = None, term: Terminal | None = None) -> int
     socket = args.socket or term.env.get(SOCKET_ENV, "").strip()
     try:
         if args.socket or (socket and not os.path.isabs(socket)):
-            # $POKERALPH_SOCKET wins in pokeralphctl.paths; --socket must win over it here,
+            # $POKERALPH_SOCKET wins in pokeralph_core.paths; --socket must win over it here,
             # and a daemon started by `daemon start` inherits it; either is made absolute
             # against the terminal's directory (not the process's).
             term = term.with_env(**{SOCKET_ENV: term.abspath(socket)})

@@ -42,8 +42,8 @@ import socket
 import stat
 import sys
 
+from pokeralph_core.paths import socket_path
 from pokeralphctl import codes
-from pokeralphctl.paths import socket_path
 
 TYPE_CHECKING = False  # typing costs ~3 ms of start-up: imported for mypy only
 if TYPE_CHECKING:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import anyio
 
+from pokeralph_core.userdirs import Paths
 from pokeralphd import __version__
 from pokeralphd.daemon import Daemon
 from pokeralphd.logsetup import setup_logging
-from pokeralphd.paths import Paths
 from pokeralphd.server.listener import ListenerError
 from pokeralphd.server.notify import Notifier
 from pokeralphd.settings import DaemonSettings

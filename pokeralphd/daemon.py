@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 
+from pokeralph_core.timeutil import utcnow
 from pokeralphd import __version__
 from pokeralphd.battle.costs import LedgerRecorder
 from pokeralphd.battle.engine import BattleEngine
-from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import PokeralphError
 from pokeralphd.inbox.battle_hooks import InboxApprovals, InboxEscalations, offer_retry
 from pokeralphd.inbox.service import InboxService
@@ -54,8 +54,8 @@ from pokeralphd.web.service import WebService
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from pokeralph_core.userdirs import Paths
     from pokeralphd.domain.models import NotifyConfig
-    from pokeralphd.paths import Paths
     from pokeralphd.ports import Lifecycle
     from pokeralphd.proc import AgentScope
     from pokeralphd.store.registry import RepoEntry

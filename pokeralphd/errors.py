@@ -1,4 +1,6 @@
 """The daemon's exceptions; each carries a stable JSON-RPC error code and a ``data`` dict.
+The base and the file errors are the core's (:mod:`pokeralph_core.errors`), shared with
+the local agent; they are named here too, so the daemon has one module of errors.
 
 ::
 
@@ -19,24 +21,31 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from pokeralph_core.errors import CorruptFile, PokeralphError, StorageError, VersionConflict
 from pokeralphd.protocol.codes import ErrorCode
 
 if TYPE_CHECKING:
     from pokeralphd.proc import AgentScope
 
-
-class PokeralphError(Exception):
-    """Base of every error that becomes a JSON-RPC error response."""
-
-    code: ErrorCode = ErrorCode.INTERNAL_ERROR
-
-    def __init__(self, message: str, **data: Any) -> None:
-        super().__init__(message)
-        self.message = message
-        self.data = {k: v for k, v in data.items() if v is not None}
+__all__ = [
+    "AgentError",
+    "BattleActive",
+    "CorruptFile",
+    "InvalidParams",
+    "InvalidState",
+    "NoBattle",
+    "NotAGitRepo",
+    "NotFound",
+    "OutOfScope",
+    "PokeralphError",
+    "RepoLocked",
+    "RepoNotFound",
+    "StorageError",
+    "TaskNotFound",
+    "VersionConflict",
+]
 
 
 class InvalidParams(PokeralphError):
@@ -56,35 +65,6 @@ class TaskNotFound(PokeralphError):
         super().__init__(f"no task {task_id!r} in the PRD", taskId=task_id, repo=repo)
 
 
-class VersionConflict(PokeralphError):
-    """Raised when an update names an expected version that is no longer current."""
-
-    code = ErrorCode.VERSION_CONFLICT
-
-    def __init__(self, file: Path | str, expected: int, actual: int) -> None:
-        super().__init__(
-            f"{Path(file).name} is at version {actual}, not {expected}: reload and retry",
-            file=str(file),
-            expected=expected,
-            actual=actual,
-        )
-
-
-class CorruptFile(PokeralphError):
-    """Raised when a document on disk cannot be used; the file is never overwritten."""
-
-    code = ErrorCode.CORRUPT_FILE
-
-    def __init__(self, file: Path | str, reason: str, field: str | None = None) -> None:
-        where = f" (field {field})" if field else ""
-        super().__init__(
-            f"{file}{where}: {reason}; fix or remove the file by hand",
-            file=str(file),
-            field=field,
-            reason=reason,
-        )
-
-
 class NotAGitRepo(PokeralphError):
     code = ErrorCode.NOT_A_GIT_REPO
 
@@ -99,10 +79,6 @@ class BattleActive(PokeralphError):
 
 class NoBattle(PokeralphError):
     code = ErrorCode.NO_BATTLE
-
-
-class StorageError(PokeralphError):
-    code = ErrorCode.STORAGE_ERROR
 
 
 class AgentError(PokeralphError):

@@ -43,13 +43,15 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
 import anyio
 import psutil
+
+from pokeralph_core.proctree import end_tree as end_group_tree
+from pokeralph_core.proctree import wait_ended
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
@@ -494,39 +496,9 @@ def token_processes(token: str) -> list[psutil.Process]:
 
 
 def end_tree(pid: int, token: str | None, grace: float) -> None:
-    """End ``pid``'s group and every process carrying ``token`` (blocking: run in a thread).
-
-    Our own child (``pid``) is never waited for with ``waitpid`` here: the event loop's
-    child watcher reaps it, and reaping it first would steal its exit status (asyncio
-    then reports 255 and may fail the process's waiter). It is watched until it is gone
-    or a zombie instead."""
-    victims: dict[int, psutil.Process] = {}
-    mine: psutil.Process | None = None
-    with contextlib.suppress(psutil.Error):
-        root = psutil.Process(pid)
-        if root.ppid() == os.getpid():
-            mine = root
-        else:
-            victims[pid] = root
-        for child in root.children(recursive=True):
-            victims[child.pid] = child
-    if token:
-        for proc in token_processes(token):
-            if proc.pid != pid:
-                victims[proc.pid] = proc
-    with contextlib.suppress(OSError):
-        os.killpg(pid, signal.SIGTERM)
-    everyone = [*victims.values(), *([mine] if mine else [])]
-    for proc in everyone:
-        with contextlib.suppress(psutil.Error):
-            proc.terminate()
-    alive = _wait_ended(everyone, grace)
-    with contextlib.suppress(OSError):
-        os.killpg(pid, signal.SIGKILL)
-    for proc in alive:
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
-    _wait_ended(alive, 2)
+    """End ``pid``'s group and every process carrying ``token`` (blocking: run in a thread);
+    see :func:`pokeralph_core.proctree.end_tree`, which never reaps our own child."""
+    end_group_tree(pid, grace, token_processes(token) if token else ())
 
 
 @contextlib.contextmanager
@@ -562,34 +534,8 @@ def _kill_all(procs: list[psutil.Process], wait: float) -> int:
         with contextlib.suppress(psutil.Error):
             proc.kill()
     if procs:
-        _wait_ended(procs, wait)
+        wait_ended(procs, wait)
     return len(procs)
-
-
-def _ended(proc: psutil.Process) -> bool:
-    """Whether ``proc`` has exited. A zombie has: only its reaping is left, which for an
-    orphan is init's, and an init that reaps late (or a container's that never does)
-    must not hold up a cancel for the whole grace period."""
-    try:
-        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-    except psutil.Error:
-        return not psutil.pid_exists(proc.pid)
-
-
-def _wait_ended(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
-    """Wait at most ``timeout`` seconds until every one of ``procs`` has exited (without
-    reaping: our own children are reaped by their owner); the ones still running."""
-    deadline = time.monotonic() + timeout
-    delay = 0.001
-    while True:
-        alive = [proc for proc in procs if not _ended(proc)]
-        left = deadline - time.monotonic()
-        if not alive or left <= 0:
-            return alive
-        time.sleep(min(delay, left))
-        delay = min(delay * 2, 0.05)
 
 
 def kill_group(pid: int) -> None:
@@ -612,7 +558,7 @@ def end_recorded(pid: int, started: float | None) -> None:
     for p in procs:
         with contextlib.suppress(psutil.Error):
             p.kill()
-    _wait_ended(procs, 5)
+    wait_ended(procs, 5)
 
 
 async def reap(process: Process, timeout: float = 5) -> None:

@@ -6,8 +6,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from pokeralph_core.documents import first_error
 from pokeralphd.errors import InvalidParams
-from pokeralphd.store.documents import first_error
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -118,7 +118,7 @@ def user_dirs(home: Path) -> dict[str, str]:
 
 def local_agent_env(home: Path) -> dict[str, str]:
     """This environment, with :func:`user_dirs` under ``home`` and this checkout
-    importable: to run ``python -m pokeralphd.localagent`` by hand."""
+    importable: to run ``python -m pokeralph_agent`` by hand."""
     return {**os.environ, **user_dirs(home), "PYTHONPATH": str(REPO_ROOT)}
 
 
@@ -395,7 +395,7 @@ if nofile:
 import anyio
 from pokeralphd.daemon import Daemon
 from pokeralphd.logsetup import setup_logging
-from pokeralphd.paths import Paths
+from pokeralph_core.userdirs import Paths
 from pokeralphd.settings import DaemonSettings
 setup_logging("info", None)
 anyio.run(Daemon(Paths.resolve(None), DaemonSettings.model_validate(settings)).run)

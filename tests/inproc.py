@@ -22,9 +22,9 @@ from typing import Any
 import anyio
 from anyio.abc import ByteStream
 
+from pokeralph_core.userdirs import Paths
 from pokeralphd import unixstream
 from pokeralphd.daemon import Daemon
-from pokeralphd.paths import Paths
 from pokeralphd.settings import DaemonSettings
 from tests.helpers import DaemonProcess
 

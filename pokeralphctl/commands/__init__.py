@@ -9,9 +9,9 @@ and ``ping`` run without it.
 
 from __future__ import annotations
 
+from pokeralph_core.paths import socket_path
 from pokeralphctl import codes
 from pokeralphctl.client import Connection, RequestFailed
-from pokeralphctl.paths import socket_path
 
 TYPE_CHECKING = False  # typing costs ~3 ms of start-up: imported for mypy only
 if TYPE_CHECKING:

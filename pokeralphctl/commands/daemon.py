@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pokeralph_core.paths import APP
 from pokeralphctl.client import DaemonNotRunning, RequestFailed
 from pokeralphctl.commands import CommandError
 from pokeralphctl.commands.status import fetch_status, print_status
 from pokeralphctl.parsing import sub
-from pokeralphctl.paths import APP
 
 if TYPE_CHECKING:
     import argparse

@@ -2,7 +2,7 @@
 opens it in the browser).
 
 The link carries no secret: it is signed with the per-user secret the daemon keeps
-beside its socket (see :mod:`pokeralphctl.weblink`), works once, within two minutes, and
+beside its socket (see :mod:`pokeralph_core.weblink`), works once, within two minutes, and
 leaves a session in the browser that opened it (until the daemon stops, 12 hours at
 most). ``--open`` starts the browser on a private file that forwards to the link, never
 on the link itself: a program's arguments are there for every local user to read.
@@ -14,8 +14,7 @@ import json
 import time
 from typing import TYPE_CHECKING
 
-from pokeralphctl.commands import CommandError
-from pokeralphctl.weblink import (
+from pokeralph_core.weblink import (
     LINK_TTL,
     info_path,
     login_query,
@@ -24,6 +23,7 @@ from pokeralphctl.weblink import (
     token_path,
     write_opener,
 )
+from pokeralphctl.commands import CommandError
 
 if TYPE_CHECKING:
     import argparse

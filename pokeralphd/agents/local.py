@@ -1,6 +1,6 @@
-"""The **local** backend: the local-model agent (:mod:`pokeralphd.localagent`) as a child.
+"""The **local** backend: the local-model agent (:mod:`pokeralph_agent`) as a child.
 
-It runs ``python -m pokeralphd.localagent --stream-json …``, which speaks Claude Code's
+It runs ``python -m pokeralph_agent --stream-json …``, which speaks Claude Code's
 stream-json exactly: the prompt as a stream-json user message on stdin, the events on
 stdout, and, in an execution run, every tool call that needs approval asked over the
 stdio control channel (``control_request`` ``can_use_tool``). So the claude parser reads
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from pokeralphd.agents.base import AgentEvent, AgentRequest
     from pokeralphd.domain.models import AgentConfig
 
-MODULE = "pokeralphd.localagent"
+MODULE = "pokeralph_agent"
 
 
 class LocalBackend(ClaudeBackend):

@@ -10,8 +10,8 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
+from pokeralph_core.approval import NETWORK_TOOL
 from pokeralphd.agents.base import AgentPermissionDecision, AgentPermissionRequest, AgentRequest
-from pokeralphd.domain.approval import NETWORK_TOOL
 from pokeralphd.permissions.router import PermissionRouter
 from pokeralphd.proc import AgentScope
 from pokeralphd.sandbox.backends import url_hosts

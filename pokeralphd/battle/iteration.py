@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from pokeralph_core.timeutil import utcnow
 from pokeralphd.agents import get_backend
 from pokeralphd.agents.base import (
     AgentEvent,
@@ -45,7 +46,6 @@ from pokeralphd.battle.toolcalls import ToolCallLog
 from pokeralphd.battle.transient import transient_failure
 from pokeralphd.domain.models import CompletionSignal, Config, FeedbackResult, Iteration
 from pokeralphd.domain.statuses import IterationResult, ProgressStatus, check_progress_transition
-from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import AgentError, PokeralphError
 from pokeralphd.permissions.router import policy_warnings
 from pokeralphd.proc import create_time

@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from pokeralph_core import safefs
+from pokeralph_core.timeutil import now_iso, utcnow
 from pokeralphd.agents import get_backend
 from pokeralphd.agents.base import AgentRequest
 from pokeralphd.agents.runner import check_executable
@@ -53,7 +55,6 @@ from pokeralphd.domain.statuses import (
     check_progress_transition,
     task_path_for_battle,
 )
-from pokeralphd.domain.timeutil import now_iso, utcnow
 from pokeralphd.errors import (
     BattleActive,
     InvalidParams,
@@ -63,7 +64,6 @@ from pokeralphd.errors import (
     PokeralphError,
 )
 from pokeralphd.protocol import events as ev
-from pokeralphd.store import safefs
 
 if TYPE_CHECKING:
     from pokeralphd.battle.state import BattleHost

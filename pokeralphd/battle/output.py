@@ -15,6 +15,7 @@ from typing import IO, TYPE_CHECKING
 
 import anyio
 
+from pokeralph_core import safefs
 from pokeralphd.agents.base import (
     AgentEvent,
     AgentNotice,
@@ -30,7 +31,6 @@ from pokeralphd.agents.base import (
 from pokeralphd.agents.claude import tool_summary
 from pokeralphd.errors import StorageError
 from pokeralphd.protocol.events import Chunk
-from pokeralphd.store import safefs
 
 if TYPE_CHECKING:
     from collections.abc import Callable

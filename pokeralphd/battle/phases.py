@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pokeralph_core.timeutil import utcnow
 from pokeralphd.battle.governor import endpoint_of
 from pokeralphd.battle.transient import describe
 from pokeralphd.domain.models import (
@@ -38,7 +39,6 @@ from pokeralphd.domain.models import (
 )
 from pokeralphd.domain.reports import VerificationReport
 from pokeralphd.domain.statuses import BattleStatus
-from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import PokeralphError
 from pokeralphd.protocol import events as ev
 

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from pokeralph_core import safefs
 from pokeralphd.battle.gitservice import GitService
 from pokeralphd.domain.ids import validate_task_id
 from pokeralphd.errors import InvalidParams, NotFound
-from pokeralphd.store import safefs
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from pokeralph_core.timeutil import utcnow
 from pokeralphd.battle import worktrees
 from pokeralphd.battle.phases import open_escalation, pending_resolution
 from pokeralphd.battle.state import ActiveBattle
@@ -27,7 +28,6 @@ from pokeralphd.domain.statuses import (
     battle_path,
     check_battle_transition,
 )
-from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import PokeralphError
 from pokeralphd.proc import end_recorded
 from pokeralphd.protocol import events as ev

@@ -21,13 +21,13 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import ValidationError
 
+from pokeralph_core.documents import first_error
 from pokeralphd.domain.reports import (
     CriterionResult,
     ReportContext,
     ReviewReport,
     VerificationReport,
 )
-from pokeralphd.store.documents import first_error
 
 MAX_REPORT_CHARS = 256 * 1024
 RAW_CHARS = 2000

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from pokeralph_core.timeutil import utcnow
 from pokeralphd.agents import get_backend
 from pokeralphd.agents.base import (
     AgentEvent,
@@ -54,7 +55,6 @@ from pokeralphd.battle.transient import transient_failure
 from pokeralphd.domain.models import ReportOutcome, ReportSummary, Usage
 from pokeralphd.domain.reports import AgentRun, ReviewReport, VerificationReport
 from pokeralphd.domain.statuses import IterationResult
-from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import AgentError, PokeralphError
 from pokeralphd.proc import create_time
 from pokeralphd.protocol import events as ev

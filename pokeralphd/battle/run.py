@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from pokeralph_core.timeutil import utcnow
 from pokeralphd.battle import budget, phases
 from pokeralphd.battle.commands import Answered, Approve, Mailbox, Pause, Resume, Stop
 from pokeralphd.battle.iteration import IterationRun
@@ -35,7 +36,6 @@ from pokeralphd.battle.roles import RoleRun, cycles_of
 from pokeralphd.clock import wait_or_timeout
 from pokeralphd.domain.models import EscalationResolution
 from pokeralphd.domain.statuses import BattleStatus, ExecutionMode, IterationResult, battle_path
-from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import InvalidState
 from pokeralphd.protocol import events as ev
 

@@ -15,6 +15,8 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pokeralph_core.approval import canonical
+from pokeralph_core.timeutil import utcnow
 from pokeralphd.agents.base import (
     AgentEvent,
     AgentPermissionDecision,
@@ -23,7 +25,6 @@ from pokeralphd.agents.base import (
     AgentToolUse,
     ApprovalMethod,
 )
-from pokeralphd.domain.approval import canonical
 from pokeralphd.domain.models import (
     MAX_TOOL_CALLS,
     TOOL_INPUT_KEPT,
@@ -32,7 +33,6 @@ from pokeralphd.domain.models import (
     ToolCallStatus,
     ToolResult,
 )
-from pokeralphd.domain.timeutil import utcnow
 
 if TYPE_CHECKING:
     from collections.abc import Callable

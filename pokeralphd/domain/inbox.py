@@ -14,8 +14,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictBool, StrictInt, model_validator
 
+from pokeralph_core.timeutil import Timestamp, utcnow
 from pokeralphd.domain.models import Model
-from pokeralphd.domain.timeutil import Timestamp, utcnow
 
 DeliveryMode = Literal["passive", "interactive", "blocking"]
 DeliveryStatus = Literal["delivered", "awaiting_feedback", "completed", "timeout"]

@@ -3,8 +3,8 @@
 pydantic validates what people edit and what lives on disk; JSON uses the seed's
 camelCase names. Fields marked "ours" extend the seed (agent backend, feedback commands,
 cost and usage); every seed field keeps its seed meaning. The camelCase base
-:class:`Model` (:mod:`pokeralphd.domain.model_base`) and ``agent.local``
-(:class:`LocalAgentConfig`, :mod:`pokeralphd.domain.local_config`) live apart and are
+:class:`Model` (:mod:`pokeralph_core.model_base`) and ``agent.local``
+(:class:`LocalAgentConfig`, :mod:`pokeralph_core.local_config`) live apart and are
 re-exported here.
 """
 
@@ -24,12 +24,13 @@ from pydantic import (
     model_validator,
 )
 
-from pokeralphd.domain.approval import RULES_MAX, ApprovalRule
+from pokeralph_core.approval import RULES_MAX, ApprovalRule
+from pokeralph_core.local_config import LocalAgentConfig as LocalAgentConfig
+from pokeralph_core.local_config import LocalApi as LocalApi
+from pokeralph_core.local_config import _http_url as _http_url
+from pokeralph_core.model_base import Model as Model
+from pokeralph_core.timeutil import Timestamp, utcnow
 from pokeralphd.domain.ids import validate_task_id
-from pokeralphd.domain.local_config import LocalAgentConfig as LocalAgentConfig
-from pokeralphd.domain.local_config import LocalApi as LocalApi
-from pokeralphd.domain.local_config import _http_url as _http_url
-from pokeralphd.domain.model_base import Model as Model
 from pokeralphd.domain.sandbox_config import SandboxConfig
 from pokeralphd.domain.statuses import (
     BattleStatus,
@@ -38,7 +39,6 @@ from pokeralphd.domain.statuses import (
     ProgressStatus,
     TaskStatus,
 )
-from pokeralphd.domain.timeutil import Timestamp, utcnow
 
 SEMVER_RE = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?$"

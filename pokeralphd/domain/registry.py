@@ -7,8 +7,8 @@ import re
 
 from pydantic import Field
 
+from pokeralph_core.timeutil import Timestamp, utcnow
 from pokeralphd.domain.models import Model
-from pokeralphd.domain.timeutil import Timestamp, utcnow
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 

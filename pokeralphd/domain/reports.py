@@ -14,8 +14,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, StringConstraints, model_validator
 
+from pokeralph_core.timeutil import Timestamp
 from pokeralphd.domain.models import Model
-from pokeralphd.domain.timeutil import Timestamp
 
 Text = Annotated[str, StringConstraints(max_length=4000)]
 Short = Annotated[str, StringConstraints(max_length=500)]

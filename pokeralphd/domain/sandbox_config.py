@@ -18,7 +18,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from pokeralphd.domain.model_base import Model
+from pokeralph_core.model_base import Model
 
 SandboxMode = Literal["auto", "required", "off"]
 NetworkMode = Literal["none", "allowlist", "full"]

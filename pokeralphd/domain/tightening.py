@@ -56,7 +56,7 @@ from pokeralphd.domain.models import Config, NotifyConfig
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from pokeralphd.domain.approval import ApprovalRule
+    from pokeralph_core.approval import ApprovalRule
 
 #: Top-level keys whose whole subtree waits for trust.
 GATED: tuple[str, ...] = ("agent", "roles", "feedbackCommands")

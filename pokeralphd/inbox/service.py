@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic import TypeAdapter, ValidationError
 
+from pokeralph_core.timeutil import utcnow
 from pokeralphd.domain.inbox import (
     DELIVERY_TRANSITIONS,
     MAX_WAIT_SECONDS,
@@ -29,7 +30,6 @@ from pokeralphd.domain.inbox import (
     TextTarget,
     validate_answer,
 )
-from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import InvalidParams, InvalidState, NotFound, PokeralphError
 from pokeralphd.protocol import events as ev
 from pokeralphd.protocol.codes import ErrorCode

@@ -3,7 +3,7 @@
 An agent whose backend routes permissions (Claude Code, over its stdio control channel)
 asks before a tool runs. The router answers:
 
-0. an input too large to approve (:data:`~pokeralphd.domain.approval.INPUT_MAX`) is denied
+0. an input too large to approve (:data:`~pokeralph_core.approval.INPUT_MAX`) is denied
    at once (method ``limit``), whatever rule or policy would allow it;
 1. by the approval rules (``approvalRules``, the repository's then the user's): a deny
    rule wins over an allow rule; the rule's use is counted durably; a rule whose pattern
@@ -15,7 +15,7 @@ asks before a tool runs. The router answers:
 
 Each request and decision is an event (``permission_requested``,
 ``permission_decided``). A person, and every event, sees the input through
-:func:`pokeralphd.domain.input_view.view`: its full length, its head and its tail with
+:func:`pokeralph_core.input_view.view`: its full length, its head and its tail with
 where it was cut, nothing invisible; the model's own description of the call is shown
 the same way in a block of its own, where it cannot pass for the item's text. "Allow always" also adds a repository rule matching exactly this
 input (the person can widen it with ``pokeralphctl rules``).
@@ -30,19 +30,19 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from pokeralph_core.approval import NETWORK_TOOL, ApprovalRule, canonical
+from pokeralph_core.input_view import InputView, code_block, code_span, json_text, view
 from pokeralphd.agents import get_backend
 from pokeralphd.agents.base import AgentPermissionRequest, ApprovalMethod, PermissionAnswer
 from pokeralphd.clock import wait_or_timeout
-from pokeralphd.domain.approval import NETWORK_TOOL, ApprovalRule, canonical
 from pokeralphd.domain.inbox import Source
-from pokeralphd.domain.input_view import InputView, code_block, code_span, json_text, view
 from pokeralphd.errors import PokeralphError
 from pokeralphd.protocol import events as ev
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from pokeralphd.domain.approval import Decision
+    from pokeralph_core.approval import Decision
     from pokeralphd.domain.inbox import Delivery, Feedback
     from pokeralphd.domain.models import Config, PermissionPolicy
     from pokeralphd.ports import Clock, Inbox

@@ -12,9 +12,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from pokeralph_core.documents import first_error
 from pokeralphd.domain.ids import next_task_id
 from pokeralphd.domain.models import PRD, PRDMetadata, Task
-from pokeralphd.store.documents import first_error
 
 QUESTION_RE = re.compile(r"<question>\s*(.*?)\s*</question>", re.DOTALL | re.IGNORECASE)
 PRD_RE = re.compile(r"<prd>\s*(.*?)\s*</prd>", re.DOTALL | re.IGNORECASE)

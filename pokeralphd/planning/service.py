@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from pokeralph_core import documents
+from pokeralph_core.documents import DocumentKind
 from pokeralphd.agents import get_backend
 from pokeralphd.agents.base import AgentEvent, AgentRequest, AgentResult, AgentText, AgentToolUse
 from pokeralphd.agents.runner import run_agent
@@ -31,8 +33,6 @@ from pokeralphd.planning.prompts import (
 from pokeralphd.proc import AgentScope
 from pokeralphd.protocol import events as ev
 from pokeralphd.sandbox.service import SandboxService
-from pokeralphd.store import documents
-from pokeralphd.store.documents import DocumentKind
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -220,7 +220,7 @@ class PermissionRequested(TaskEvent):
     iteration: int
     request_id: str
     tool: str
-    input: str  # the input as canonical JSON, for a person: pokeralphd.domain.input_view
+    input: str  # the input as canonical JSON, for a person: pokeralph_core.input_view
     input_length: int  # characters of the whole input as canonical JSON
     description: str  # the model's own words, as a JSON string, shown the same way
 

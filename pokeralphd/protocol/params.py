@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from pokeralphd.domain.approval import DESCRIPTION_MAX, PATTERN_MAX, RULE_ID_RE, TOOL_NAME_MAX
+from pokeralph_core.approval import DESCRIPTION_MAX, PATTERN_MAX, RULE_ID_RE, TOOL_NAME_MAX
 from pokeralphd.domain.ids import (
     DELIVERY_ID_MAX_LEN,
     DELIVERY_ID_PATTERN,

@@ -539,4 +539,4 @@ class RulesTestResult(Result):
     reason: str
     canonical_input: str  # what the patterns are matched against (a search)
     input_length: int  # its length in characters (the whole input's, when too large)
-    input_view: str  # the same for a person: pokeralphd.domain.input_view
+    input_view: str  # the same for a person: pokeralph_core.input_view

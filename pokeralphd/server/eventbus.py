@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from time import time_ns
 from typing import TYPE_CHECKING, Any
 
-from pokeralphd.domain.timeutil import iso
+from pokeralph_core.timeutil import iso
 from pokeralphd.protocol import jsonrpc
 from pokeralphd.protocol.codes import ErrorCode
 from pokeralphd.protocol.events import EVENT_NAMES

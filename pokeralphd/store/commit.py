@@ -35,16 +35,16 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import anyio
 from pydantic import BaseModel
 
+from pokeralph_core import documents, safefs
+from pokeralph_core.atomic import atomic_write
 from pokeralphd.errors import StorageError, VersionConflict
-from pokeralphd.store import documents, safefs
-from pokeralphd.store.atomic import atomic_write
 from pokeralphd.validation import validated
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
     from pathlib import Path
 
-    from pokeralphd.store.documents import DocumentKind, Fragments
+    from pokeralph_core.documents import DocumentKind, Fragments
 
 log = logging.getLogger(__name__)
 

@@ -52,12 +52,12 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ValidationError
 from pydantic.alias_generators import to_camel
 
+from pokeralph_core.approval import ApprovalRule, RuleError, check_rules
+from pokeralph_core.atomic import atomic_write
+from pokeralph_core.documents import META_KEYS, field_path, first_error, read_json
 from pokeralphd.domain import tightening
-from pokeralphd.domain.approval import ApprovalRule, RuleError, check_rules
 from pokeralphd.domain.models import Config
 from pokeralphd.errors import CorruptFile, InvalidParams, PokeralphError, VersionConflict
-from pokeralphd.store.atomic import atomic_write
-from pokeralphd.store.documents import META_KEYS, field_path, first_error, read_json
 from pokeralphd.store.locks import file_lock
 
 if TYPE_CHECKING:

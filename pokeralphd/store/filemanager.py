@@ -18,7 +18,7 @@ save (its version and validity); they serve tools, tests and start-up. The daemo
 own writes of the PRD and of a battle's history and progress go through the repository
 store, which keeps them in memory and writes them by group commit
 (:mod:`pokeralphd.store.commit`). Task ids are validated before any path is built.
-Nothing here follows a symbolic link (:mod:`pokeralphd.store.safefs`): an agent can write
+Nothing here follows a symbolic link (:mod:`pokeralph_core.safefs`): an agent can write
 anything in the repository, ``.pokeralph/`` included, and a planted link is refused with
 a :class:`StorageError` naming it instead of being read or written through.
 """
@@ -28,12 +28,12 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Literal
 
+from pokeralph_core import documents, safefs
+from pokeralph_core.atomic import append_bytes, atomic_write, sweep
+from pokeralph_core.documents import DocumentKind, Loaded
 from pokeralphd.domain.ids import validate_task_id
 from pokeralphd.domain.models import PRD, Battle, Progress
 from pokeralphd.domain.reports import ReviewReport, VerificationReport
-from pokeralphd.store import documents, safefs
-from pokeralphd.store.atomic import append_bytes, atomic_write, sweep
-from pokeralphd.store.documents import DocumentKind, Loaded
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -8,13 +8,15 @@
         └── annotations.json        annotations, in order
 
 Every file is a versioned document written atomically, never through a link (see
-:mod:`pokeralphd.store.safefs`). Delivery ids are validated before any path is built. Synchronous; the inbox service runs it off the event loop.
+:mod:`pokeralph_core.safefs`). Delivery ids are validated before any path is built. Synchronous; the inbox service runs it off the event loop.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pokeralph_core import documents, safefs
+from pokeralph_core.documents import DocumentKind
 from pokeralphd.domain.ids import validate_delivery_id
 from pokeralphd.domain.inbox import (
     Annotation,
@@ -26,8 +28,6 @@ from pokeralphd.domain.inbox import (
     IndexEntry,
 )
 from pokeralphd.errors import NotFound
-from pokeralphd.store import documents, safefs
-from pokeralphd.store.documents import DocumentKind
 
 if TYPE_CHECKING:
     from pathlib import Path

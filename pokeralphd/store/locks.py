@@ -4,7 +4,7 @@
 ``.pokeralph/daemon.lock``, held for as long as the daemon keeps the repository
 registered and released by the kernel when the daemon dies, so a crashed daemon never
 leaves a repository locked. The file holds the owner's pid for the error message. It is
-opened without following links (see :mod:`pokeralphd.store.safefs`): a ``daemon.lock``
+opened without following links (see :mod:`pokeralph_core.safefs`): a ``daemon.lock``
 planted as a link is refused, never written through. So the files under ``.pokeralph/``
 have one writing process, and a lock within it is enough for them.
 
@@ -25,8 +25,8 @@ import fcntl
 import os
 from typing import TYPE_CHECKING
 
+from pokeralph_core import safefs
 from pokeralphd.errors import RepoLocked, StorageError
-from pokeralphd.store import safefs
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pokeralph_core import documents
+from pokeralph_core.atomic import remove_stale_temp_files
+from pokeralph_core.documents import DocumentKind
 from pokeralphd.domain.registry import Registry, RepoEntry
-from pokeralphd.store import documents
-from pokeralphd.store.atomic import remove_stale_temp_files
-from pokeralphd.store.documents import DocumentKind
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any, Self, SupportsIndex, TypeVar, overload
 import anyio
 from pydantic import ValidationError
 
+from pokeralph_core.timeutil import utcnow
 from pokeralphd.domain.ids import next_task_id, validate_task_id
 from pokeralphd.domain.models import PRD, Battle, Config, Progress, Task, check_dependencies
 from pokeralphd.domain.statuses import TaskStatus, check_task_transition
-from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import InvalidParams, PokeralphError, RepoNotFound, TaskNotFound
 from pokeralphd.protocol import events as ev
 from pokeralphd.store import config_layers, local_defaults
@@ -34,7 +34,7 @@ from pokeralphd.validation import validated
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-    from pokeralphd.domain.approval import ApprovalRule, RuleSource, RuleUsage
+    from pokeralph_core.approval import ApprovalRule, RuleSource, RuleUsage
     from pokeralphd.ports import EventSink
     from pokeralphd.store.registry import RepoEntry
 

@@ -19,7 +19,8 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pokeralphd.domain.approval import (
+from pokeralph_core import documents
+from pokeralph_core.approval import (
     ApprovalRule,
     ApprovalUsage,
     Decision,
@@ -27,10 +28,10 @@ from pokeralphd.domain.approval import (
     RuleUsage,
     decide,
 )
+from pokeralph_core.documents import DocumentKind
 from pokeralphd.errors import InvalidParams, InvalidState, NotFound
-from pokeralphd.store import config_layers, documents
+from pokeralphd.store import config_layers
 from pokeralphd.store.config_layers import RULES_KEY
-from pokeralphd.store.documents import DocumentKind
 
 if TYPE_CHECKING:
     from datetime import datetime

@@ -2,7 +2,7 @@
 and its page key, and the ``Host`` and ``Origin`` checks.
 
 Every HTTP request and every WebSocket handshake must carry a session (set by ``/login``
-from a one-time link, see :mod:`pokeralphctl.weblink`) or ``Authorization: Bearer
+from a one-time link, see :mod:`pokeralph_core.weblink`) or ``Authorization: Bearer
 <secret>`` (scripts). ``Host`` must name the loopback address and port we bound
 (``127.0.0.1:PORT`` or ``localhost:PORT``), so a DNS-rebinding page, whose requests carry
 its own host name, gets nothing. An ``Origin`` header, when present, must be ours: pages of
@@ -35,7 +35,7 @@ import secrets
 import time
 from typing import TYPE_CHECKING
 
-from pokeralphctl.weblink import LINK_TTL, link_mac
+from pokeralph_core.weblink import LINK_TTL, link_mac
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from pokeralphctl.weblink import info_path, token_path
+from pokeralph_core.weblink import info_path, token_path
 from pokeralphd.protocol import jsonrpc
 from pokeralphd.server.accept import refusal
 from pokeralphd.server.connection import ConnectionSet

@@ -45,7 +45,7 @@ import cProfile, sys
 import anyio
 from pokeralphd.daemon import Daemon
 from pokeralphd.logsetup import setup_logging
-from pokeralphd.paths import Paths
+from pokeralph_core.userdirs import Paths
 from pokeralphd.settings import DaemonSettings
 setup_logging("info", None)
 daemon = Daemon(Paths.resolve(None), DaemonSettings.model_validate({"web": False}))

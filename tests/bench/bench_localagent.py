@@ -1,5 +1,5 @@
 """The local agent's start cost: CPU time (user + system) and wall time of one whole run
-of ``python -m pokeralphd.localagent`` answering one scripted reply, as the daemon runs it
+of ``python -m pokeralph_agent`` answering one scripted reply, as the daemon runs it
 in a battle (``--stream-json``, flags given) and as a person runs it (``--json -p``),
 against ``python3 -c pass`` on the same interpreter.
 
@@ -48,7 +48,7 @@ def run(table: Table, runs: int = RUNS) -> None:
         work = home / "work"
         work.mkdir()
         env = local_agent_env(home)
-        agent = [sys.executable, "-m", "pokeralphd.localagent"]
+        agent = [sys.executable, "-m", "pokeralph_agent"]
         flags = ["--model", MODEL, "--base-url", api.url, "-C", str(work)]
         prompt = {"type": "user", "message": {"role": "user", "content": "go"}}
         commands: dict[str, tuple[list[str], bytes | None]] = {

@@ -10,7 +10,7 @@ import time
 
 import psutil
 
-from pokeralphctl.weblink import info_path
+from pokeralph_core.weblink import info_path
 from tests.bench.common import Table
 from tests.helpers import DaemonProcess, short_tmpdir, wait_until
 

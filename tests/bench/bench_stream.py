@@ -38,7 +38,7 @@ from typing import Any
 import psutil
 import websocket
 
-from pokeralphctl.weblink import info_path, token_path
+from pokeralph_core.weblink import info_path, token_path
 from tests.bench.common import Table
 from tests.helpers import SettingsDaemon, make_git_repo, short_tmpdir, wait_until
 

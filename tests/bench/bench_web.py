@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from pokeralphctl.weblink import info_path, login_query, token_path
+from pokeralph_core.weblink import info_path, login_query, token_path
 from tests.bench.common import Table, median, pct, start_daemon
 from tests.helpers import make_git_repo, wait_until
 from tests.web.browser import Browser, missing

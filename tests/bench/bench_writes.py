@@ -135,12 +135,12 @@ def _progress_tick(table: Table, iterations: int = 100, ticks: int = 50) -> None
 
     import anyio
 
+    from pokeralph_core.timeutil import utcnow
     from pokeralphd.battle.orchestrator import BattleOrchestrator
     from pokeralphd.battle.state import ActiveBattle, BattleHost
     from pokeralphd.domain.models import Battle, Iteration, Progress
     from pokeralphd.domain.registry import RepoEntry
     from pokeralphd.domain.statuses import BattleStatus, IterationResult
-    from pokeralphd.domain.timeutil import utcnow
     from pokeralphd.ports import Inbox
     from pokeralphd.store.repo_store import RepoStore
 

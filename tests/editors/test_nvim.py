@@ -265,7 +265,7 @@ def test_the_units_and_the_socket_found_as_pokeralphctl_finds_it(home: Path, cas
         [
             sys.executable,
             "-c",
-            "import sys; from pokeralphctl.paths import socket_path; "
+            "import sys; from pokeralph_core.paths import socket_path; "
             "print(socket_path(sys.argv[1] or None))",
             explicit or "",
         ],

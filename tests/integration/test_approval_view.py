@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import pytest
 
-from pokeralphd.domain.approval import INPUT_MAX
+from pokeralph_core.approval import INPUT_MAX
 from tests.fakes.ollama_api import Call, Text, Tools
 from tests.fakes.openai_api import OpenAIAPI
 from tests.helpers import FAKES, make_git_repo, user_dirs

@@ -394,8 +394,8 @@ class Sink(anyio.abc.ByteStream):
 def run_in_process_fuzz(frames: int, seed: int) -> dict[str, int]:
     """Feed ``frames`` hostile frames through FrameDecoder and the connection's handling,
     as the reader would, over many short streams in both framings."""
+    from pokeralph_core.userdirs import Paths
     from pokeralphd.daemon import Daemon
-    from pokeralphd.paths import Paths
     from pokeralphd.server.connection import ClientConnection
     from pokeralphd.settings import DaemonSettings
 
@@ -514,8 +514,8 @@ def test_a_bug_while_handling_a_message_is_answered_and_the_connection_goes_on(
 ) -> None:
     """Whatever escapes the handling of one message is -32603 for it (by its id), and
     the messages after it are served."""
+    from pokeralph_core.userdirs import Paths
     from pokeralphd.daemon import Daemon
-    from pokeralphd.paths import Paths
     from pokeralphd.protocol import jsonrpc
     from pokeralphd.server.connection import ClientConnection
     from pokeralphd.settings import DaemonSettings

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from pokeralphd.localagent.session import SESSION_KIND
-from pokeralphd.store import documents
+from pokeralph_agent.session import SESSION_KIND
+from pokeralph_core import documents
 from tests.fakes.ollama_api import Call, OllamaAPI, ScriptServer, Text, Tools
 from tests.fakes.openai_api import OpenAIAPI
 from tests.helpers import local_agent_env, make_git_repo, user_dirs
@@ -176,7 +176,7 @@ def _agent(
 ) -> subprocess.CompletedProcess[str]:
     env = local_agent_env(home)
     return subprocess.run(
-        [sys.executable, "-m", "pokeralphd.localagent", "-C", str(work), "--json", *args],
+        [sys.executable, "-m", "pokeralph_agent", "-C", str(work), "--json", *args],
         env=env,
         capture_output=True,
         text=True,

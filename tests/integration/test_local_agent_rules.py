@@ -36,7 +36,7 @@ def _at_a_terminal(home: Path, work: Path, socket: Path, url: str) -> dict[str, 
     try:
         os.write(leader, b"a\n")  # typed ahead: the terminal keeps it until it is read
         done = subprocess.run(
-            [sys.executable, "-m", "pokeralphd.localagent", "-C", str(work), "--json", *ARGS, url],
+            [sys.executable, "-m", "pokeralph_agent", "-C", str(work), "--json", *ARGS, url],
             env={**local_agent_env(home), "POKERALPH_SOCKET": str(socket)},
             stdin=follower,
             capture_output=True,

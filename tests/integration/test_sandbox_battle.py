@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import pytest
 
-from pokeralphctl.weblink import token_path
+from pokeralph_core.weblink import token_path
 from pokeralphd.sandbox import bwrap, probe
 from tests.helpers import FAKES, make_git_repo, run_ctl
 from tests.inproc import Client, InProcDaemon, running_daemon, setup_task

@@ -17,7 +17,7 @@ import anyio
 import psutil
 import pytest
 
-from pokeralphctl.weblink import info_path, token_path
+from pokeralph_core.weblink import info_path, token_path
 from pokeralphd.proc import OWNER_VAR, TOKEN_VAR, AgentScope
 from pokeralphd.protocol.codes import ErrorCode
 from tests.helpers import FAKES, make_git_repo, short_tmpdir

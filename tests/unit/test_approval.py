@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from pokeralphd.domain.approval import (
+from pokeralph_core.approval import (
     INPUT_MAX,
     RULES_MAX,
     ApprovalRule,

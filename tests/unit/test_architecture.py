@@ -1,5 +1,6 @@
 """The import graph: no cycle (TYPE_CHECKING and function-level imports included), the
-layers point one way, and nothing but the entry points knows the daemon."""
+layers point one way, nothing but the entry points knows the daemon, and the packages
+depend on the shared core, not on each other."""
 
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ LAYERS: list[tuple[str, ...]] = [
         "pokeralphd.ports",
         "pokeralphd.proc",
         "pokeralphd.sandbox",
-        "pokeralphd.paths",
         "pokeralphd.settings",
         "pokeralphd.logsetup",
         "pokeralphd.demo",
@@ -34,7 +34,6 @@ LAYERS: list[tuple[str, ...]] = [
         "pokeralphd.inbox",
         "pokeralphd.planning",
         "pokeralphd.permissions",
-        "pokeralphd.localagent",
         "pokeralphd.notify",
     ),
     ("pokeralphd.repository", "pokeralphd.repositories"),
@@ -160,6 +159,112 @@ def test_the_client_needs_nothing_of_the_daemon_package() -> None:
                 assert not any(a.name.startswith("pokeralphd") for a in node.names), path
 
 
+# Issue 22: four programs in one distribution. The daemon, its client, the local agent
+# and the ACP adapter share the core (pokeralph_core); none of them imports another's
+# package for what the core holds, and the core imports none of them.
+PACKAGES = ("pokeralphd", "pokeralphctl", "pokeralph_agent", "pokeralph_acp", "pokeralph_core")
+# The core's standard-library-only modules: all of it the client may import (it loads
+# them on every start; tests/cli/test_imports.py checks what they load).
+STDLIB_CORE = ("pokeralph_core", "pokeralph_core.paths", "pokeralph_core.weblink")
+FORBIDDEN_IMPORTS: dict[str, tuple[str, ...]] = {
+    "pokeralphd": ("pokeralphctl", "pokeralph_agent", "pokeralph_acp"),
+    "pokeralph_agent": ("pokeralphd", "pokeralph_acp"),
+    "pokeralph_core": ("pokeralphd", "pokeralph_agent", "pokeralphctl", "pokeralph_acp"),
+    "pokeralphctl": ("pokeralphd", "pokeralph_agent", "pokeralph_acp"),
+}
+# Left: the standalone command reads the user's and the repository's config as the
+# daemon does (trust and tightening included), one lazy import of the daemon's store.
+AGENT_LEFT = ("pokeralph_agent.cli", "pokeralphd.store.config_layers")
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def _absolute_imports(source: str, module: str, is_package: bool) -> set[str]:
+    """Every module ``source`` names in an import, at any depth (functions and
+    TYPE_CHECKING included): for ``from m import a``, both ``m`` and ``m.a``."""
+    package = module if is_package else module.rsplit(".", 1)[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = parts[: len(parts) - node.level + 1]
+                name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module or ""
+            found |= {name} | {f"{name}.{alias.name}" for alias in node.names}
+    return found
+
+
+def _violations(module: str, imports: set[str]) -> list[str]:
+    """What ``module`` imports that the rules above forbid its package."""
+    top = module.split(".")[0]
+    bad = []
+    for target in sorted(imports):
+        if any(_within(target, other) for other in FORBIDDEN_IMPORTS.get(top, ())):
+            if (module, _within(target, AGENT_LEFT[1])) != (AGENT_LEFT[0], True):
+                bad.append(f"{module} -> {target}")
+        elif top == "pokeralphctl" and _within(target, "pokeralph_core"):
+            parent = target.rsplit(".", 1)[0]  # from pokeralph_core.paths import socket_path
+            if target not in STDLIB_CORE and (
+                parent == "pokeralph_core" or parent not in STDLIB_CORE
+            ):
+                bad.append(f"{module} -> {target}")
+    return bad
+
+
+def test_the_packages_depend_on_the_core_not_on_each_other() -> None:
+    found = []
+    for package in PACKAGES:
+        for name, path in sorted(_modules(package).items()):
+            imports = _absolute_imports(path.read_text(), name, path.name == "__init__.py")
+            found += _violations(name, imports)
+    assert found == []
+
+
+def test_the_package_rules_see_what_they_forbid() -> None:
+    """The rules above, on imports the tree had before issue 22 split it (each one is
+    found), and on what they allow."""
+    before = [
+        ("pokeralphd.paths", "from pokeralphctl.paths import socket_path"),
+        ("pokeralphd.web.auth", "from pokeralphctl.weblink import LINK_TTL, link_mac"),
+        ("pokeralphd.agents.local", "from pokeralph_agent import cli"),
+        ("pokeralph_agent.session", "from pokeralphd.store import documents"),
+        ("pokeralph_agent.tools", "def f():\n    from pokeralphd.proc import end_tree"),
+        ("pokeralph_agent.cli", "from pokeralphd.errors import PokeralphError"),
+        ("pokeralph_core.userdirs", "from pokeralphctl.paths import socket_path"),
+        ("pokeralph_core.errors", "from pokeralphd.protocol.codes import ErrorCode"),
+        ("pokeralph_core.documents", "if TYPE_CHECKING:\n    import pokeralph_agent"),
+        ("pokeralphctl.client", "from pokeralph_core.documents import load"),
+        ("pokeralphctl.client", "from pokeralph_core import errors"),
+        ("pokeralphctl.cli", "from pokeralphd.cli import main"),
+    ]
+    for module, source in before:
+        assert _violations(module, _absolute_imports(source, module, False)), source
+    allowed = [
+        ("pokeralphctl.client", "from pokeralph_core.paths import socket_path"),
+        ("pokeralphctl.cli", "from pokeralph_core import weblink"),
+        ("pokeralphd.web.auth", "from pokeralph_core.weblink import LINK_TTL"),
+        ("pokeralph_agent.cli", "from pokeralphctl.client import Connection"),
+        ("pokeralph_acp.daemon", "from pokeralphctl.client import Connection"),
+    ]
+    for module, source in allowed:
+        assert _violations(module, _absolute_imports(source, module, False)) == [], source
+
+
+def test_the_client_loads_only_standard_library_core_modules() -> None:
+    """What the client may import of the core imports the standard library only."""
+    for module in STDLIB_CORE:
+        path = _modules("pokeralph_core")[module]
+        imports = _absolute_imports(path.read_text(), module, path.name == "__init__.py")
+        tops = {name.split(".")[0] for name in imports} - {"__future__"}
+        assert tops <= set(sys.stdlib_module_names), (module, sorted(tops))
+
+
 # What the daemon loads only when first needed: GitPython (a sixth of its imports) when a
 # repository is first asked something, the web stack when the dashboard starts, httpx
 # with the local agent. A daemon that starts to answer a client pays for none of them.
@@ -206,7 +311,7 @@ DAEMON_WRITES = {
 
 def test_the_local_agent_writes_no_file_the_daemon_owns() -> None:
     found = []
-    for path in (ROOT / "pokeralphd" / "localagent").rglob("*.py"):
+    for path in (ROOT / "pokeralph_agent").rglob("*.py"):
         aliases: dict[str, str] = {}  # a name bound to one of those modules -> the module
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 import pytest
 
+from pokeralph_core.timeutil import utcnow
 from pokeralphd.battle.commands import (
     MAX_PENDING,
     Answered,
@@ -29,7 +30,6 @@ from pokeralphd.battle.run import BattleRun
 from pokeralphd.battle.state import ActiveBattle, StopReason
 from pokeralphd.domain.models import Battle, Escalation, Progress
 from pokeralphd.domain.statuses import BattleStatus
-from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import InvalidState
 
 if TYPE_CHECKING:

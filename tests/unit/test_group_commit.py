@@ -12,10 +12,12 @@ from typing import Any
 import anyio
 import pytest
 
+from pokeralph_core import documents
+from pokeralph_core.documents import encode_document, encode_with_fragments
+from pokeralph_core.timeutil import utcnow
 from pokeralphd.domain.models import PRD, Battle, PRDMetadata, Progress, Task
 from pokeralphd.domain.registry import RepoEntry
 from pokeralphd.domain.statuses import BattleStatus
-from pokeralphd.domain.timeutil import utcnow
 from pokeralphd.errors import (
     CorruptFile,
     InvalidParams,
@@ -24,9 +26,8 @@ from pokeralphd.errors import (
     VersionConflict,
 )
 from pokeralphd.protocol import events as ev
-from pokeralphd.store import commit, documents
+from pokeralphd.store import commit
 from pokeralphd.store.commit import DocumentFile, GroupCommit, Request
-from pokeralphd.store.documents import encode_document, encode_with_fragments
 from pokeralphd.store.filemanager import HISTORY_KIND, PRD_KIND, FileManager
 from pokeralphd.store.repo_store import RepoStore
 

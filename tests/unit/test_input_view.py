@@ -8,7 +8,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pokeralphd.domain.input_view import (
+from pokeralph_core.input_view import (
     SHOWN,
     code_block,
     code_span,

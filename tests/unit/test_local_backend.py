@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from pokeralph_agent.chat import Reply, ToolCallRequest
+from pokeralph_agent.loop import Outcome
+from pokeralph_agent.session import Message, Session, ToolCall, ToolResult
+from pokeralph_agent.streamjson import StreamJsonOut
 from pokeralphd.agents import get_backend
 from pokeralphd.agents.base import (
     AgentRequest,
@@ -23,10 +27,6 @@ from pokeralphd.agents.base import (
 from pokeralphd.agents.local import LocalBackend
 from pokeralphd.domain.models import AgentConfig
 from pokeralphd.errors import AgentError
-from pokeralphd.localagent.chat import Reply, ToolCallRequest
-from pokeralphd.localagent.loop import Outcome
-from pokeralphd.localagent.session import Message, Session, ToolCall, ToolResult
-from pokeralphd.localagent.streamjson import StreamJsonOut
 
 
 async def _ask(_: object) -> PermissionAnswer:
@@ -52,7 +52,7 @@ def test_it_runs_the_agent_module_with_the_settings() -> None:
     backend = get_backend(request.config)
     assert isinstance(backend, LocalBackend)
     argv = backend.argv(request)
-    assert argv[:4] == [sys.executable, "-m", "pokeralphd.localagent", "--stream-json"]
+    assert argv[:4] == [sys.executable, "-m", "pokeralph_agent", "--stream-json"]
     flags = dict(zip(argv[4::2], argv[5::2], strict=False))
     assert flags["--api"] == "openai" and flags["--base-url"] == "http://localhost:1234/v1"
     assert flags["--max-turns"] == "7" and flags["--model"] == "qwen2.5-coder:7b"
@@ -163,7 +163,7 @@ def test_the_commands_flags_are_checked_as_the_config_is(
 ) -> None:
     """A flag out of agent.local's range is an error naming the flag; 0 never falls back
     to the default (``--max-turns 0`` once ran 50 turns)."""
-    from pokeralphd.localagent.cli import Settings, UsageError, parser
+    from pokeralph_agent.cli import Settings, UsageError, parser
 
     args = parser().parse_args(["--stream-json", *flags])  # no config files are read
     with pytest.raises(UsageError, match=named):
@@ -189,8 +189,8 @@ def test_a_refused_key_names_what_to_set_for_each_backend() -> None:
 
 
 def test_each_agent_local_flag_is_stored_under_the_key_it_sets() -> None:
+    from pokeralph_agent.cli import FLAGS, parser
     from pokeralphd.domain.models import LocalAgentConfig
-    from pokeralphd.localagent.cli import FLAGS, parser
 
     options = {o for action in parser()._actions for o in action.option_strings}
     dests = vars(parser().parse_args([]))
@@ -226,8 +226,8 @@ def test_a_flag_agent_local_refuses_is_an_error_naming_the_flag(flag: str, tmp_p
     kept as the config keeps it, what it refuses is a usage error naming the flag."""
     from pydantic import ValidationError
 
+    from pokeralph_agent.cli import FLAGS, Settings, UsageError, parser
     from pokeralphd.domain.models import LocalAgentConfig
-    from pokeralphd.localagent.cli import FLAGS, Settings, UsageError, parser
 
     key = {f: k for k, f in FLAGS.items()}[flag]
     attribute = {"context_messages": "context", "timeout_seconds": "timeout"}.get(key, key)
@@ -255,7 +255,7 @@ def test_the_config_refuses_an_api_key_with_a_line_break() -> None:
 
 
 def test_a_session_file_keeps_no_password_of_the_base_url(tmp_path: Path) -> None:
-    from pokeralphd.localagent.cli import Settings, _new_session, parser
+    from pokeralph_agent.cli import Settings, _new_session, parser
 
     args = parser().parse_args(["--stream-json", "--model", "m"])
     args.base_url = "http://me:secret@models.example:8080/v1"

@@ -17,10 +17,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pokeralphd.localagent.errors import ToolError
-from pokeralphd.localagent.fetch import Fetcher
-from pokeralphd.localagent.sandbox import Sandbox
-from pokeralphd.localagent.tools import Toolbox
+from pokeralph_agent.errors import ToolError
+from pokeralph_agent.fetch import Fetcher
+from pokeralph_agent.sandbox import Sandbox
+from pokeralph_agent.tools import Toolbox
 
 pytestmark = pytest.mark.anyio
 

@@ -12,21 +12,21 @@ from typing import Any
 
 import pytest
 
-from pokeralphd.localagent.chat import (
+from pokeralph_agent.chat import (
     ARGUMENTS_TOO_LONG,
     MAX_ARGUMENTS,
     MAX_TEXT,
     MAX_TOOL_CALLS,
     Reply,
 )
-from pokeralphd.localagent.errors import ApiStatusError, ServerUnreachable, WireError
-from pokeralphd.localagent.loop import AgentLoop, Approval
-from pokeralphd.localagent.ollama_chat import OllamaClient
-from pokeralphd.localagent.openai_chat import OpenAIClient
-from pokeralphd.localagent.sandbox import Sandbox
-from pokeralphd.localagent.session import Message, Session, SessionStore, ToolCall, ToolResult
-from pokeralphd.localagent.tools import Toolbox
-from pokeralphd.localagent.toolspec import TOOLS, ToolSpec
+from pokeralph_agent.errors import ApiStatusError, ServerUnreachable, WireError
+from pokeralph_agent.loop import AgentLoop, Approval
+from pokeralph_agent.ollama_chat import OllamaClient
+from pokeralph_agent.openai_chat import OpenAIClient
+from pokeralph_agent.sandbox import Sandbox
+from pokeralph_agent.session import Message, Session, SessionStore, ToolCall, ToolResult
+from pokeralph_agent.tools import Toolbox
+from pokeralph_agent.toolspec import TOOLS, ToolSpec
 from tests.fakes.ollama_api import ApiError, Call, OllamaAPI, Raw, Text, Tools
 from tests.fakes.openai_api import OpenAIAPI
 

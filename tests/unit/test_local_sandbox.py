@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pokeralphd.localagent.errors import PathEscape, ToolError
-from pokeralphd.localagent.sandbox import Sandbox
+from pokeralph_agent.errors import PathEscape, ToolError
+from pokeralph_agent.sandbox import Sandbox
 from tests.helpers import short_tmpdir
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from pokeralphd.localagent.session import (
+from pokeralph_agent.session import (
     SESSION_KIND,
     Message,
     Session,
@@ -21,9 +21,9 @@ from pokeralphd.localagent.session import (
     ToolResult,
     trim,
 )
-from pokeralphd.store import documents
-from pokeralphd.store.documents import DocumentKind
-from pokeralphd.store.local_defaults import STATE_KIND
+from pokeralph_core import documents
+from pokeralph_core.documents import DocumentKind
+from pokeralph_core.local_defaults import STATE_KIND
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "v1" / "localagent"
 KINDS: dict[str, DocumentKind[Any]] = {"session.json": SESSION_KIND, "localagent.json": STATE_KIND}
@@ -114,7 +114,7 @@ def test_a_rule_the_user_wrote_without_an_id_is_not_added_again(tmp_path: Path) 
     """Rules offered on the user's behalf (the local agent's defaults, "allow always" at
     its terminal) skip one the user already has, also when written by hand without an id
     (it is derived): appended again, the layer would hold the id twice and be refused."""
-    from pokeralphd.domain.approval import ApprovalRule
+    from pokeralph_core.approval import ApprovalRule
     from pokeralphd.store import config_layers
     from pokeralphd.store.rules import add_to_user_layer
 

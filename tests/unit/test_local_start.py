@@ -22,15 +22,15 @@ NOT_IN_A_BATTLE = (
     "httpcore",
     "h2",
     "trio",
-    "pokeralphd.domain.approval",
+    "pokeralph_core.approval",
     "pokeralphd.domain.models",
     "pokeralphd.store.config_layers",
-    "pokeralphd.store.local_defaults",
+    "pokeralph_core.local_defaults",
     "pokeralphd.store.rules",
-    "pokeralphd.localagent.approve",
-    "pokeralphd.proc",
+    "pokeralph_agent.approve",
+    "pokeralph_core.proctree",
     "psutil",
-    "pokeralphd.paths",
+    "pokeralph_core.userdirs",
     "platformdirs",
 )
 
@@ -39,11 +39,11 @@ NOT_IN_A_BATTLE = (
 PROBE = """
 import json, sys
 import anyio
-from pokeralphd.localagent.cli import main
+from pokeralph_agent.cli import main
 out = sys.argv.pop(1)
 code = main(sys.argv[1:])
-from pokeralphd.localagent.sandbox import Sandbox
-from pokeralphd.localagent.tools import Toolbox
+from pokeralph_agent.sandbox import Sandbox
+from pokeralph_agent.tools import Toolbox
 ran = anyio.run(Toolbox(Sandbox(".")).run, "run_in_terminal", {"command": "true"})
 with open(out, "w") as f:
     json.dump({"code": code, "ran": ran.success, "modules": sorted(sys.modules)}, f)
@@ -74,5 +74,6 @@ def test_a_battle_loads_neither_the_rules_nor_the_config_nor_psutil(tmp_path: Pa
     found = json.loads(out.read_text())
     assert found["code"] == 0 and found["ran"]
     assert [name for name in NOT_IN_A_BATTLE if name in found["modules"]] == []
-    assert "pokeralphd.localagent.ollama_chat" in found["modules"]  # it did run the model
+    assert [name for name in found["modules"] if name.startswith("pokeralphd")] == []
+    assert "pokeralph_agent.ollama_chat" in found["modules"]  # it did run the model
     assert not (tmp_path / "config").exists()  # nor wrote the user's config

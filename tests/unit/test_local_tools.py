@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from pokeralphd.localagent.errors import PathEscape, ToolError
-from pokeralphd.localagent.output import MAX_OUTPUT, cap
-from pokeralphd.localagent.sandbox import Sandbox
-from pokeralphd.localagent.tools import Toolbox, glob_regex, html_text
-from pokeralphd.localagent.toolspec import BY_NAME, READ_ONLY, TOOLS, check_arguments
+from pokeralph_agent.errors import PathEscape, ToolError
+from pokeralph_agent.output import MAX_OUTPUT, cap
+from pokeralph_agent.sandbox import Sandbox
+from pokeralph_agent.tools import Toolbox, glob_regex, html_text
+from pokeralph_agent.toolspec import BY_NAME, READ_ONLY, TOOLS, check_arguments
 from tests.helpers import pid_alive, wait_until
 
 pytestmark = pytest.mark.anyio

@@ -16,8 +16,8 @@ import pytest
 from anyio.abc import ByteStream, SocketAttribute
 from anyio.streams.tls import TLSListener
 
-from pokeralphd.localagent import transport
-from pokeralphd.localagent.errors import (
+from pokeralph_agent import transport
+from pokeralph_agent.errors import (
     ApiStatusError,
     ConnectFailed,
     HttpFailure,
@@ -25,9 +25,9 @@ from pokeralphd.localagent.errors import (
     SettingError,
     UnsendableRequest,
 )
-from pokeralphd.localagent.ollama_chat import OllamaClient
-from pokeralphd.localagent.session import Message
-from pokeralphd.localagent.transport import MAX_HEADERS, post
+from pokeralph_agent.ollama_chat import OllamaClient
+from pokeralph_agent.session import Message
+from pokeralph_agent.transport import MAX_HEADERS, post
 
 pytestmark = pytest.mark.anyio
 Answer = Callable[[bytes], Awaitable[bytes | None]]  # the request -> the raw reply

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from pokeralph_core import documents
 from pokeralphd.battle import worktrees
 from pokeralphd.domain.models import PRD, Config, Task
-from pokeralphd.store import documents
 from pokeralphd.store.filemanager import HISTORY_KIND, PRD_KIND
 from tests.helpers import make_git_repo
 

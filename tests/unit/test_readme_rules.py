@@ -12,7 +12,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from pokeralphd.domain.approval import ApprovalRule, decide
+from pokeralph_core.approval import ApprovalRule, decide
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
+from pokeralph_core import atomic, documents, safefs
 from pokeralphd.battle.output import OutputStream
 from pokeralphd.domain.inbox import Delivery
 from pokeralphd.domain.models import PRD, Progress, Task
 from pokeralphd.errors import StorageError
-from pokeralphd.store import atomic, documents, safefs
 from pokeralphd.store.filemanager import PRD_KIND, PROGRESS_KIND, FileManager
 from pokeralphd.store.inbox import InboxStore
 from pokeralphd.store.locks import RepoLock
@@ -356,7 +356,7 @@ def test_many_killed_writes_leave_nothing_after_a_start(repo: Path) -> None:
     code = (
         "import os, sys\n"
         "from pathlib import Path\n"
-        "from pokeralphd.store import atomic\n"
+        "from pokeralph_core import atomic\n"
         "def die(*a, **k): os.kill(os.getpid(), 9)\n"
         "atomic.os.replace = die\n"
         "for _ in range(12):\n"

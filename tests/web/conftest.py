@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from pokeralph_core.weblink import info_path, login_query, token_path
 from pokeralphctl.commands.demo import make_sample
 from pokeralphctl.terminal import Terminal
-from pokeralphctl.weblink import info_path, login_query, token_path
 from pokeralphd.store.ledger import Ledger, LedgerEntry
 from tests.helpers import short_tmpdir
 from tests.inproc import ThreadedDaemon, paths_for

@@ -19,8 +19,8 @@ import anyio.to_thread
 import pytest
 import websocket
 
+from pokeralph_core.weblink import link_mac, login_query
 from pokeralphctl.client import Connection
-from pokeralphctl.weblink import link_mac, login_query
 from pokeralphd.daemon import Daemon
 from pokeralphd.settings import DaemonSettings
 from pokeralphd.web import service

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import websocket
 
+from pokeralph_core.weblink import write_opener
 from pokeralphctl.commands.demo import TASK_ID
-from pokeralphctl.weblink import write_opener
 from pokeralphd.web.auth import cookie_name
 from tests.helpers import BUG_FORM, run_ctl
 from tests.web.browser import Browser, missing
@@ -233,7 +233,7 @@ def test_a_permission_item_shows_the_whole_input_and_a_description_as_text(
     """The permission item as the daemon writes it: the padded command's end and the cut
     marker in the input's block; the model's description, with a fence and a fake
     "Allow?" in it, one line of text in a block of its own."""
-    from pokeralphd.domain.input_view import json_text, view
+    from pokeralph_core.input_view import json_text, view
     from pokeralphd.permissions.router import item_body
 
     forged = "Run the tests\n```\n\n**Allow?** only `make test`\n\n```json\n{}"

@@ -20,7 +20,7 @@ import httpx
 import pytest
 import websocket
 
-from pokeralphctl.weblink import login_query
+from pokeralph_core.weblink import login_query
 from pokeralphd.settings import DaemonSettings
 from pokeralphd.web.app import build_app
 from pokeralphd.web.auth import SESSION_TTL, Gate, cookie_name

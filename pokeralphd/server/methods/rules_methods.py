@@ -21,9 +21,10 @@ import anyio
 import msgspec
 from pydantic import ValidationError
 
-from pokeralphd.domain import input_view
-from pokeralphd.domain.approval import ApprovalRule
-from pokeralphd.domain.timeutil import utcnow
+from pokeralph_core import input_view
+from pokeralph_core.approval import ApprovalRule
+from pokeralph_core.documents import first_error
+from pokeralph_core.timeutil import utcnow
 from pokeralphd.errors import InvalidParams, RepoNotFound
 from pokeralphd.protocol.params import (
     RepoParams,
@@ -39,7 +40,6 @@ from pokeralphd.protocol.results import (
     RulesTestResult,
     RuleView,
 )
-from pokeralphd.store.documents import first_error
 
 if TYPE_CHECKING:
     from pokeralphd.repository import Repository

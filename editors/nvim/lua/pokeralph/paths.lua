@@ -1,4 +1,4 @@
--- Where the daemon's socket is: computed as pokeralphctl/paths.py does, so the editor,
+-- Where the daemon's socket is: computed as pokeralph_core/paths.py does, so the editor,
 -- the CLI and the daemon meet on the same path. Order: $POKERALPH_SOCKET, then an
 -- explicit path (setup{socket=...}), then pokeralph/pokeralphd.sock under the user's
 -- runtime dir: $XDG_RUNTIME_DIR when it is a private directory we own, else

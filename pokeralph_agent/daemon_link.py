@@ -20,7 +20,7 @@ from pokeralphctl.client import ClientError, Connection, DaemonNotRunning, Reque
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from pokeralphd.domain.approval import ApprovalRule
+    from pokeralph_core.approval import ApprovalRule
 
 #: How long a call may take (the daemon writes one small file).
 TIMEOUT = 30.0

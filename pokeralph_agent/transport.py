@@ -29,7 +29,7 @@ from urllib.parse import quote, urlsplit
 import anyio
 import h11
 
-from pokeralphd.localagent.errors import (
+from pokeralph_agent.errors import (
     CertificateUntrusted,
     ConnectFailed,
     HostNotFound,

@@ -1,7 +1,7 @@
 """Sessions (seed 001's Session, Message, ToolCall, ToolResult) and where they are kept.
 
 A session is one versioned JSON document (``schemaVersion``, ``version``; atomic writes,
-see :mod:`pokeralphd.store.documents`), named ``{id}.json``. Field names are the seed's
+see :mod:`pokeralph_core.documents`), named ``{id}.json``. Field names are the seed's
 own (snake_case), as its storage schema shows them; fields marked "ours" extend it.
 
 **Bounded.** A session keeps at most ``context_messages`` messages (the seed's 10-1000,
@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from pokeralphd.domain.timeutil import Timestamp, utcnow
-from pokeralphd.errors import CorruptFile
-from pokeralphd.localagent.errors import SessionError
-from pokeralphd.store import documents
-from pokeralphd.store.atomic import append_bytes, atomic_write
-from pokeralphd.store.documents import DocumentKind
+from pokeralph_agent.errors import SessionError
+from pokeralph_core import documents
+from pokeralph_core.atomic import append_bytes, atomic_write
+from pokeralph_core.documents import DocumentKind
+from pokeralph_core.errors import CorruptFile
+from pokeralph_core.timeutil import Timestamp, utcnow
 
 if TYPE_CHECKING:
     from pathlib import Path

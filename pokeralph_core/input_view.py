@@ -29,7 +29,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-from pokeralphd.domain.approval import canonical
+from pokeralph_core.approval import canonical
 
 SHOWN = 2000  # characters of a text shown: the first half and the last half
 RUN_MIN = 8  # a run of at least this many spaces is shown counted: ␠×N
@@ -138,7 +138,7 @@ def view(text: str, shown: int = SHOWN) -> InputView:
 
 def json_text(value: Any) -> str:
     """A tool input as rules see it (the canonical JSON of
-    :func:`pokeralphd.domain.approval.canonical`), or as near as JSON gets for what it
+    :func:`pokeralph_core.approval.canonical`), or as near as JSON gets for what it
     cannot hold (NaN: still shown, never matched)."""
     try:
         return canonical(value)

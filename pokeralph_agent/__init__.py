@@ -9,5 +9,5 @@ One module per job: :mod:`.chat` (shared client), :mod:`.ollama_chat`,
 model sees), :mod:`.tools` (what they do), :mod:`.sandbox` (the boundary),
 :mod:`.output` (the 10 KB cap), :mod:`.session` (the files), :mod:`.loop`,
 :mod:`.streamjson`, :mod:`.approve`, :mod:`.cli`. The read-only default rules are in
-:mod:`pokeralphd.store.local_defaults`.
+:mod:`pokeralph_core.local_defaults`.
 """

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pokeralphd.localagent.chat import (
+from pokeralph_agent.chat import (
     ChatClient,
     Line,
     Reply,
@@ -23,12 +23,12 @@ from pokeralphd.localagent.chat import (
     int_count,
     parse_arguments,
 )
-from pokeralphd.localagent.errors import WireError
+from pokeralph_agent.errors import WireError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from pokeralphd.localagent.session import Message
+    from pokeralph_agent.session import Message
 
 
 class OllamaClient(ChatClient):

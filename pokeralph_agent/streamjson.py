@@ -28,14 +28,14 @@ from typing import IO, TYPE_CHECKING, Any
 
 import anyio
 
-from pokeralphd.localagent.loop import Approval
-from pokeralphd.localagent.toolspec import READ_ONLY
+from pokeralph_agent.loop import Approval
+from pokeralph_agent.toolspec import READ_ONLY
 
 if TYPE_CHECKING:
-    from pokeralphd.localagent.chat import Reply
-    from pokeralphd.localagent.loop import Outcome
-    from pokeralphd.localagent.session import Message, Session, ToolCall, ToolResult
-    from pokeralphd.localagent.toolspec import ToolSpec
+    from pokeralph_agent.chat import Reply
+    from pokeralph_agent.loop import Outcome
+    from pokeralph_agent.session import Message, Session, ToolCall, ToolResult
+    from pokeralph_agent.toolspec import ToolSpec
 
 MAX_STDIN_LINE = 8 << 20
 

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, Field, StrictBool, StrictInt
 
-from pokeralphd.domain.model_base import Model
+from pokeralph_core.model_base import Model
 
 LocalApi = Literal["ollama", "openai"]
 

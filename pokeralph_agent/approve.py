@@ -1,5 +1,5 @@
 """Approval on its own (no daemon): the same rules and the same decision as in a battle
-(:func:`pokeralphd.domain.approval.decide` over the repository's rules, then the user's,
+(:func:`pokeralph_core.approval.decide` over the repository's rules, then the user's,
 read with :func:`pokeralphd.store.config_layers.load`, trust included), then a person at
 the terminal for a call no rule decides: allow once, allow always (a user rule matching
 exactly this input, as the inbox's "allow always" makes one), or deny with a note.
@@ -20,15 +20,15 @@ from typing import IO, TYPE_CHECKING, Literal
 
 import anyio
 
-from pokeralphd.domain.approval import ApprovalRule, canonical, decide
-from pokeralphd.domain.input_view import json_text, view
-from pokeralphd.localagent.daemon_link import LinkError
-from pokeralphd.localagent.loop import Approval
+from pokeralph_agent.daemon_link import LinkError
+from pokeralph_agent.loop import Approval
+from pokeralph_core.approval import ApprovalRule, canonical, decide
+from pokeralph_core.input_view import json_text, view
 
 if TYPE_CHECKING:
-    from pokeralphd.localagent.daemon_link import DaemonLink
-    from pokeralphd.localagent.session import ToolCall
-    from pokeralphd.localagent.toolspec import ToolSpec
+    from pokeralph_agent.daemon_link import DaemonLink
+    from pokeralph_agent.session import ToolCall
+    from pokeralph_agent.toolspec import ToolSpec
 
 Unmatched = Literal["ask", "allow", "deny"]
 SHOWN = 1500

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from pokeralphd.localagent.errors import ToolError
+from pokeralph_agent.errors import ToolError
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from pokeralphd.errors import CorruptFile, VersionConflict
-from pokeralphd.store import safefs
-from pokeralphd.store.atomic import atomic_write
+from pokeralph_core import safefs
+from pokeralph_core.atomic import atomic_write
+from pokeralph_core.errors import CorruptFile, VersionConflict
 
 if TYPE_CHECKING:
     from pathlib import Path

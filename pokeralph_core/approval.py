@@ -58,8 +58,8 @@ from pydantic import (
     model_validator,
 )
 
-from pokeralphd.domain.model_base import Model
-from pokeralphd.domain.timeutil import Timestamp
+from pokeralph_core.model_base import Model
+from pokeralph_core.timeutil import Timestamp
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from pokeralphd.localagent.toolspec import ToolSpec
+    from pokeralph_agent.toolspec import ToolSpec
 
 
 def system_prompt(working_dir: str, tools: Sequence[ToolSpec], plan: bool) -> str:

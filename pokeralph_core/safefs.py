@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pokeralphd.errors import StorageError
+from pokeralph_core.errors import StorageError
 
 if TYPE_CHECKING:
     from collections.abc import Generator, Iterator

@@ -1,4 +1,5 @@
-"""Where the daemon keeps things: socket, user state (registry, logs), user config.
+"""Where the daemon keeps things: socket, user state (registry, logs), user config; the
+local agent finds its sessions and the daemon's socket with the same object.
 
 Passed around as one object (never read from globals), so tests point everything at
 temporary folders through the ordinary XDG variables or explicit arguments.
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import platformdirs
 
-from pokeralphctl.paths import socket_path
+from pokeralph_core.paths import socket_path
 
 APP = "pokeralph"
 
@@ -36,7 +37,7 @@ class Paths:
 
     @classmethod
     def resolve(cls, socket: str | Path | None = None) -> Paths:
-        """Socket per ``pokeralphctl.paths``; state and config per platformdirs (XDG-aware)."""
+        """Socket per ``pokeralph_core.paths``; state and config per platformdirs (XDG-aware)."""
         return cls(
             socket=Path(socket_path(socket)),
             state_dir=Path(platformdirs.user_state_dir(APP)),

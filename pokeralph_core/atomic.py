@@ -2,7 +2,7 @@
 
 A reader sees the old file or the new one, never half of either; a crash or a full disk
 leaves the old file in place. Under ``.pokeralph/`` nothing is reached through a link
-(see :mod:`pokeralphd.store.safefs`): the folder is walked without following links, the
+(see :mod:`pokeralph_core.safefs`): the folder is walked without following links, the
 temp file has an unpredictable name and is created with ``O_EXCL | O_NOFOLLOW``, and
 the rename happens within that one folder fd.
 
@@ -18,8 +18,8 @@ import os
 import re
 from typing import TYPE_CHECKING
 
-from pokeralphd.errors import StorageError
-from pokeralphd.store import safefs
+from pokeralph_core import safefs
+from pokeralph_core.errors import StorageError
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -27,14 +27,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from pokeralphd.localagent.errors import ToolError
-from pokeralphd.localagent.fetch import MAX_FETCH, Fetcher
-from pokeralphd.localagent.output import cap
+from pokeralph_agent.errors import ToolError
+from pokeralph_agent.fetch import MAX_FETCH, Fetcher
+from pokeralph_agent.output import cap
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from pokeralphd.localagent.sandbox import Sandbox
+    from pokeralph_agent.sandbox import Sandbox
 
 MAX_READ = 1 << 20  # bytes of a file read_file, replace_string_in_file and grep look at
 MAX_WRITE = 1 << 20  # bytes create_file writes
@@ -353,12 +353,12 @@ class Toolbox:
             timed_out = scope.cancelled_caught
         finally:
             if process.returncode is None or timed_out:
-                # here only: pokeralphd.proc loads psutil, which a command that ends
-                # by itself never needs
-                from pokeralphd.proc import end_tree
+                # here only: it loads psutil, which a command that ends by itself
+                # never needs
+                from pokeralph_core.proctree import end_tree
 
                 with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(end_tree, process.pid, None, KILL_GRACE)
+                    await anyio.to_thread.run_sync(end_tree, process.pid, KILL_GRACE)
             with anyio.CancelScope(shield=True), anyio.move_on_after(5):
                 await process.aclose()
         code = process.returncode

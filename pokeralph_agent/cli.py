@@ -15,7 +15,7 @@ daemon's files: an "allow always" and the read-only default rules are written in
 user's config by the daemon, asked over its socket (:mod:`.daemon_link`); without a daemon
 they hold for this run only.
 
-In a battle the daemon runs ``python -m pokeralphd.localagent --stream-json …``: Claude
+In a battle the daemon runs ``python -m pokeralph_agent --stream-json …``: Claude
 Code's stream-json in and out (:mod:`.streamjson`), permission asks over its control
 channel, the session under the battle's folder.
 
@@ -36,19 +36,19 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from pokeralphd.errors import PokeralphError
-from pokeralphd.localagent.errors import BACKOFF, RETRIES, SessionError, shown_url
-from pokeralphd.localagent.loop import AgentLoop, Outcome
-from pokeralphd.localagent.session import Message, Session, SessionStore
-from pokeralphd.localagent.toolspec import TOOLS
+from pokeralph_agent.errors import BACKOFF, RETRIES, SessionError, shown_url
+from pokeralph_agent.loop import AgentLoop, Outcome
+from pokeralph_agent.session import Message, Session, SessionStore
+from pokeralph_agent.toolspec import TOOLS
+from pokeralph_core.errors import PokeralphError
 
 if TYPE_CHECKING:
-    from pokeralphd.domain.local_config import LocalAgentConfig
-    from pokeralphd.localagent.approve import Unmatched
-    from pokeralphd.localagent.chat import ChatClient, Reply
-    from pokeralphd.localagent.session import ToolCall, ToolResult
-    from pokeralphd.localagent.toolspec import ToolSpec
-    from pokeralphd.paths import Paths
+    from pokeralph_agent.approve import Unmatched
+    from pokeralph_agent.chat import ChatClient, Reply
+    from pokeralph_agent.session import ToolCall, ToolResult
+    from pokeralph_agent.toolspec import ToolSpec
+    from pokeralph_core.local_config import LocalAgentConfig
+    from pokeralph_core.userdirs import Paths
 
 JSON_VERSION = 1
 MAX_BACKOFF = 60.0
@@ -172,7 +172,7 @@ class Settings:
         """The user's folders, found when first needed (a battle given --session-dir
         never needs them)."""
         if self._paths is None:
-            from pokeralphd.paths import Paths
+            from pokeralph_core.userdirs import Paths
 
             self._paths = Paths.resolve()
         return self._paths
@@ -183,7 +183,7 @@ class Settings:
         ranges and URL check; a flag of 0 is an error, not the default)."""
         from pydantic import ValidationError
 
-        from pokeralphd.domain.local_config import LocalAgentConfig
+        from pokeralph_core.local_config import LocalAgentConfig
 
         given = {key: getattr(args, key) for key in FLAGS}  # each flag's dest is its key
         given = {key: value for key, value in given.items() if value is not None}
@@ -196,7 +196,8 @@ class Settings:
             raise UsageError(f"{flag}: {error['msg']}") from None
 
     def _config(self) -> Any:
-        from pokeralphd.store import config_layers
+        # the daemon's own reading of the layers (issue 22: the one import of it left)
+        from pokeralphd.store.config_layers import load
 
         repo_file = None
         for folder in (self.cwd, *self.cwd.parents):
@@ -204,16 +205,16 @@ class Settings:
                 repo_file = folder / ".pokeralph" / "config.json"
                 break
         try:
-            return config_layers.load(self.paths.user_config_file, repo_file).config
+            return load(self.paths.user_config_file, repo_file).config
         except PokeralphError as exc:
             raise UsageError(f"the configuration cannot be used: {exc.message}") from None
 
     def client(self, api_key: str | None = None) -> ChatClient:
         cls: type[ChatClient]
         if self.api == "ollama":
-            from pokeralphd.localagent.ollama_chat import OllamaClient as cls
+            from pokeralph_agent.ollama_chat import OllamaClient as cls
         else:
-            from pokeralphd.localagent.openai_chat import OpenAIClient as cls
+            from pokeralph_agent.openai_chat import OpenAIClient as cls
         assert self.model
         return cls(
             self.base_url,
@@ -306,9 +307,9 @@ async def run(args: argparse.Namespace, cwd: Path) -> int:
 def _default_rules(args: argparse.Namespace, settings: Settings) -> None:
     """Have the daemon install the read-only default rules not offered yet; without a
     daemon, those apply to this run only (``--install-default-rules``: an error)."""
-    from pokeralphd.localagent.daemon_link import DaemonLink, LinkError
-    from pokeralphd.store import documents
-    from pokeralphd.store.local_defaults import DEFAULT_RULES, STATE_FILE, STATE_KIND
+    from pokeralph_agent.daemon_link import DaemonLink, LinkError
+    from pokeralph_core import documents
+    from pokeralph_core.local_defaults import DEFAULT_RULES, STATE_FILE, STATE_KIND
 
     try:
         added = DaemonLink(settings.paths.socket).install_defaults()
@@ -347,7 +348,7 @@ def _tools(settings: Settings, plan: bool) -> list[ToolSpec]:
 
 
 def _new_session(settings: Settings, tools: list[ToolSpec], plan: bool) -> Session:
-    from pokeralphd.localagent.prompts import system_prompt
+    from pokeralph_agent.prompts import system_prompt
 
     assert settings.model
     session = Session(
@@ -385,9 +386,9 @@ async def _drive(loop: AgentLoop, session: Session, prompt: str) -> tuple[Outcom
 
 
 async def _battle(args: argparse.Namespace, settings: Settings) -> int:
-    from pokeralphd.localagent.sandbox import Sandbox
-    from pokeralphd.localagent.streamjson import BattleApprover, HostChannel, StreamJsonOut
-    from pokeralphd.localagent.tools import Toolbox
+    from pokeralph_agent.sandbox import Sandbox
+    from pokeralph_agent.streamjson import BattleApprover, HostChannel, StreamJsonOut
+    from pokeralph_agent.tools import Toolbox
 
     if not settings.model:
         raise UsageError("no model: pass --model")
@@ -431,10 +432,10 @@ async def _battle(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _standalone(args: argparse.Namespace, settings: Settings) -> int:
-    from pokeralphd.localagent.approve import TerminalApprover, open_tty
-    from pokeralphd.localagent.daemon_link import DaemonLink
-    from pokeralphd.localagent.sandbox import Sandbox
-    from pokeralphd.localagent.tools import Toolbox
+    from pokeralph_agent.approve import TerminalApprover, open_tty
+    from pokeralph_agent.daemon_link import DaemonLink
+    from pokeralph_agent.sandbox import Sandbox
+    from pokeralph_agent.tools import Toolbox
 
     store = SessionStore.for_directory(settings.paths.state_dir, settings.cwd)
     if args.end:

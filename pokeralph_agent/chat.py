@@ -27,9 +27,8 @@ from urllib.parse import unquote, urlsplit
 
 import anyio
 
-from pokeralphd.domain.local_config import api_key_problem
-from pokeralphd.localagent import transport
-from pokeralphd.localagent.errors import (
+from pokeralph_agent import transport
+from pokeralph_agent.errors import (
     BACKOFF,
     RETRIES,
     ApiStatusError,
@@ -44,11 +43,12 @@ from pokeralphd.localagent.errors import (
     WireError,
     shown_url,
 )
+from pokeralph_core.local_config import api_key_problem
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Sequence
 
-    from pokeralphd.localagent.session import Message
+    from pokeralph_agent.session import Message
 
 MAX_LINE = 4 << 20
 MAX_TEXT = 256 * 1024

@@ -19,23 +19,23 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from pokeralphd.domain.timeutil import utcnow
-from pokeralphd.localagent.errors import (
+from pokeralph_agent.errors import (
     ApiStatusError,
     ChatError,
     ServerUnreachable,
     ToolError,
 )
-from pokeralphd.localagent.output import cap
-from pokeralphd.localagent.session import Message, ToolCall, ToolResult, trim
-from pokeralphd.localagent.toolspec import BY_NAME, ToolSpec, check_arguments
+from pokeralph_agent.output import cap
+from pokeralph_agent.session import Message, ToolCall, ToolResult, trim
+from pokeralph_agent.toolspec import BY_NAME, ToolSpec, check_arguments
+from pokeralph_core.timeutil import utcnow
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from pokeralphd.localagent.chat import ChatClient, Reply, ToolCallRequest
-    from pokeralphd.localagent.session import ApprovalMethod, Session, SessionStore
-    from pokeralphd.localagent.tools import Toolbox
+    from pokeralph_agent.chat import ChatClient, Reply, ToolCallRequest
+    from pokeralph_agent.session import ApprovalMethod, Session, SessionStore
+    from pokeralph_agent.tools import Toolbox
 
 StopReason = Literal["end_turn", "max_turns", "error", "stopped"]
 REPEAT_WARNING = 3  # identical calls in a row before the model is told

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pokeralphd.localagent.errors import PathEscape, ToolError
+from pokeralph_agent.errors import PathEscape, ToolError
 
 MAX_PATH = 4096
 
