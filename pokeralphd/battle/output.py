@@ -4,12 +4,20 @@ Every raw line goes to ``logs/iteration-{n}.log`` (buffered, flushed on each tic
 parsed agent event becomes a chunk. Chunks are published together at most once per
 coalescing window, so a chatty agent costs one event per window, not one per line, while
 a quiet agent's line still reaches subscribers within the window.
+
+Every stream flushes on the same ticks: the window's boundaries on the event loop's
+clock (``k * window``), not ``window`` after its own first chunk. So a hundred battles'
+streams publish in one pass of the loop, and each subscriber's writer wakes once per
+tick and sends one write for all of them, rather than once per battle per window (a
+send per battle per window per subscriber was the largest cost under many battles).
+A chunk waits at most one window, as before.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 from typing import IO, TYPE_CHECKING, Any
 
@@ -32,7 +40,7 @@ from pokeralphd.errors import StorageError
 from pokeralphd.store import safefs
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
     from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -41,19 +49,31 @@ MAX_CHUNK_TEXT = 16 * 1024
 MAX_PENDING_CHUNKS = 500
 
 
+def next_tick(now: float, window: float) -> float:
+    """The first boundary of ``window`` after ``now``: the moment every stream with that
+    window flushes (timers due at one moment fire in one pass of the event loop)."""
+    return (math.floor(now / window) + 1) * window
+
+
 class OutputStream:
     def __init__(
         self,
         log_path: Path,
         publish: Callable[[list[dict[str, Any]]], None],
         window_ms: int,
+        *,
+        now: Callable[[], float] = anyio.current_time,
+        sleep_until: Callable[[float], Awaitable[None]] = anyio.sleep_until,
     ) -> None:
         self.log_path = log_path
         self._publish = publish
         self._window = window_ms / 1000
+        self._now = now  # the event loop's clock (tests pass a fake one)
+        self._sleep_until = sleep_until
         self._chunks: list[dict[str, Any]] = []
         self._dropped = 0
-        self._wake = anyio.Event()
+        self._wake = anyio.Event()  # set from the first chunk after a flush until the next
+        self._due = 0.0  # when what is pending is published
         self._file: IO[bytes] | None = None
         self.last_text = ""
         self.log_error: str | None = None
@@ -97,7 +117,9 @@ class OutputStream:
                     text[:MAX_CHUNK_TEXT] + f"\n[… {len(text) - MAX_CHUNK_TEXT} chars in the log]"
                 )
             self._chunks.append({"kind": kind, "text": text})
-        self._wake.set()
+        if not self._wake.is_set():  # the first since the last flush: due at the next tick
+            self._due = next_tick(self._now(), self._window) if self._window else 0.0
+            self._wake.set()
 
     def show(self, event: AgentEvent) -> None:
         """What an agent's event shows in the output (the same for an implementer's
@@ -152,12 +174,13 @@ class OutputStream:
             self._publish(chunks)
 
     async def run(self) -> None:
-        """Publish pending chunks once per window until cancelled."""
+        """Publish pending chunks at the tick after the first of them came, until
+        cancelled."""
         while True:
             await self._wake.wait()
+            if self._window:  # (at once if this task comes late: a chunk waits one window)
+                await self._sleep_until(self._due)
             self._wake = anyio.Event()
-            if self._window:
-                await anyio.sleep(self._window)
             self.flush()
 
     def close(self) -> None:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,6 +21,7 @@ from pokeralphd.battle.gitservice import GitService, has_identity
 from pokeralphd.battle.prompt import MAX_PROMPT, build_task_prompt
 from pokeralphd.domain.models import PRD, FeedbackResult, Iteration, Task
 from pokeralphd.errors import InvalidState
+from tests.fakeclock import FakeClock
 from tests.helpers import make_git_repo, pid_alive
 
 BLOCK = {
@@ -348,3 +350,50 @@ def test_git_named_by_gitpython_setting_runs_without_path(
     with pytest.raises(InvalidState) as info:
         GitService(repo).show(head, 10_000)
     assert "cannot run git" in info.value.message and "install git" in info.value.data["hint"]
+
+
+@pytest.mark.anyio
+async def test_many_battles_output_flushes_on_one_tick_within_the_window(tmp_path: Path) -> None:
+    """A hundred battles' output streams (10 ms window), on a clock moved by hand: chunks
+    that came at different moments of one window are all published at its end, in one
+    go (so each subscriber's writer wakes once for them all, not once per battle), none
+    later than one window after it came; nothing is published before."""
+    from pokeralphd.battle.output import OutputStream, next_tick
+
+    clock = FakeClock(start=1000.003)
+    published: list[tuple[int, float]] = []
+    came: dict[int, float] = {}
+
+    async def sleep_until(deadline: float) -> None:
+        await clock.sleep(deadline - clock.monotonic())
+
+    def stream(i: int) -> OutputStream:
+        return OutputStream(
+            tmp_path / f"{i}.log",
+            lambda _chunks: published.append((i, clock.monotonic())),
+            10,
+            now=clock.monotonic,
+            sleep_until=sleep_until,
+        )
+
+    streams = [stream(i) for i in range(100)]
+    async with anyio.create_task_group() as tg:
+        for s in streams:
+            tg.start_soon(s.run)
+        for rounds in range(3):
+            published.clear()
+            tick = next_tick(clock.monotonic(), 0.010)
+            step = (tick - clock.monotonic()) * 0.9 / len(streams)
+            for i, s in enumerate(streams):  # spread over what is left of the window
+                came[i] = clock.monotonic()
+                s.chunk("text", f"line {i} of round {rounds}")
+                clock.advance(step)
+            clock.advance(tick - clock.monotonic() - 1e-6)  # just short of the tick
+            await anyio.wait_all_tasks_blocked()
+            assert published == []
+            clock.advance(2e-6)  # past it
+            await anyio.wait_all_tasks_blocked()
+            assert sorted(i for i, _ in published) == list(range(100))
+            assert len({at for _, at in published}) == 1  # one tick for all
+            assert all(at - came[i] <= 0.010 + 1e-9 for i, at in published)
+        tg.cancel_scope.cancel()
