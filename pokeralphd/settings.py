@@ -118,7 +118,19 @@ class DaemonSettings(Model):
         "logged). A subscriber dropped for overflowing gets at most 1 s, or this if less, "
         "to take its overflow notice.",
     )
-    max_concurrent_battles: int = Field(default=4, ge=1, le=64)
+    # What bounds it: descriptors and the loop's time, not a table. A running battle holds
+    # about four descriptors (its agent's stdout and stderr pipes, its log, a git child's
+    # pipes now and then; fdReserve and the connection cap share RLIMIT_NOFILE with them)
+    # and one child-watcher thread; its output costs the event loop ~20 µs a line. 256
+    # battles fit a default 1024-descriptor limit beside a few connections; how many lines
+    # a second they may print together is what the output benchmark (bench_stream) says.
+    max_concurrent_battles: int = Field(
+        default=4,
+        ge=1,
+        le=256,
+        description="Battles running at once, in all repositories (1 to 256); the rest "
+        "wait as queued.",
+    )
     web: bool = Field(
         default=True,
         description="Serve the web dashboard on 127.0.0.1 (--no-web turns it off).",

@@ -43,7 +43,7 @@ from tests.bench.common import Table
 from tests.helpers import SettingsDaemon, make_git_repo, short_tmpdir, wait_until
 
 AGENT = Path(__file__).with_name("flood_agent.py")
-MAX_CONCURRENT = 64  # DaemonSettings.max_concurrent_battles' upper bound
+MAX_CONCURRENT = 256  # DaemonSettings.max_concurrent_battles' upper bound
 MAX_PER_REPO = 16  # Config.parallel_battles' upper bound
 PING_HZ = 20
 STAMP = re.compile(rb"STAMP (\d+) (\d+) (\S+) \d+")
