@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from pokeralphctl.client import Connection, RequestFailed
@@ -448,3 +449,42 @@ def test_after_a_restart_a_cancelled_worktree_battle_leaves_nothing(home: Path) 
         wait_until(lambda: leftovers(home, repo) == ([], []), 10, "worktrees and branches gone")
     finally:
         second.stop()
+
+
+def test_start_all_makes_its_worktrees_side_by_side(
+    daemon: DaemonProcess, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``battle.start all`` starts what fits at once, not one after another (the last of
+    ten once waited for the nine before it, worktrees and writes, under load for minutes):
+    each worktree is made only once all three starts are making theirs. One after
+    another, the first would wait for the others in vain and be refused."""
+    from pokeralphd.battle import worktrees
+
+    repo = make_git_repo(home / "repo")
+    gate = home / "gate"
+    ids = setup(daemon, repo, ["One", "Two", "Three"], gate=gate, parallel=3)
+    create = worktrees.create
+    arrived: list[str] = []
+    everyone: list[anyio.Event] = []
+
+    async def side_by_side(repo_path: Path, root: Path, task_id: str) -> worktrees.BattleWorktree:
+        if not everyone:
+            everyone.append(anyio.Event())
+        arrived.append(task_id)
+        if len(arrived) == len(ids):
+            everyone[0].set()
+        with anyio.move_on_after(10):
+            await everyone[0].wait()
+        if not everyone[0].is_set():
+            raise worktrees.GitFailed(["worktree", "add"], 1, "", f"{task_id} made it alone")
+        return await create(repo_path, root, task_id)
+
+    monkeypatch.setattr(worktrees, "create", side_by_side)
+    with daemon.connect(timeout=90) as conn:
+        conn.call("events.subscribe", {"repo": str(repo)})
+        result = daemon.call("battle.start", {"repo": str(repo), "all": True})
+        assert result["refused"] == {}
+        assert result["started"] == ids  # in priority order
+        gate.write_text("open")
+        until_ended(conn, ids)
+    assert leftovers(home, repo) == ([], [])
