@@ -11,6 +11,9 @@ streams publish in one pass of the loop, and each subscriber's writer wakes once
 tick and sends one write for all of them, rather than once per battle per window (a
 send per battle per window per subscriber was the largest cost under many battles).
 A chunk waits at most one window, as before.
+
+What one window may publish is bounded (chunks and characters); past that, chunks are
+dropped and counted, and the event says so (``[N chunks coalesced away; see the log]``).
 """
 
 from __future__ import annotations
@@ -47,6 +50,9 @@ log = logging.getLogger(__name__)
 
 MAX_CHUNK_TEXT = 16 * 1024
 MAX_PENDING_CHUNKS = 500
+# An event's text at most (each chunk up to MAX_CHUNK_TEXT): 500 chunks of 16 KiB made an
+# 8 MiB event, a subscriber's whole backlog (``maxSubscriberBacklog``) in one go.
+MAX_PENDING_CHARS = 512 * 1024
 
 
 def next_tick(now: float, window: float) -> float:
@@ -71,6 +77,7 @@ class OutputStream:
         self._now = now  # the event loop's clock (tests pass a fake one)
         self._sleep_until = sleep_until
         self._chunks: list[dict[str, Any]] = []
+        self._pending_chars = 0  # their texts' length
         self._dropped = 0
         self._wake = anyio.Event()  # set from the first chunk after a flush until the next
         self._due = 0.0  # when what is pending is published
@@ -109,13 +116,13 @@ class OutputStream:
             return
         if kind == "text":
             self.last_text = text[-500:]
-        if len(self._chunks) >= MAX_PENDING_CHUNKS:
+        if len(text) > MAX_CHUNK_TEXT:
+            text = text[:MAX_CHUNK_TEXT] + f"\n[… {len(text) - MAX_CHUNK_TEXT} chars in the log]"
+        size = self._pending_chars + len(text)
+        if len(self._chunks) >= MAX_PENDING_CHUNKS or size > MAX_PENDING_CHARS:
             self._dropped += 1
         else:
-            if len(text) > MAX_CHUNK_TEXT:
-                text = (
-                    text[:MAX_CHUNK_TEXT] + f"\n[… {len(text) - MAX_CHUNK_TEXT} chars in the log]"
-                )
+            self._pending_chars = size
             self._chunks.append({"kind": kind, "text": text})
         if not self._wake.is_set():  # the first since the last flush: due at the next tick
             self._due = next_tick(self._now(), self._window) if self._window else 0.0
@@ -163,6 +170,7 @@ class OutputStream:
                 self._file.flush()
         if self._chunks or self._dropped:
             chunks, self._chunks = self._chunks, []
+            self._pending_chars = 0
             if self._dropped:
                 chunks.append(
                     {

@@ -397,3 +397,29 @@ async def test_many_battles_output_flushes_on_one_tick_within_the_window(tmp_pat
             assert len({at for _, at in published}) == 1  # one tick for all
             assert all(at - came[i] <= 0.010 + 1e-9 for i, at in published)
         tg.cancel_scope.cancel()
+
+
+def test_one_windows_output_is_bounded_in_characters_and_the_rest_is_counted(
+    tmp_path: Path,
+) -> None:
+    """An agent printing long lines fast: what one window publishes stays well under a
+    subscriber's backlog (500 chunks of 16 KiB were an 8 MiB event), and the event says
+    how many chunks were left out (the log has them)."""
+    from pokeralphd.battle.output import MAX_PENDING_CHARS, OutputStream
+
+    published: list[list[dict[str, Any]]] = []
+    stream = OutputStream(tmp_path / "run.log", published.append, 0)  # flushed by hand
+    for i in range(100):
+        stream.chunk("text", f"{i:03d}" + "x" * (16 * 1024 - 3))
+    stream.flush()
+    (chunks,) = published
+    kept, notice = chunks[:-1], chunks[-1]
+    assert sum(len(c["text"]) for c in kept) <= MAX_PENDING_CHARS
+    assert [c["text"][:3] for c in kept] == [f"{i:03d}" for i in range(len(kept))]
+    assert notice == {
+        "kind": "notice",
+        "text": f"[{100 - len(kept)} chunks coalesced away; see the log]",
+    }
+    stream.chunk("text", "after")  # the next window starts afresh
+    stream.flush()
+    assert published[-1] == [{"kind": "text", "text": "after"}]
