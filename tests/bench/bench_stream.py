@@ -169,11 +169,12 @@ def ws_receiver(
         while not stop.is_set():
             ws = websocket.create_connection(
                 f"ws://127.0.0.1:{port}/ws",
-                timeout=0.2,
+                timeout=30,  # connecting to a daemon that waits for a CPU takes a while
                 header=[f"Authorization: Bearer {secret}"],
                 origin=url.rstrip("/"),
             )
             ws.send(_subscribe(since).decode())
+            ws.settimeout(0.2)  # then short, to notice ``stop``
             ready.set()
             try:
                 while not stop.is_set() and not (target.value and tally.last_seq >= target.value):
