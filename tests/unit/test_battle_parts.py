@@ -423,3 +423,37 @@ def test_one_windows_output_is_bounded_in_characters_and_the_rest_is_counted(
     stream.chunk("text", "after")  # the next window starts afresh
     stream.flush()
     assert published[-1] == [{"kind": "text", "text": "after"}]
+
+
+def test_an_agents_words_are_kept_bounded_and_judged_as_if_all_were() -> None:
+    """An agent printing for long (here 60 MiB of lines) leaves its outcome holding a
+    few hundred KiB, not every line (a hundred flooding battles grew the daemon by
+    400 MiB),
+    yet the completion signal said early on, the last block and the last word are
+    judged as they would be with every line kept."""
+    from pokeralphd.agents.base import TEXT_MARKED, TEXT_TAIL, AgentOutcome
+    from pokeralphd.battle.judging import agent_words, output_summary
+
+    outcome = AgentOutcome(exit_code=0, reason="exited")
+    block = "<completion>" + json.dumps(BLOCK) + "</completion>"
+    outcome.add_text(f"all done {SIGIL}")
+    for i in range(600_000):
+        outcome.add_text(f"line {i:07d} " + "x" * 88)
+        if i == 300_000:
+            outcome.add_text("a <completion>not json</completion> then")
+            outcome.add_text(block)
+    outcome.add_text("the last word")
+    kept = sum(map(len, outcome.texts))
+    assert kept <= 2 * TEXT_TAIL + TEXT_MARKED
+    words = agent_words(outcome)
+    assert SIGIL in words[0]
+    signal = detect_completion(words, "001-a")
+    assert signal is not None and signal.kind == "block"
+    assert completion_problems(words, "001-a") == [
+        "the <completion> block is not valid JSON (Expecting value at line 1)"
+    ]
+    assert output_summary(outcome, "") == "the last word"
+    huge = AgentOutcome(exit_code=0, reason="exited")
+    for _ in range(3):
+        huge.add_text("y" * (TEXT_TAIL + TEXT_MARKED))  # longer than the tail: the last is kept
+    assert huge.texts == ["y" * (TEXT_TAIL + TEXT_MARKED)]
