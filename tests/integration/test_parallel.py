@@ -459,6 +459,7 @@ def test_start_all_makes_its_worktrees_side_by_side(
     each worktree is made only once all three starts are making theirs. One after
     another, the first would wait for the others in vain and be refused."""
     from pokeralphd.battle import worktrees
+    from pokeralphd.domain.models import BattleWorktree
 
     repo = make_git_repo(home / "repo")
     gate = home / "gate"
@@ -467,7 +468,7 @@ def test_start_all_makes_its_worktrees_side_by_side(
     arrived: list[str] = []
     everyone: list[anyio.Event] = []
 
-    async def side_by_side(repo_path: Path, root: Path, task_id: str) -> worktrees.BattleWorktree:
+    async def side_by_side(repo_path: Path, root: Path, task_id: str) -> BattleWorktree:
         if not everyone:
             everyone.append(anyio.Event())
         arrived.append(task_id)
