@@ -1,6 +1,6 @@
 """Streaming an iteration's output: the log file and coalesced ``iteration_output`` events.
 
-Every raw line goes to ``logs/iteration-{n}.log`` (buffered, flushed on each tick); every
+Every raw line goes to ``logs/iteration-{n}.log`` (written on each tick); every
 parsed agent event becomes a chunk. Chunks are published together at most once per
 coalescing window, so a chatty agent costs one event per window, not one per line, while
 a quiet agent's line still reaches subscribers within the window.
@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 
 MAX_CHUNK_TEXT = 16 * 1024
 MAX_PENDING_CHUNKS = 500
+LOG_BUFFER = 64 << 10  # log bytes held before a write, if the tick comes later
 # An event's text at most (each chunk up to MAX_CHUNK_TEXT): 500 chunks of 16 KiB made an
 # 8 MiB event, a subscriber's whole backlog (``maxSubscriberBacklog``) in one go.
 MAX_PENDING_CHARS = 512 * 1024
@@ -82,6 +83,8 @@ class OutputStream:
         self._wake = anyio.Event()  # set from the first chunk after a flush until the next
         self._due = 0.0  # when what is pending is published
         self._file: IO[bytes] | None = None
+        self._log_lines: list[bytes] = []  # the log's lines not written yet
+        self._log_bytes = 0
         self.last_text = ""
         self.log_error: str | None = None
 
@@ -104,12 +107,27 @@ class OutputStream:
         self._file = os.fdopen(fd, "ab")
 
     def raw(self, line: bytes) -> None:
+        """A line for the log: kept and written with the others of its window (one
+        write a tick, not one call a line), sooner past LOG_BUFFER bytes."""
         if self._file is not None:
-            try:
-                self._file.write(line if line.endswith(b"\n") else line + b"\n")
-            except OSError as exc:  # disk full: keep the battle going, say so once
-                self.log_error = f"log write failed: {exc.strerror}"
-                self._file = None
+            if line.endswith(b"\n"):
+                line = line[:-1]
+            self._log_lines.append(line)
+            self._log_bytes += len(line)
+            if self._log_bytes > LOG_BUFFER:
+                self._write_log()
+
+    def _write_log(self) -> None:
+        lines, self._log_lines, self._log_bytes = self._log_lines, [], 0
+        if self._file is None or not lines:
+            return
+        lines.append(b"")
+        try:
+            self._file.write(b"\n".join(lines))
+            self._file.flush()
+        except OSError as exc:  # disk full: keep the battle going, say so once
+            self.log_error = f"log write failed: {exc.strerror}"
+            self._file = None
 
     def chunk(self, kind: str, text: str) -> None:
         if not text:
@@ -165,9 +183,7 @@ class OutputStream:
                 self.chunk("notice", line)
 
     def flush(self) -> None:
-        if self._file is not None:
-            with contextlib.suppress(OSError):
-                self._file.flush()
+        self._write_log()
         if self._chunks or self._dropped:
             chunks, self._chunks = self._chunks, []
             self._pending_chars = 0
