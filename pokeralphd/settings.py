@@ -118,12 +118,13 @@ class DaemonSettings(Model):
         "logged). A subscriber dropped for overflowing gets at most 1 s, or this if less, "
         "to take its overflow notice.",
     )
-    # What bounds it: descriptors and the loop's time, not a table. A running battle holds
-    # about four descriptors (its agent's stdout and stderr pipes, its log, a git child's
-    # pipes now and then; fdReserve and the connection cap share RLIMIT_NOFILE with them)
-    # and one child-watcher thread; its output costs the event loop ~20 µs a line. 256
-    # battles fit a default 1024-descriptor limit beside a few connections; how many lines
-    # a second they may print together is what the output benchmark (bench_stream) says.
+    # What bounds it: descriptors, threads and the loop's time, not a table. A running
+    # battle holds about three descriptors (its agent's stdout and stderr pipes, its log;
+    # a git child's pipes now and then: 40 battles held 119 more than none) and one
+    # child-watcher thread; its output costs the event loop 8-15 µs a line (bench_stream).
+    # 256 battles (~770 descriptors) fit a default 1024-descriptor limit beside a couple
+    # of hundred connections (which share RLIMIT_NOFILE with them: see fdReserve); how
+    # many lines a second they may print together is what the CPU allows.
     max_concurrent_battles: int = Field(
         default=4,
         ge=1,

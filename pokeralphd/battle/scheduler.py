@@ -2,8 +2,9 @@
 
 While such a run is on, each battle that ends makes room: :meth:`StartAll.fill` starts
 what became ready (a pending task whose ``dependsOn`` all completed), until nothing is
-ready and nothing runs. The starts that fit are made side by side, not one after another. A task that cannot start is left as it was, said once in
-``battles_scheduled``, and not tried again by the same run.
+ready and nothing runs. The starts that fit are made side by side, not one after
+another. A task that cannot start is left as it was, said once in ``battles_scheduled``,
+and not tried again by the same run.
 """
 
 from __future__ import annotations
