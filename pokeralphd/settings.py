@@ -119,7 +119,20 @@ class DaemonSettings(Model):
         "logged). A subscriber dropped for overflowing gets at most 1 s, or this if less, "
         "to take its overflow notice.",
     )
-    max_concurrent_battles: int = Field(default=4, ge=1, le=64)
+    # What bounds it: descriptors, threads and the loop's time, not a table. A running
+    # battle holds about three descriptors (its agent's stdout and stderr pipes, its log;
+    # a git child's pipes now and then: 40 battles held 119 more than none) and one
+    # child-watcher thread; its output costs the event loop 8-15 µs a line (bench_stream).
+    # 256 battles (~770 descriptors) fit a default 1024-descriptor limit beside a couple
+    # of hundred connections (which share RLIMIT_NOFILE with them: see fdReserve); how
+    # many lines a second they may print together is what the CPU allows.
+    max_concurrent_battles: int = Field(
+        default=4,
+        ge=1,
+        le=256,
+        description="Battles running at once, in all repositories (1 to 256); the rest "
+        "wait as queued.",
+    )
     web: bool = Field(
         default=True,
         description="Serve the web dashboard on 127.0.0.1 (--no-web turns it off).",

@@ -187,10 +187,17 @@ class AgentRequest:
     permissions: PermissionHandler | None = None
 
 
+# The agent's words an outcome keeps for judging (its completion signal, its last word),
+# in characters: an agent printing for an hour must not hold every line in memory.
+TEXT_TAIL = 64 << 10  # the latest words, all of them (and the last one, however long)
+TEXT_MARKED = 256 << 10  # of older words, those with a "<" (every completion signal has one)
+
+
 @dataclass
 class AgentOutcome:
     exit_code: int | None
     reason: Literal["exited", "timeout", "idle", "cancelled"]
+    #: The agent's own words, in order (see :meth:`add_text`: bounded).
     texts: list[str] = field(default_factory=list)
     result: AgentResult | None = None
     session_id: str | None = None
@@ -198,6 +205,32 @@ class AgentOutcome:
     duration_ms: int = 0
     rate_limited_until: float | None = None  # a rejected rate_limit_event's reset
     api_failure: ApiFailure | None = None  # a transient API failure (see ApiFailure)
+    _chars: int = field(default=0, repr=False, compare=False)
+
+    def add_text(self, text: str) -> None:
+        """Keep the agent's words: the latest TEXT_TAIL characters whole, and of older
+        ones only those that may hold a completion signal (up to TEXT_MARKED, the newest
+        first), in order. Judging reads the last block, any sigil and the last word, so it
+        sees what it would in all of them; the log has everything."""
+        self.texts.append(text)
+        self._chars += len(text)
+        if self._chars > 2 * TEXT_TAIL + TEXT_MARKED:
+            self._trim()
+
+    def _trim(self) -> None:
+        texts = self.texts
+        tail = len(texts) - 1  # the last word is kept, however long
+        size = len(texts[tail])
+        while tail > 0 and size + len(texts[tail - 1]) <= TEXT_TAIL:
+            tail -= 1
+            size += len(texts[tail])
+        marked: list[str] = []
+        for text in reversed(texts[:tail]):
+            if "<" in text and size + len(text) <= TEXT_TAIL + TEXT_MARKED:
+                marked.append(text)
+                size += len(text)
+        self.texts = [*reversed(marked), *texts[tail:]]
+        self._chars = size
 
 
 def json_events(

@@ -154,7 +154,7 @@ async def _run_agent(
 
     def handle(event: AgentEvent) -> None:
         if isinstance(event, AgentText):
-            outcome.texts.append(event.text)
+            outcome.add_text(event.text)
         elif isinstance(event, AgentResult):
             outcome.result = event
             outcome.session_id = event.session_id or outcome.session_id

@@ -84,7 +84,7 @@ class BattleOrchestrator:
         self.battles: dict[str, BattleRun] = {}  # the active battles' owners, by task id
         self.write_lock = anyio.Lock()
         # battle.start is checked and reserved under this lock, so two starts at once
-        # cannot both pass the "room for another battle" check.
+        # cannot both pass the "room for another battle" check (nor start one task twice).
         self._start_lock = anyio.Lock()
         self._starting: set[str] = set()  # the tasks a start is being prepared for
         self._merge_lock = anyio.Lock()  # one merge back into this repository at a time
@@ -353,16 +353,22 @@ class BattleOrchestrator:
         validate_task_id(task_id)
         if max_iterations is not None and not 0 < max_iterations <= 100:
             raise InvalidParams("maxIterations must be between 1 and 100", field="maxIterations")
+        # Checked and reserved under the lock; prepared outside it (the worktree, the
+        # battle's folder, its first write: git and disk under load), so the starts of
+        # ``start all`` run side by side. A reserved task counts toward the limit and
+        # refuses a second start and any edit until it is started or refused.
         async with self._start_lock:
             config = await self.repo.config()
             self._check_startable(task_id, config)
             self._starting.add(task_id)
-            try:
-                return await self._start(task_id, mode, max_iterations, config)
-            finally:
-                self._starting.discard(task_id)
+        try:
+            return await self._start(task_id, mode, max_iterations, config)
+        finally:
+            self._starting.discard(task_id)
 
     def _check_startable(self, task_id: str, config: Config) -> None:
+        if task_id in self._starting:
+            raise BattleActive(f"a battle for {task_id} is starting", taskId=task_id)
         active = self.battle_of(task_id)
         if active is not None:
             if active.battle.status == B.PAUSED:

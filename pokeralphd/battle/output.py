@@ -1,15 +1,26 @@
 """Streaming an iteration's output: the log file and coalesced ``iteration_output`` events.
 
-Every raw line goes to ``logs/iteration-{n}.log`` (buffered, flushed on each tick); every
+Every raw line goes to ``logs/iteration-{n}.log`` (written on each tick); every
 parsed agent event becomes a chunk. Chunks are published together at most once per
 coalescing window, so a chatty agent costs one event per window, not one per line, while
 a quiet agent's line still reaches subscribers within the window.
+
+Every stream flushes on the same ticks: the window's boundaries on the event loop's
+clock (``k * window``), not ``window`` after its own first chunk. So a hundred battles'
+streams publish in one pass of the loop, and each subscriber's writer wakes once per
+tick and sends one write for all of them, rather than once per battle per window (a
+send per battle per window per subscriber was the largest cost under many battles).
+A chunk waits at most one window, as before.
+
+What one window may publish is bounded (chunks and characters); past that, chunks are
+dropped and counted, and the event says so (``[N chunks coalesced away; see the log]``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 from typing import IO, TYPE_CHECKING
 
@@ -33,7 +44,7 @@ from pokeralphd.errors import StorageError
 from pokeralphd.protocol.events import Chunk
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
     from pathlib import Path
 
     from pokeralphd.protocol.events import ChunkKind
@@ -42,6 +53,16 @@ log = logging.getLogger(__name__)
 
 MAX_CHUNK_TEXT = 16 * 1024
 MAX_PENDING_CHUNKS = 500
+LOG_BUFFER = 64 << 10  # log bytes held before a write, if the tick comes later
+# An event's text at most (each chunk up to MAX_CHUNK_TEXT): 500 chunks of 16 KiB made an
+# 8 MiB event, a subscriber's whole backlog (``maxSubscriberBacklog``) in one go.
+MAX_PENDING_CHARS = 512 * 1024
+
+
+def next_tick(now: float, window: float) -> float:
+    """The first boundary of ``window`` after ``now``: the moment every stream with that
+    window flushes (timers due at one moment fire in one pass of the event loop)."""
+    return (math.floor(now / window) + 1) * window
 
 
 class OutputStream:
@@ -50,14 +71,23 @@ class OutputStream:
         log_path: Path,
         publish: Callable[[list[Chunk]], None],
         window_ms: int,
+        *,
+        now: Callable[[], float] = anyio.current_time,
+        sleep_until: Callable[[float], Awaitable[None]] = anyio.sleep_until,
     ) -> None:
         self.log_path = log_path
         self._publish = publish
         self._window = window_ms / 1000
+        self._now = now  # the event loop's clock (tests pass a fake one)
+        self._sleep_until = sleep_until
         self._chunks: list[Chunk] = []
+        self._pending_chars = 0  # their texts' length
         self._dropped = 0
-        self._wake = anyio.Event()
+        self._wake = anyio.Event()  # set from the first chunk after a flush until the next
+        self._due = 0.0  # when what is pending is published
         self._file: IO[bytes] | None = None
+        self._log_lines: list[bytes] = []  # the log's lines not written yet
+        self._log_bytes = 0
         self.last_text = ""
         self.log_error: str | None = None
 
@@ -80,27 +110,44 @@ class OutputStream:
         self._file = os.fdopen(fd, "ab")
 
     def raw(self, line: bytes) -> None:
+        """A line for the log: kept and written with the others of its window (one
+        write a tick, not one call a line), sooner past LOG_BUFFER bytes."""
         if self._file is not None:
-            try:
-                self._file.write(line if line.endswith(b"\n") else line + b"\n")
-            except OSError as exc:  # disk full: keep the battle going, say so once
-                self.log_error = f"log write failed: {exc.strerror}"
-                self._file = None
+            if line.endswith(b"\n"):
+                line = line[:-1]
+            self._log_lines.append(line)
+            self._log_bytes += len(line)
+            if self._log_bytes > LOG_BUFFER:
+                self._write_log()
+
+    def _write_log(self) -> None:
+        lines, self._log_lines, self._log_bytes = self._log_lines, [], 0
+        if self._file is None or not lines:
+            return
+        lines.append(b"")
+        try:
+            self._file.write(b"\n".join(lines))
+            self._file.flush()
+        except OSError as exc:  # disk full: keep the battle going, say so once
+            self.log_error = f"log write failed: {exc.strerror}"
+            self._file = None
 
     def chunk(self, kind: ChunkKind, text: str) -> None:
         if not text:
             return
         if kind == "text":
             self.last_text = text[-500:]
-        if len(self._chunks) >= MAX_PENDING_CHUNKS:
+        if len(text) > MAX_CHUNK_TEXT:
+            text = text[:MAX_CHUNK_TEXT] + f"\n[… {len(text) - MAX_CHUNK_TEXT} chars in the log]"
+        size = self._pending_chars + len(text)
+        if len(self._chunks) >= MAX_PENDING_CHUNKS or size > MAX_PENDING_CHARS:
             self._dropped += 1
         else:
-            if len(text) > MAX_CHUNK_TEXT:
-                text = (
-                    text[:MAX_CHUNK_TEXT] + f"\n[… {len(text) - MAX_CHUNK_TEXT} chars in the log]"
-                )
+            self._pending_chars = size
             self._chunks.append(Chunk(kind, text))
-        self._wake.set()
+        if not self._wake.is_set():  # the first since the last flush: due at the next tick
+            self._due = next_tick(self._now(), self._window) if self._window else 0.0
+            self._wake.set()
 
     def show(self, event: AgentEvent) -> None:
         """What an agent's event shows in the output (the same for an implementer's
@@ -139,11 +186,10 @@ class OutputStream:
                 self.chunk("notice", line)
 
     def flush(self) -> None:
-        if self._file is not None:
-            with contextlib.suppress(OSError):
-                self._file.flush()
+        self._write_log()
         if self._chunks or self._dropped:
             chunks, self._chunks = self._chunks, []
+            self._pending_chars = 0
             if self._dropped:
                 chunks.append(
                     Chunk("notice", f"[{self._dropped} chunks coalesced away; see the log]")
@@ -152,12 +198,13 @@ class OutputStream:
             self._publish(chunks)
 
     async def run(self) -> None:
-        """Publish pending chunks once per window until cancelled."""
+        """Publish pending chunks at the tick after the first of them came, until
+        cancelled."""
         while True:
             await self._wake.wait()
+            if self._window:  # (at once if this task comes late: a chunk waits one window)
+                await self._sleep_until(self._due)
             self._wake = anyio.Event()
-            if self._window:
-                await anyio.sleep(self._window)
             self.flush()
 
     def close(self) -> None:

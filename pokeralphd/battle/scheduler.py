@@ -2,8 +2,9 @@
 
 While such a run is on, each battle that ends makes room: :meth:`StartAll.fill` starts
 what became ready (a pending task whose ``dependsOn`` all completed), until nothing is
-ready and nothing runs. A task that cannot start is left as it was, said once in
-``battles_scheduled``, and not tried again by the same run.
+ready and nothing runs. The starts that fit are made side by side, not one after
+another. A task that cannot start is left as it was, said once in ``battles_scheduled``,
+and not tried again by the same run.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
+from pokeralphd.battle.judging import sole
 from pokeralphd.domain.statuses import TaskStatus
 from pokeralphd.errors import InvalidParams, NotFound, PokeralphError
 from pokeralphd.protocol import events as ev
@@ -121,19 +123,43 @@ class StartAll:
         started: list[str] = []
         refused: dict[str, str] = auto.setdefault("refused", {})
         config = await self.orch.repo.config()
-        while self.orch.occupied() < config.parallel_battles:
+        while (room := config.parallel_battles - self.orch.occupied()) > 0:
             ready = [t for t in await self._ready() if t not in refused]
             if not ready:
                 break
-            task_id = ready[0]
+            # as many as there is room for, side by side (each start makes a worktree
+            # and writes: one after another, the last of ten waited for all the others)
+            batch = ready[:room]
+            why = await self._start_side_by_side(batch, auto)
+            for task_id in batch:  # in priority order
+                if (reason := why.get(task_id)) is None:
+                    started.append(task_id)
+                else:
+                    refused[task_id] = reason
+        return started, dict(refused)
+
+    async def _start_side_by_side(
+        self, batch: list[str], auto: dict[str, Any]
+    ) -> dict[str, str | None]:
+        """Start ``batch`` at once; for each task, None or why it was refused."""
+        why: dict[str, str | None] = {}
+
+        async def start(task_id: str) -> None:
             try:
                 await self.orch.start(task_id, auto["mode"], auto["maxIterations"])
             except PokeralphError as exc:
                 log.warning("%s: cannot start %s: %s", self.orch.repo.name, task_id, exc)
-                refused[task_id] = str(exc)[:500]
-                continue
-            started.append(task_id)
-        return started, dict(refused)
+                why[task_id] = str(exc)[:500]
+            else:
+                why[task_id] = None
+
+        try:
+            async with anyio.create_task_group() as tg:
+                for task_id in batch:
+                    tg.start_soon(start, task_id)
+        except BaseExceptionGroup as group:
+            raise sole(group) from None
+        return why
 
     async def fill(self) -> None:
         """A battle ended while ``start all`` is on: start what became ready; when

@@ -25,6 +25,7 @@ import argparse
 import json
 import math
 import multiprocessing as mp
+import os
 import re
 import socket
 import sys
@@ -43,7 +44,7 @@ from tests.bench.common import Table
 from tests.helpers import SettingsDaemon, make_git_repo, short_tmpdir, wait_until
 
 AGENT = Path(__file__).with_name("flood_agent.py")
-MAX_CONCURRENT = 64  # DaemonSettings.max_concurrent_battles' upper bound
+MAX_CONCURRENT = 256  # DaemonSettings.max_concurrent_battles' upper bound
 MAX_PER_REPO = 16  # Config.parallel_battles' upper bound
 PING_HZ = 20
 STAMP = re.compile(rb"STAMP (\d+) (\d+) (\S+) \d+")
@@ -66,6 +67,7 @@ class Tally:
     coalesced: Counter[str] = field(default_factory=Counter)  # announced lost, by battle
     overflows: list[int] = field(default_factory=list)  # lastSeq of each events.overflow
     lost_events: int = 0  # from the resubscription's reply
+    drops: int = 0  # connections closed under it without a notice it read (WebSocket)
     since_written: Counter[int] = field(default_factory=Counter)  # delay buckets
     since_due: Counter[int] = field(default_factory=Counter)
     last_seq: int = 0
@@ -158,25 +160,36 @@ def socket_receiver(path: str, tally: Tally, ready: Any, target: Any, stop: Any,
 def ws_receiver(
     url: str, secret: str, tally: Tally, ready: Any, target: Any, stop: Any, out: Any
 ) -> None:
-    """The dashboard's WebSocket, subscribed to every event as the page is."""
+    """The dashboard's WebSocket, subscribed to every event as the page is. When the
+    daemon closes it (an overflow, its notice maybe unread), it resumes with ``since``
+    as the page does, and the reply says what was lost."""
+    since: int | None = None
     try:
         port = url.split(":")[2].split("/")[0]
-        ws = websocket.create_connection(
-            f"ws://127.0.0.1:{port}/ws",
-            timeout=0.2,
-            header=[f"Authorization: Bearer {secret}"],
-            origin=url.rstrip("/"),
-        )
-        ws.send(_subscribe(None).decode())
-        ready.set()
-        while not stop.is_set() and not (target.value and tally.last_seq >= target.value):
+        while not stop.is_set():
+            ws = websocket.create_connection(
+                f"ws://127.0.0.1:{port}/ws",
+                timeout=30,  # connecting to a daemon that waits for a CPU takes a while
+                header=[f"Authorization: Bearer {secret}"],
+                origin=url.rstrip("/"),
+            )
+            ws.send(_subscribe(since).decode())
+            ws.settimeout(0.2)  # then short, to notice ``stop``
+            ready.set()
             try:
-                message = ws.recv()
-            except websocket.WebSocketTimeoutException:
-                continue
-            data = message.encode() if isinstance(message, str) else message
-            tally.take(data + b"\n", time.time_ns())
-        ws.close()
+                while not stop.is_set() and not (target.value and tally.last_seq >= target.value):
+                    try:
+                        message = ws.recv()
+                    except websocket.WebSocketTimeoutException:
+                        continue
+                    data = message.encode() if isinstance(message, str) else message
+                    tally.take(data + b"\n", time.time_ns())
+                else:
+                    ws.close()
+                    break
+            except websocket.WebSocketConnectionClosedException:
+                tally.drops += 1
+            since = tally.overflows[-1] if tally.overflows else tally.last_seq
     except Exception as exc:
         tally.error = repr(exc)
     finally:
@@ -214,12 +227,15 @@ def pinger(path: str, ready: Any, stop: Any, out: Any) -> None:
 
 
 class Sampler(threading.Thread):
-    """The daemon's CPU time, resident memory and running agents, twice a second."""
+    """The daemon's CPU time, resident memory and running agents, twice a second; and
+    how long its event loop's thread waited for a CPU while it could run (the kernel's
+    run-queue wait: what a busy machine adds to every delay)."""
 
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
         self.proc = psutil.Process(pid)
         self.samples: list[tuple[float, float, int, int]] = []  # (t, cpu s, rss, agents)
+        self.waited: list[float] = []  # run-queue wait (s) at each sample
         self.halt = threading.Event()
 
     def run(self) -> None:
@@ -231,7 +247,40 @@ class Sampler(threading.Thread):
             except psutil.Error:
                 return
             self.samples.append((time.monotonic(), cpu, rss, agents))
+            self.waited.append(run_queue_wait(self.proc.pid))
             self.halt.wait(0.5)
+
+    def at(self, t: float) -> tuple[float, float, int, int]:
+        """The first sample at or after ``t`` (the last one if none)."""
+        return next((s for s in self.samples if s[0] >= t), self.samples[-1])
+
+    def children_cpu(self) -> float:
+        """CPU seconds of the daemon's children it has reaped (agents, git, loops)."""
+        try:
+            times = self.proc.cpu_times()
+        except psutil.Error:
+            return math.nan
+        return float(times.children_user + times.children_system)
+
+
+def run_queue_wait(pid: int) -> float:
+    """Seconds the process's main thread spent runnable but waiting for a CPU (Linux's
+    /proc/PID/schedstat; NaN elsewhere)."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return math.nan
+
+
+def cpu_of(pids: list[int]) -> float:
+    """CPU seconds the processes ``pids`` used so far (the clients)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            total += sum(psutil.Process(pid).cpu_times()[:2])
+        except psutil.Error:
+            pass
+    return total
 
     def at(self, t: float) -> tuple[float, float, int, int]:
         """The first sample at or after ``t`` (the last one if none)."""
@@ -395,8 +444,10 @@ def run(
             t_end = time.monotonic()
             for thread in starters:
                 thread.join()
+        clients_cpu = cpu_of([proc.pid for proc, _ in procs])
         sampler.halt.set()
         sampler.join()
+        children_cpu = sampler.children_cpu()
         target.value = daemon.call("daemon.status")["seq"]
         tallies: list[Tally] = []
         for tally, receive in receivers:
@@ -450,6 +501,21 @@ def run(
             f"{cpu:.1f} s CPU over {wall:.1f} s ({cpu / wall * 100:.0f}% of a core)",
         )
 
+        waited = sampler.waited[-1] - sampler.waited[0]
+        table.add(
+            "  the machine's CPU over the run: daemon / its children / the clients",
+            f"{cpu:.1f} / {children_cpu:.1f} / {clients_cpu:.1f} s",
+            f"of {wall * psutil.cpu_count():.0f} CPU-s on {psutil.cpu_count()} CPUs in "
+            f"{wall:.1f} s (children: the agents and git; clients: the {subscribers} "
+            f"subscribers, the WebSocket and the pinger); load average "
+            f"{os.getloadavg()[0]:.1f} at the end",
+        )
+        table.add(
+            "  daemon's event loop waiting for a CPU",
+            f"{waited:.1f} s",
+            f"of {wall:.1f} s wall: runnable, but the CPUs were busy (/proc schedstat)",
+        )
+
         def rss_at(t: float) -> str:
             return f"{sampler.at(t0 + t)[2] / 2**20:.0f}"
 
@@ -473,12 +539,13 @@ def run(
             f"{coalesced:,}",
             "said in the battle's iteration_output: '[N chunks coalesced away; see the log]'",
         )
-        overflowed = [t for t in tallies if t.overflows]
+        overflowed = [t for t in tallies if t.overflows or t.drops]
         table.add(
             "  subscribers overflowed (events.overflow)",
             f"{len(overflowed)} of {len(tallies)}",
             f"{sum(t.lost_events for t in tallies):,} events lost past the history "
-            "(the resubscription's reply says so)",
+            "(the resubscription's reply says so); the WebSocket closed under its reader "
+            f"{sum(t.drops for t in tallies)} times (it resumed with since)",
         )
         # A receiver that overflowed was told (events.overflow) and lost whole events
         # past the history: its shortfall was announced, at the event's grain.
@@ -492,7 +559,7 @@ def run(
                 )
             else:
                 short = max(0, total - t.lines - sum(t.coalesced.values()))
-            if t.overflows or t.lost_events:
+            if t.overflows or t.lost_events or t.drops:
                 by_overflow += short
             else:
                 unannounced += short

@@ -535,3 +535,31 @@ def test_kill_9_during_a_feedback_loop_leaves_nothing_running(home: Path, repo: 
     finally:
         reap(pids)
         second.stop()
+
+
+def test_progress_holds_the_agents_last_words(
+    daemon: DaemonProcess, repo: Path, home: Path
+) -> None:
+    """progress.json's ``logs`` (the last 50 lines, stripped) and ``lastOutput`` after a
+    chatty iteration: the words are put into progress when it is written, not per line,
+    and none of the last ones is missed at the iteration's end."""
+    script = home / "chatty.sh"
+    script.write_text(
+        '#!/bin/sh\ncat > /dev/null\ni=1; while [ $i -le 80 ]; do echo "  line $i  "; '
+        "i=$((i+1)); done\necho '<promise>COMPLETE</promise>'\n"
+    )
+    script.chmod(0o755)
+    task = setup_repo(daemon, repo, backend="command", fake="")
+    daemon.call(
+        "config.update",
+        {
+            "repo": str(repo),
+            "patch": {"agent": {"command": str(script)}, "phases": ["implementation"]},
+        },
+    )
+    run_until(daemon, ("battle.start", {"repo": str(repo), "taskId": task}), END)
+    progress = json.loads((repo / ".pokeralph" / "battles" / task / "progress.json").read_text())
+    assert progress["logs"] == [f"line {i}" for i in range(32, 81)] + [
+        "<promise>COMPLETE</promise>"
+    ]
+    assert progress["lastOutput"] == "<promise>COMPLETE</promise>"

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from pokeralphctl.client import Connection, RequestFailed
@@ -448,3 +450,82 @@ def test_after_a_restart_a_cancelled_worktree_battle_leaves_nothing(home: Path) 
         wait_until(lambda: leftovers(home, repo) == ([], []), 10, "worktrees and branches gone")
     finally:
         second.stop()
+
+
+def test_start_all_makes_its_worktrees_side_by_side(
+    daemon: DaemonProcess, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``battle.start all`` starts what fits at once, not one after another (the last of
+    ten once waited for the nine before it, worktrees and writes, under load for minutes):
+    each worktree is made only once all three starts are making theirs. One after
+    another, the first would wait for the others in vain and be refused."""
+    from pokeralphd.battle import worktrees
+    from pokeralphd.domain.models import BattleWorktree
+
+    repo = make_git_repo(home / "repo")
+    gate = home / "gate"
+    ids = setup(daemon, repo, ["One", "Two", "Three"], gate=gate, parallel=3)
+    create = worktrees.create
+    arrived: list[str] = []
+    everyone: list[anyio.Event] = []
+
+    async def side_by_side(repo_path: Path, root: Path, task_id: str) -> BattleWorktree:
+        if not everyone:
+            everyone.append(anyio.Event())
+        arrived.append(task_id)
+        if len(arrived) == len(ids):
+            everyone[0].set()
+        with anyio.move_on_after(10):
+            await everyone[0].wait()
+        if not everyone[0].is_set():
+            raise worktrees.GitFailed(["worktree", "add"], 1, "", f"{task_id} made it alone")
+        return await create(repo_path, root, task_id)
+
+    monkeypatch.setattr(worktrees, "create", side_by_side)
+    with daemon.connect(timeout=90) as conn:
+        conn.call("events.subscribe", {"repo": str(repo)})
+        result = daemon.call("battle.start", {"repo": str(repo), "all": True})
+        assert result["refused"] == {}
+        assert result["started"] == ids  # in priority order
+        gate.write_text("open")
+        until_ended(conn, ids)
+    assert leftovers(home, repo) == ([], [])
+
+
+def test_a_task_being_started_is_not_started_twice(
+    daemon: DaemonProcess, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A start is prepared outside the start lock now (its worktree, its folder): while
+    one is under way, a second start of the same task is refused at once, naming it as
+    starting, and the first goes on to run the one battle."""
+    from pokeralphd.battle import worktrees
+    from pokeralphd.domain.models import BattleWorktree
+
+    repo = make_git_repo(home / "repo")
+    gate = home / "gate"
+    ids = setup(daemon, repo, ["One", "Two"], gate=gate, parallel=2)
+    create = worktrees.create
+    inside, release = threading.Event(), threading.Event()
+
+    async def held(repo_path: Path, root: Path, task_id: str) -> BattleWorktree:
+        inside.set()
+        await anyio.to_thread.run_sync(release.wait, 10)
+        return await create(repo_path, root, task_id)
+
+    monkeypatch.setattr(worktrees, "create", held)
+    first: dict[str, Any] = {}
+    start = {"repo": str(repo), "taskId": ids[0]}
+    thread = threading.Thread(target=lambda: first.update(daemon.call("battle.start", start)))
+    with daemon.connect(timeout=90) as conn:
+        conn.call("events.subscribe", {"repo": str(repo)})
+        thread.start()
+        assert inside.wait(30)
+        with pytest.raises(RequestFailed) as info:
+            daemon.call("battle.start", start)
+        assert f"a battle for {ids[0]} is starting" in info.value.message
+        release.set()
+        thread.join(30)
+        assert first["battle"]["taskId"] == ids[0]
+        gate.write_text("open")
+        until_ended(conn, ids[:1])
+    assert leftovers(home, repo) == ([], [])

@@ -9,6 +9,7 @@ import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
+import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,6 +20,7 @@ from pokeralphd.battle.gitservice import GitService, has_identity
 from pokeralphd.battle.prompt import MAX_PROMPT, build_task_prompt
 from pokeralphd.domain.models import PRD, FeedbackResult, Iteration, Task
 from pokeralphd.errors import InvalidState
+from tests.fakeclock import FakeClock
 from tests.helpers import make_git_repo, pid_alive
 
 BLOCK = {
@@ -348,3 +350,108 @@ def test_git_named_by_gitpython_setting_runs_without_path(
     with pytest.raises(InvalidState) as info:
         GitService(repo).show(head, 10_000)
     assert "cannot run git" in info.value.message and "install git" in info.value.data["hint"]
+
+
+@pytest.mark.anyio
+async def test_many_battles_output_flushes_on_one_tick_within_the_window(tmp_path: Path) -> None:
+    """A hundred battles' output streams (10 ms window), on a clock moved by hand: chunks
+    that came at different moments of one window are all published at its end, in one
+    go (so each subscriber's writer wakes once for them all, not once per battle), none
+    later than one window after it came; nothing is published before."""
+    from pokeralphd.battle.output import OutputStream, next_tick
+
+    clock = FakeClock(start=1000.003)
+    published: list[tuple[int, float]] = []
+    came: dict[int, float] = {}
+
+    async def sleep_until(deadline: float) -> None:
+        await clock.sleep(deadline - clock.monotonic())
+
+    def stream(i: int) -> OutputStream:
+        return OutputStream(
+            tmp_path / f"{i}.log",
+            lambda _chunks: published.append((i, clock.monotonic())),
+            10,
+            now=clock.monotonic,
+            sleep_until=sleep_until,
+        )
+
+    streams = [stream(i) for i in range(100)]
+    async with anyio.create_task_group() as tg:
+        for s in streams:
+            tg.start_soon(s.run)
+        for rounds in range(3):
+            published.clear()
+            tick = next_tick(clock.monotonic(), 0.010)
+            step = (tick - clock.monotonic()) * 0.9 / len(streams)
+            for i, s in enumerate(streams):  # spread over what is left of the window
+                came[i] = clock.monotonic()
+                s.chunk("text", f"line {i} of round {rounds}")
+                clock.advance(step)
+            clock.advance(tick - clock.monotonic() - 1e-6)  # just short of the tick
+            await anyio.wait_all_tasks_blocked()
+            assert published == []
+            clock.advance(2e-6)  # past it
+            await anyio.wait_all_tasks_blocked()
+            assert sorted(i for i, _ in published) == list(range(100))
+            assert len({at for _, at in published}) == 1  # one tick for all
+            assert all(at - came[i] <= 0.010 + 1e-9 for i, at in published)
+        tg.cancel_scope.cancel()
+
+
+def test_one_windows_output_is_bounded_in_characters_and_the_rest_is_counted(
+    tmp_path: Path,
+) -> None:
+    """An agent printing long lines fast: what one window publishes stays well under a
+    subscriber's backlog (500 chunks of 16 KiB were an 8 MiB event), and the event says
+    how many chunks were left out (the log has them)."""
+    from pokeralphd.battle.output import MAX_PENDING_CHARS, OutputStream
+    from pokeralphd.protocol.events import Chunk
+
+    published: list[list[Chunk]] = []
+    stream = OutputStream(tmp_path / "run.log", published.append, 0)  # flushed by hand
+    for i in range(100):
+        stream.chunk("text", f"{i:03d}" + "x" * (16 * 1024 - 3))
+    stream.flush()
+    (chunks,) = published
+    kept, notice = chunks[:-1], chunks[-1]
+    assert sum(len(c.text) for c in kept) <= MAX_PENDING_CHARS
+    assert [c.text[:3] for c in kept] == [f"{i:03d}" for i in range(len(kept))]
+    assert notice == Chunk("notice", f"[{100 - len(kept)} chunks coalesced away; see the log]")
+    stream.chunk("text", "after")  # the next window starts afresh
+    stream.flush()
+    assert published[-1] == [Chunk("text", "after")]
+
+
+def test_an_agents_words_are_kept_bounded_and_judged_as_if_all_were() -> None:
+    """An agent printing for long (here 60 MiB of lines) leaves its outcome holding a
+    few hundred KiB, not every line (a hundred flooding battles grew the daemon by
+    400 MiB),
+    yet the completion signal said early on, the last block and the last word are
+    judged as they would be with every line kept."""
+    from pokeralphd.agents.base import TEXT_MARKED, TEXT_TAIL, AgentOutcome
+    from pokeralphd.battle.judging import agent_words, output_summary
+
+    outcome = AgentOutcome(exit_code=0, reason="exited")
+    block = "<completion>" + json.dumps(BLOCK) + "</completion>"
+    outcome.add_text(f"all done {SIGIL}")
+    for i in range(600_000):
+        outcome.add_text(f"line {i:07d} " + "x" * 88)
+        if i == 300_000:
+            outcome.add_text("a <completion>not json</completion> then")
+            outcome.add_text(block)
+    outcome.add_text("the last word")
+    kept = sum(map(len, outcome.texts))
+    assert kept <= 2 * TEXT_TAIL + TEXT_MARKED
+    words = agent_words(outcome)
+    assert SIGIL in words[0]
+    signal = detect_completion(words, "001-a")
+    assert signal is not None and signal.kind == "block"
+    assert completion_problems(words, "001-a") == [
+        "the <completion> block is not valid JSON (Expecting value at line 1)"
+    ]
+    assert output_summary(outcome, "") == "the last word"
+    huge = AgentOutcome(exit_code=0, reason="exited")
+    for _ in range(3):
+        huge.add_text("y" * (TEXT_TAIL + TEXT_MARKED))  # longer than the tail: the last is kept
+    assert huge.texts == ["y" * (TEXT_TAIL + TEXT_MARKED)]

@@ -20,6 +20,7 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from pokeralphd.protocol import events as ev
 from pokeralphd.protocol import jsonrpc
@@ -531,3 +532,15 @@ def test_every_limit_is_documented() -> None:
     defaults = DaemonSettings()
     assert (defaults.max_batch, defaults.max_reply, defaults.max_pending) == (1000, 16 << 20, 64)
     assert defaults.event_history_bytes == 32 << 20 and defaults.max_connections == 1024
+
+
+def test_a_hundred_battles_can_be_configured() -> None:
+    """Issue 22's hundred battles at once: the cap once stopped at 64."""
+    assert (
+        DaemonSettings.model_validate({"maxConcurrentBattles": 100}).max_concurrent_battles == 100
+    )
+    assert (
+        DaemonSettings.model_validate({"maxConcurrentBattles": 256}).max_concurrent_battles == 256
+    )
+    with pytest.raises(ValidationError):
+        DaemonSettings.model_validate({"maxConcurrentBattles": 257})
