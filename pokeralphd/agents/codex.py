@@ -26,7 +26,9 @@ from pokeralphd.agents.base import (
     AgentText,
     AgentToolResult,
     AgentToolUse,
+    Flag,
     json_events,
+    merge_flags,
 )
 from pokeralphd.agents.claude import usage_of
 
@@ -73,16 +75,14 @@ class CodexBackend(AgentBackend):
         - not ``--dangerously-bypass-approvals-and-sandbox``: ``exec`` never asks for
           approval, and the sandbox is the only limit the agent has.
 
-        ``agent.extraArgs`` come after ours (a later ``-c`` wins): a user who wants
-        another policy can say so.
+        ``agent.extraArgs`` come after ours (a later ``-c`` wins), and a ``--sandbox`` or
+        ``--model`` of theirs replaces ours (:func:`~pokeralphd.agents.base.merge_flags`).
         """
         cfg = request.config
         argv = [
             self.executable(request),
             "exec",
             "--json",
-            "--sandbox",
-            "read-only" if request.mode == "plan" else "workspace-write",
             "-c",
             "sandbox_workspace_write.network_access=false",
             "-c",
@@ -90,9 +90,15 @@ class CodexBackend(AgentBackend):
         ]
         for override in QUIET_OVERRIDES:
             argv += ["-c", override]
+        defaults = [
+            Flag(
+                ("--sandbox", "-s"), ("read-only" if request.mode == "plan" else "workspace-write",)
+            )
+        ]
         if cfg.model:
-            argv += ["-m", cfg.model]
-        argv += list(cfg.extra_args)
+            defaults.append(Flag(("-m", "--model"), (cfg.model,)))
+        # A user's own --sandbox or --model replaces ours (passing both is exit 2).
+        argv += merge_flags(defaults, cfg.extra_args)
         if request.resume_session:
             argv += ["resume", request.resume_session]
             self._resumed_from = _THREAD_TOTALS.get(request.resume_session)

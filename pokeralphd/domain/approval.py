@@ -25,7 +25,7 @@ rule gets fixed).
 
 **Validation** (:class:`ApprovalRule`) refuses what cannot be meant: a pattern that does
 not compile, an empty description, a tool no backend has (Claude Code's tools, any
-``mcp__server__tool``, the local agent's catalog), a pattern that takes longer than
+``mcp__server__tool``, the local agent's catalog, an ACP tool call's kind), a pattern that takes longer than
 :data:`PROBE_SECONDS` over the probe inputs of its tool (:func:`probes`, a few dozen short
 inputs: it backtracks), and a *blanket* allow rule: one whose pattern matches every probe
 input of its tool, so it would approve everything. A blanket ``deny`` rule ("never WebFetch") is allowed: it only takes power
@@ -110,6 +110,11 @@ LOCAL_TOOLS = frozenset(
         "fetch_webpage",
     }
 )
+#: The kinds of an Agent Client Protocol tool call (an ACP agent's permission requests
+#: name these: its rules match the kind, their pattern the call's ``rawInput``).
+ACP_KINDS = frozenset(
+    {"read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"}
+)
 MCP_TOOL_RE = re.compile(r"mcp__[A-Za-z0-9_-]+?__[A-Za-z0-9_-]+")
 
 #: The string parameters each known tool takes (what its inputs look like), for probing.
@@ -142,7 +147,12 @@ GENERIC_KEYS = ("command", "path", "file_path", "url", "query", "content", "inpu
 
 
 def known_tool(name: str) -> bool:
-    return name in CLAUDE_TOOLS or name in LOCAL_TOOLS or bool(MCP_TOOL_RE.fullmatch(name))
+    return (
+        name in CLAUDE_TOOLS
+        or name in LOCAL_TOOLS
+        or name in ACP_KINDS
+        or bool(MCP_TOOL_RE.fullmatch(name))
+    )
 
 
 def canonical(value: Any) -> str:
@@ -280,7 +290,8 @@ class ApprovalRule(Model):
             raise ValueError(
                 f"unknown tool {name!r}: use one of Claude Code's tools "
                 f"({', '.join(sorted(CLAUDE_TOOLS))}), an MCP tool (mcp__server__tool) or "
-                f"one of the local agent's ({', '.join(sorted(LOCAL_TOOLS))})"
+                f"one of the local agent's ({', '.join(sorted(LOCAL_TOOLS))}) or an ACP tool "
+                f"kind ({', '.join(sorted(ACP_KINDS))})"
             )
         return name
 
