@@ -143,6 +143,11 @@ class Peer:
         self.failed.set()
         self._reply_ready.set()
 
+    def finish(self) -> None:
+        """The exchange is over: its streams are closed."""
+        self.close("the exchange is over")
+        self.requests.close()
+
     def _dispatch(self, message: dict[str, Any]) -> None:
         method = message.get("method")
         has_id = "id" in message

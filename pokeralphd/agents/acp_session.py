@@ -64,12 +64,13 @@ class AcpConversation(Conversation):
         *,
         routed: bool,
         auth_hint: str,
-        init_seconds: float = INIT_SECONDS,
+        init_seconds: float | None = None,
     ) -> None:
         self.request = request
         self.routed = routed
         self.auth_hint = auth_hint
-        self.init_seconds = init_seconds
+        self.init_seconds = INIT_SECONDS if init_seconds is None else init_seconds
+        self.ended = False  # the agent's output ended
         self.calls = ToolCalls()
         self.session_id: str | None = None
         self.stopping = False
@@ -83,27 +84,38 @@ class AcpConversation(Conversation):
         self.peer.receive(line)
 
     def closed(self) -> None:
-        self.peer.close("the agent's output ended (it exited or closed stdout)")
+        self.ended = True
+        self.peer.close("the agent's output ended before it answered (it exited or closed stdout)")
 
     async def converse(self, channel: AgentChannel) -> None:
         self._channel = channel
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._serve)
-            tg.start_soon(self.peer.flush_replies)
-            try:
-                result = await self._run()
-            except PeerClosed as exc:
-                result = self._failed(str(exc))
-            except RpcError as exc:
-                result = self._failed(f"the agent answered with an error: {exc}")
-            tg.cancel_scope.cancel()
-        channel.emit(result)
+        result: AgentResult | None = None
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._serve)
+                tg.start_soon(self.peer.flush_replies)
+                try:
+                    result = await self._run()
+                except PeerClosed as exc:
+                    # An agent that ended (a crash) is told by its exit status and stderr;
+                    # one that does not speak ACP, by what it printed.
+                    if self.ended:
+                        self._notice(str(exc))
+                    else:
+                        result = self._failed(str(exc))
+                except RpcError as exc:
+                    result = self._failed(f"the agent answered with an error: {exc}")
+                tg.cancel_scope.cancel()
+        finally:
+            self.peer.finish()
+        if result is not None:
+            channel.emit(result)
 
     async def stop(self, channel: AgentChannel) -> None:
         """``session/cancel``, every permission request still waiting answered cancelled."""
         self.stopping = True
         self._channel = channel
-        if self.session_id is not None and self.peer.failure is None:
+        if self.session_id is not None and not self.ended:
             with contextlib.suppress(OSError):
                 await self.peer.notify("session/cancel", {"sessionId": self.session_id})
         while True:
@@ -112,9 +124,10 @@ class AcpConversation(Conversation):
             except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
                 break
             await self._answer_stopped(incoming)
-        for msg_id in list(self._asking):
+        asking, self._asking = list(self._asking), {}
+        for msg_id in asking:
             await self.peer.respond(msg_id, {"outcome": {"outcome": "cancelled"}})
-        self._asking.clear()
+        self.peer.finish()
 
     # -- the exchange --------------------------------------------------------------------
     async def _run(self) -> AgentResult:
@@ -203,12 +216,12 @@ class AcpConversation(Conversation):
                 self._emit(AgentPermissionDecision(ask, answer))
         except Exception as exc:  # a bug deciding must not leave the agent waiting
             log.exception("deciding an ACP permission request failed")
+            self._asking.pop(incoming.id, None)
             await self.peer.error(incoming.id, INTERNAL_ERROR, f"pokeralph could not decide: {exc}")
             return
-        finally:
-            # Not answered yet (stop() answers those waiting with "cancelled").
-            pending = incoming.id in self._asking
-            self._asking.pop(incoming.id, None)
+        # Still waiting for its answer? (Cancelled, a request stays for stop() to answer.)
+        pending = incoming.id in self._asking
+        self._asking.pop(incoming.id, None)
         if pending:
             outcome = {"outcome": "cancelled"} if self.stopping else choose_option(options, answer)
             await self.peer.respond(incoming.id, {"outcome": outcome})

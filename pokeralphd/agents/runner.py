@@ -166,7 +166,8 @@ async def _run_agent(
     waited = [0.0]  # seconds spent on finished ones
     wait_began = [0.0]  # when the answers now under way began
     group: list[TaskGroup] = []  # where answers run (set once the run's group exists)
-    exited = anyio.Event()
+    exited = anyio.Event()  # the agent's process ended
+    talked = anyio.Event()  # a conversing backend's exchange is over
     on_event(
         AgentStarted(session_id=request.resume_session, model=request.config.model, pid=process.pid)
     )
@@ -249,6 +250,7 @@ async def _run_agent(
         try:
             await conversation.converse(channel)
         finally:
+            talked.set()
             await close_stdin()
         with anyio.move_on_after(request.kill_grace):
             await exited.wait()
@@ -341,6 +343,9 @@ async def _run_agent(
                     await anyio.to_thread.run_sync(end_run, process.pid, token)
                     with anyio.move_on_after(5):
                         await drained.wait()
+                if conversation is not None:
+                    with anyio.move_on_after(2):  # what it read last, to its result
+                        await talked.wait()
                 tg.cancel_scope.cancel()
     except anyio.get_cancelled_exc_class():
         with anyio.CancelScope(shield=True):
