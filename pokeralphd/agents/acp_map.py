@@ -11,7 +11,9 @@ one of the options the agent offered, and the ``session/prompt`` answer as the r
   ``search``, ``execute``, ``think``, ``fetch``, ``other``) with its ``rawInput``, and ends
   (``completed``/``failed``) as an :class:`AgentToolResult` whose files are the call's
   ``locations`` when it changes files (``edit``, ``delete``, ``move``).
-- ``usage_update`` with a ``cost`` in USD: the session's cost so far.
+- ``usage_update`` with a ``cost`` in USD: the session's cost so far; an update's
+  ``_meta.usage`` (Qwen Code reports each model call's so): added up, the run's usage
+  when the ``session/prompt`` answer carries none.
 - Anything else known (commands, modes, session info) shows nothing; unknown kinds are
   notices.
 
@@ -71,6 +73,7 @@ class ToolCalls:
 
     calls: dict[str, _Call] = field(default_factory=dict)
     cost_usd: float | None = None
+    usage: Usage | None = None  # summed from updates' ``_meta.usage`` (Qwen Code's)
 
     def update(self, params: Any) -> list[AgentEvent]:
         """The events of one ``session/update`` notification's params."""
@@ -78,6 +81,9 @@ class ToolCalls:
         if not isinstance(update, dict):
             return [AgentNotice("a session/update without an update")]
         kind = update.get("sessionUpdate")
+        meta = update.get("_meta")
+        if isinstance(meta, dict) and (reported := usage_of(meta.get("usage"))) is not None:
+            self.usage = reported if self.usage is None else _add(self.usage, reported)
         if kind == "agent_message_chunk":
             text = _content_text(update.get("content"))
             return [AgentText(text[:MAX_TEXT])] if text else []
@@ -108,10 +114,12 @@ class ToolCalls:
             call = self.calls[call_id] = _Call()
         self._merge(call, update)
         out: list[AgentEvent] = []
-        if not call.opened:
+        status = update.get("status")
+        # Opened once its input is known (Qwen Code sends it empty first, then whole in
+        # the permission request), or once it runs.
+        if not call.opened and (call.raw_input or status in ("in_progress", "completed", "failed")):
             call.opened = True
             out.append(AgentToolUse(call.kind, call.title[:200], call_id, call.raw_input or {}))
-        status = update.get("status")
         if status in ("completed", "failed") and not call.ended:
             call.ended = True
             failed = status == "failed"
@@ -157,6 +165,7 @@ class ToolCalls:
             if isinstance(call_id, str) and call_id and len(self.calls) < MAX_CALLS:
                 self.calls[call_id[:200]] = call
         self._merge(call, update)
+        call.opened = True  # the decision opens it in the tool call log
         return AgentPermissionRequest(
             str(request_id),
             call.kind,
@@ -183,14 +192,21 @@ def choose_option(options: Any, answer: PermissionAnswer) -> dict[str, Any]:
 
 
 def result_of(
-    answer: Any, session_id: str | None, cost_usd: float | None, last_text: str
+    answer: Any,
+    session_id: str | None,
+    cost_usd: float | None,
+    last_text: str,
+    streamed: Usage | None = None,
 ) -> AgentResult:
     """The ``session/prompt`` answer as the run's result: its ``stopReason`` as the
-    subtype (a ``refusal``, or an unknown reason, is an error), its usage when reported."""
+    subtype (a ``refusal``, or an unknown reason, is an error), its usage when reported
+    (the answer's ``usage`` or ``_meta.usage``, else what the updates said: ``streamed``);
+    None, "not reported", when nothing said it."""
     reason = answer.get("stopReason") if isinstance(answer, dict) else None
     usage = usage_of(answer.get("usage") if isinstance(answer, dict) else None)
     if usage is None and isinstance(answer, dict) and isinstance(answer.get("_meta"), dict):
         usage = usage_of(answer["_meta"].get("usage"))
+    usage = usage or streamed
     known = reason in STOP_REASONS
     is_error = not known or reason == "refusal"
     if not known:
@@ -225,6 +241,16 @@ def usage_of(raw: Any) -> Usage | None:
         cache_creation_input_tokens=max(0, numbers.get("cachedWriteTokens", 0)),
         cache_read_input_tokens=max(0, numbers.get("cachedReadTokens", 0)),
         reasoning_output_tokens=max(0, numbers.get("thoughtTokens", 0)),
+    )
+
+
+def _add(a: Usage, b: Usage) -> Usage:
+    return Usage(
+        input_tokens=a.input_tokens + b.input_tokens,
+        output_tokens=a.output_tokens + b.output_tokens,
+        cache_creation_input_tokens=a.cache_creation_input_tokens + b.cache_creation_input_tokens,
+        cache_read_input_tokens=a.cache_read_input_tokens + b.cache_read_input_tokens,
+        reasoning_output_tokens=a.reasoning_output_tokens + b.reasoning_output_tokens,
     )
 
 

@@ -177,7 +177,13 @@ class AcpConversation(Conversation):
                 "prompt": [{"type": "text", "text": self.request.prompt}],
             },
         )
-        return result_of(answer, self.session_id, self.calls.cost_usd, "".join(self._texts)[-4000:])
+        return result_of(
+            answer,
+            self.session_id,
+            self.calls.cost_usd,
+            "".join(self._texts)[-4000:],
+            self.calls.usage,
+        )
 
     async def _serve(self) -> None:
         """Answer the agent's requests, each in a task of its own (a permission may wait

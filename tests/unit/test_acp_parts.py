@@ -189,9 +189,11 @@ def test_tool_calls_merge_updates_and_name_the_files_an_edit_changed() -> None:
             }
         )
     )
-    (read,) = calls.update(
+    # Opened with no input only once it runs (Qwen Code sends the input later).
+    use2, read = calls.update(
         _update({"sessionUpdate": "tool_call_update", "toolCallId": "c2", "status": "completed"})
     )
+    assert isinstance(use2, AgentToolUse) and use2.name == "read"
     assert isinstance(read, AgentToolResult) and read.files == ()
     assert (
         calls.update(
