@@ -6,7 +6,8 @@ one of the options the agent offered, and the ``session/prompt`` answer as the r
   place the completion signal is looked for; ``agent_thought_chunk`` shows nothing (it is
   in the log); ``plan``: a notice listing the entries with their status.
 - ``tool_call`` / ``tool_call_update``: one :class:`ToolCalls` entry per ``toolCallId``,
-  merged as updates come (only changed fields are sent); a call opens as an
+  merged as updates come (only changed fields are sent; an agent that sends no
+  ``rawInput``, as Gemini CLI, has its call described instead: :func:`described`); a call opens as an
   :class:`AgentToolUse` named by its ``kind`` (``read``, ``edit``, ``delete``, ``move``,
   ``search``, ``execute``, ``think``, ``fetch``, ``other``) with its ``rawInput``, and ends
   (``completed``/``failed``) as an :class:`AgentToolResult` whose files are the call's
@@ -41,6 +42,7 @@ from pokeralphd.domain.models import Usage
 MAX_TEXT = 200_000  # characters of one text chunk or tool output kept
 MAX_CALLS = 2000  # tool calls remembered per run (their kinds and inputs)
 MAX_LOCATIONS = 100  # files of one call
+MAX_DESCRIBED = 64_000  # characters of a text or a diff in a call described for the rules
 WRITING_KINDS = frozenset({"edit", "delete", "move"})
 #: What a planning run (nothing may change) allows without asking anyone.
 READING_KINDS = frozenset({"read", "search", "think"})
@@ -169,10 +171,40 @@ class ToolCalls:
         return AgentPermissionRequest(
             str(request_id),
             call.kind,
-            call.raw_input or {},
+            call.raw_input or described(call, update),
             call.title,
             call_id[:200] if isinstance(call_id, str) and call_id else None,
         )
+
+
+def described(call: _Call, update: dict[str, Any]) -> dict[str, Any]:
+    """What rules match when an agent sends no ``rawInput`` (Gemini CLI 0.61): the call's
+    ``title`` (a command line, for ``execute``), the ``paths`` of its ``locations``, and
+    its content: text, and each diff's ``path`` and ``newText``."""
+    described: dict[str, Any] = {"title": call.title}
+    if call.locations:
+        described["paths"] = call.locations
+    texts: list[str] = []
+    diffs: list[dict[str, Any]] = []
+    content = update.get("content")
+    for item in content[:20] if isinstance(content, list) else []:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "content" and (text := _content_text(item.get("content"))):
+            texts.append(text[:MAX_DESCRIBED])
+        elif item.get("type") == "diff" and isinstance(item.get("path"), str):
+            new = item.get("newText")
+            diffs.append(
+                {
+                    "path": item["path"],
+                    "newText": new[:MAX_DESCRIBED] if isinstance(new, str) else None,
+                }
+            )
+    if texts:
+        described["text"] = "\n".join(texts)
+    if diffs:
+        described["diffs"] = diffs
+    return described
 
 
 def choose_option(options: Any, answer: PermissionAnswer) -> dict[str, Any]:
@@ -206,6 +238,8 @@ def result_of(
     usage = usage_of(answer.get("usage") if isinstance(answer, dict) else None)
     if usage is None and isinstance(answer, dict) and isinstance(answer.get("_meta"), dict):
         usage = usage_of(answer["_meta"].get("usage"))
+    if usage is None and isinstance(answer, dict) and isinstance(answer.get("_meta"), dict):
+        usage = _quota_usage(answer["_meta"].get("quota"))
     usage = usage or streamed
     known = reason in STOP_REASONS
     is_error = not known or reason == "refusal"
@@ -241,6 +275,16 @@ def usage_of(raw: Any) -> Usage | None:
         cache_creation_input_tokens=max(0, numbers.get("cachedWriteTokens", 0)),
         cache_read_input_tokens=max(0, numbers.get("cachedReadTokens", 0)),
         reasoning_output_tokens=max(0, numbers.get("thoughtTokens", 0)),
+    )
+
+
+def _quota_usage(quota: Any) -> Usage | None:
+    """Gemini CLI's ``_meta.quota.token_count`` (``input_tokens``, ``output_tokens``)."""
+    count = quota.get("token_count") if isinstance(quota, dict) else None
+    if not isinstance(count, dict):
+        return None
+    return usage_of(
+        {"inputTokens": count.get("input_tokens"), "outputTokens": count.get("output_tokens")}
     )
 
 
