@@ -168,6 +168,7 @@ async def _run_agent(
     group: list[TaskGroup] = []  # where answers run (set once the run's group exists)
     exited = anyio.Event()  # the agent's process ended
     talked = anyio.Event()  # a conversing backend's exchange is over
+    lingered = [False]  # ended by us after its exchange was over (not a failure)
     on_event(
         AgentStarted(session_id=request.resume_session, model=request.config.model, pid=process.pid)
     )
@@ -255,6 +256,7 @@ async def _run_agent(
         with anyio.move_on_after(request.kill_grace):
             await exited.wait()
         if not exited.is_set():
+            lingered[0] = True
             await anyio.to_thread.run_sync(end_tree, process.pid, token, request.kill_grace)
 
     async def stop_conversation() -> None:
@@ -368,7 +370,9 @@ async def _run_agent(
     else:
         await anyio.to_thread.run_sync(end_run, process.pid, token)
         await reap(process)
-        outcome.error = _error_of(backend, outcome, stderr_tail)
+        # An agent ended by us after its exchange: its signal is ours, not its failure.
+        judged = dataclasses.replace(outcome, exit_code=0) if lingered[0] else outcome
+        outcome.error = _error_of(backend, judged, stderr_tail)
         if outcome.rate_limited_until is None:
             outcome.api_failure = classify_api_failure(outcome.result, stderr_tail, clock.time())
     outcome.duration_ms = int((time.monotonic() - started) * 1000)

@@ -104,6 +104,23 @@ async def test_a_yolo_battle_writes_the_file_records_the_call_and_completes(home
     assert received[3]["result"]["outcome"] == {"outcome": "selected", "optionId": "proceed_once"}
 
 
+async def test_an_agent_that_stays_after_its_turn_is_ended_without_failing_the_run(
+    home: Path,
+) -> None:
+    repo = make_git_repo(home / "repo")
+    log = home / "acp.log"
+    async with running_daemon(home) as d:
+        task = await _setup(
+            d, repo, "linger", log, permissions={"unmatched": "allow"}, phases=["implementation"]
+        )
+        events = await _battle(d, repo, task)
+        assert events[-1]["type"] == "battle_complete", events[-1]
+        iteration = await _iteration(d, repo, task)
+        assert iteration["error"] is None and iteration["result"] == "success"
+    pid, _ = _received(log)
+    assert _gone(pid)
+
+
 async def test_a_permission_becomes_an_inbox_item_answered_allow(home: Path) -> None:
     repo = make_git_repo(home / "repo")
     log = home / "acp.log"

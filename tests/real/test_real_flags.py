@@ -35,7 +35,9 @@ def _parses(argv: list[str], home: Path) -> subprocess.CompletedProcess[str]:
 def test_a_users_sandbox_flag_is_accepted_by_the_real_codex(extra: list[str], home: Path) -> None:
     if not os.access(CODEX, os.X_OK):
         pytest.skip(f"codex not installed at {CODEX} (run tests/real/install.sh)")
-    config = AgentConfig(backend="codex", command=str(CODEX), extraArgs=extra)
+    config = AgentConfig.model_validate(
+        {"backend": "codex", "command": str(CODEX), "extraArgs": extra}
+    )
     argv = CodexBackend().argv(AgentRequest("PROMPT", home, "execute", config))
     done = _parses(argv, home)
     assert done.returncode == 0, done.stderr
