@@ -291,6 +291,19 @@ async def test_cancel_answers_pending_permissions_cancelled_and_ends_the_agent(
     assert _gone(pid)
 
 
+async def test_an_idle_agent_is_sent_session_cancel_and_ended(home: Path) -> None:
+    repo = make_git_repo(home / "repo")
+    log = home / "acp.log"
+    async with running_daemon(home) as d:
+        task = await _setup(d, repo, "hang", log, idleTimeoutMinutes=0.02)
+        events = await _battle(d, repo, task)
+        assert events[-1]["type"] == "battle_failed"
+        assert "stalled" in (await _iteration(d, repo, task))["error"]
+    pid, received = _received(log)
+    assert [m for m in received if m.get("method") == "session/cancel"]
+    assert _gone(pid)
+
+
 async def test_a_missing_preset_binary_is_refused_at_start_naming_its_package(
     home: Path,
 ) -> None:
