@@ -50,6 +50,9 @@ class AcpBackend(AgentBackend):
         flags = self.preset.flags(request.mode == "plan", cfg.model)
         return [program, *self.preset.args, *merge_flags(flags, cfg.extra_args)]
 
+    def default_env(self, request: AgentRequest) -> dict[str, str]:
+        return dict(self.preset.env)
+
     def stdin_bytes(self, request: AgentRequest) -> bytes | None:
         return b""
 

@@ -9,8 +9,9 @@ user's own (say ``--approval-mode yolo``) replaces ours instead of colliding wit
 
 Approval: Gemini CLI and Qwen Code are started with ``--approval-mode default`` (they ask
 before an edit or a command: the request reaches our rules and the inbox), ``plan`` for
-a planning run; OpenCode asks as its ``permission`` config says (its own default allows
-edits and commands without asking: see tests/real/ACP-FACTS.md).
+a planning run; OpenCode, whose own default allows edits and commands without asking, is
+given ``OPENCODE_PERMISSION`` asking for edits, commands, fetches and paths outside the
+working tree (tests/real/ACP-FACTS.md).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class Preset:
     model_flag: Flag | None  # how the model is named (its value is agent.model)
     package: str  # the npm package that installs it
     auth: str  # how to log in, for an error's hint
+    env: tuple[tuple[str, str], ...] = ()  # variables set for it (agent.env overrides them)
 
     def flags(self, plan: bool, model: str | None) -> list[Flag]:
         flags = [self.acp_flag] if self.acp_flag else []
@@ -74,6 +76,14 @@ OPENCODE = Preset(
     model_flag=None,  # "provider/model" in its config (OPENCODE_CONFIG_CONTENT in agent.env)
     package="opencode-ai",
     auth="run `opencode auth login` once by hand, or set the provider's key in agent.env",
+    # OpenCode runs edits and commands without asking unless its permission config says
+    # "ask"; OPENCODE_PERMISSION (JSON) is applied over every config file it reads.
+    env=(
+        (
+            "OPENCODE_PERMISSION",
+            '{"edit":"ask","bash":"ask","webfetch":"ask","external_directory":"ask"}',
+        ),
+    ),
 )
 GENERIC = Preset(
     name="acp",

@@ -236,6 +236,15 @@ class AgentBackend(abc.ABC):
     def argv(self, request: AgentRequest) -> list[str]:
         """The full command line."""
 
+    def default_env(self, request: AgentRequest) -> dict[str, str]:
+        """Variables the backend sets for its agent; ``agent.env`` overrides them."""
+        return {}
+
+    def environment(self, request: AgentRequest) -> dict[str, str]:
+        """The agent's variables on top of the daemon's: the backend's defaults, then
+        ``agent.env``, then the run's own (the socket, the task)."""
+        return {**self.default_env(request), **request.config.env, **request.env}
+
     def stdin_bytes(self, request: AgentRequest) -> bytes | None:
         """What to write on stdin first (None: stdin is /dev/null). It is closed then,
         unless the run routes permissions (:meth:`routes_permissions`): then it stays

@@ -104,7 +104,7 @@ def check_executable(backend: AgentBackend, request: AgentRequest) -> None:
     (missing, not executable): resolved as ``proc.spawn`` resolves it, with the agent's
     own environment (its PATH included) and working directory."""
     argv = backend.argv(request)
-    path = child_env({**request.config.env, **request.env}, None, None).get("PATH")
+    path = child_env(backend.environment(request), None, None).get("PATH")
     try:
         check_program(argv, str(request.cwd), path)
     except OSError as exc:
@@ -143,7 +143,7 @@ async def _run_agent(
         process = await spawn(
             argv,
             cwd=str(request.cwd),
-            env={**request.config.env, **request.env},
+            env=backend.environment(request),
             owner=request.owner,
             token=token,
             stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,

@@ -99,8 +99,7 @@ class Cli:
                         "models": {"fake-model": {"name": "fake"}},
                     }
                 },
-                # OpenCode allows edits and commands without asking unless told so.
-                "permission": {"edit": "ask", "bash": "ask", "webfetch": "ask"},
+                # No "permission": the preset's OPENCODE_PERMISSION makes it ask.
                 "autoupdate": False,
                 "share": "disabled",
             }

@@ -358,3 +358,14 @@ async def test_an_agent_flooding_requests_is_a_failure_not_a_queue() -> None:
         peer.receive(json.dumps({"jsonrpc": "2.0", "id": n, "method": "x", "params": {}}).encode())
     assert peer.failure is not None and "without waiting" in peer.failure
     peer.finish()
+
+
+def test_opencode_is_told_to_ask_unless_the_user_says_otherwise() -> None:
+    backend = get_backend(AgentConfig(backend="opencode"))
+    env = backend.environment(request(backend="opencode"))
+    assert json.loads(env["OPENCODE_PERMISSION"])["edit"] == "ask"
+    mine = backend.environment(request(backend="opencode", env={"OPENCODE_PERMISSION": "{}"}))
+    assert mine["OPENCODE_PERMISSION"] == "{}"
+    assert "OPENCODE_PERMISSION" not in get_backend(AgentConfig(backend="qwen")).environment(
+        request(backend="qwen")
+    )
