@@ -143,10 +143,18 @@ class Peer:
         self.failed.set()
         self._reply_ready.set()
 
-    def finish(self) -> None:
-        """The exchange is over: its streams are closed."""
+    def finish(self) -> list[Incoming]:
+        """The exchange is over: its streams are closed; the agent's requests nobody
+        took up yet are returned (to be answered, or dropped)."""
         self.close("the exchange is over")
+        left: list[Incoming] = []
+        while True:
+            try:
+                left.append(self.requests.receive_nowait())
+            except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
+                break
         self.requests.close()
+        return left
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         method = message.get("method")

@@ -77,6 +77,7 @@ class AcpConversation(Conversation):
         self._texts: list[str] = []
         self._channel: AgentChannel | None = None
         self._asking: dict[int | str, None] = {}  # permission requests being decided
+        self._left: list[Incoming] = []  # requests unanswered when the exchange ended
         self.peer = Peer(self._send, self._notification, self._notice)
 
     # -- the runner's side ---------------------------------------------------------------
@@ -107,7 +108,7 @@ class AcpConversation(Conversation):
                     result = self._failed(f"the agent answered with an error: {exc}")
                 tg.cancel_scope.cancel()
         finally:
-            self.peer.finish()
+            self._left = self.peer.finish()
         if result is not None:
             channel.emit(result)
 
@@ -118,16 +119,12 @@ class AcpConversation(Conversation):
         if self.session_id is not None and not self.ended:
             with contextlib.suppress(OSError):
                 await self.peer.notify("session/cancel", {"sessionId": self.session_id})
-        while True:
-            try:
-                incoming = self.peer.requests.receive_nowait()
-            except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
-                break
+        left, self._left = [*self._left, *self.peer.finish()], []
+        for incoming in left:
             await self._answer_stopped(incoming)
         asking, self._asking = list(self._asking), {}
         for msg_id in asking:
             await self.peer.respond(msg_id, {"outcome": {"outcome": "cancelled"}})
-        self.peer.finish()
 
     # -- the exchange --------------------------------------------------------------------
     async def _run(self) -> AgentResult:
