@@ -98,6 +98,7 @@ class Peer:
         self._noise = 0
         self._in_long_line = False
         self.failure: str | None = None
+        self.violated = False  # the exchange ended because the agent broke the protocol
         self.failed = anyio.Event()
         inbound: tuple[MemoryObjectSendStream[Incoming], MemoryObjectReceiveStream[Incoming]] = (
             anyio.create_memory_object_stream[Incoming](MAX_INBOUND)
@@ -130,11 +131,13 @@ class Peer:
             return
         self._dispatch(message)
 
-    def close(self, why: str) -> None:
-        """Nothing more will come: every request still waiting fails with ``why``."""
+    def close(self, why: str, *, violation: bool = False) -> None:
+        """Nothing more will come: every request still waiting fails with ``why``
+        (``violation``: because the agent broke the protocol, see :attr:`violated`)."""
         if self.failure is not None:
             return
         self.failure = why
+        self.violated = violation
         for slot in self._pending.values():
             slot.error = PeerClosed(why)
             slot.done.set()
@@ -176,7 +179,8 @@ class Peer:
             except anyio.WouldBlock:
                 self.close(
                     f"the agent sent more than {MAX_INBOUND} requests without waiting for "
-                    "the answers"
+                    "the answers",
+                    violation=True,
                 )
             return
         if has_id and ("result" in message or "error" in message):
@@ -217,12 +221,15 @@ class Peer:
     def _not_rpc(self, line: bytes) -> None:
         shown = line[:SHOWN].decode("utf-8", "replace")
         if not self._answered:
-            self.close(f"the agent does not speak the Agent Client Protocol on stdout: {shown!r}")
+            self.close(
+                f"the agent does not speak the Agent Client Protocol on stdout: {shown!r}",
+                violation=True,
+            )
             return
         self._noise += 1
         self._on_notice(f"not JSON-RPC: {shown}")
         if self._noise >= MAX_NOISE:
-            self.close(f"the agent printed {MAX_NOISE} lines that are not JSON-RPC")
+            self.close(f"the agent printed {MAX_NOISE} lines that are not JSON-RPC", violation=True)
 
     # -- writing -----------------------------------------------------------------------
     async def request(self, method: str, params: Json) -> Json:

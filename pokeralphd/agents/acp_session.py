@@ -100,7 +100,7 @@ class AcpConversation(Conversation):
                 except PeerClosed as exc:
                     # An agent that ended (a crash) is told by its exit status and stderr;
                     # one that does not speak ACP, by what it printed.
-                    if self.ended:
+                    if self.ended and not self.peer.violated:
                         self._notice(str(exc))
                     else:
                         result = self._failed(str(exc))

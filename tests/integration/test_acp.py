@@ -182,11 +182,12 @@ async def test_an_agent_that_never_answers_initialize_fails_after_a_bounded_wait
     assert _gone(pid)
 
 
-async def test_an_agent_that_does_not_speak_acp_is_a_clear_error(home: Path) -> None:
+@pytest.mark.parametrize("mode", ["not_acp", "usage_exit"])
+async def test_an_agent_that_does_not_speak_acp_is_a_clear_error(home: Path, mode: str) -> None:
     repo = make_git_repo(home / "repo")
     log = home / "acp.log"
     async with running_daemon(home) as d:
-        task = await _setup(d, repo, "not_acp", log)
+        task = await _setup(d, repo, mode, log)
         events = await _battle(d, repo, task)
         assert events[-1]["type"] == "battle_failed"
         error = (await _iteration(d, repo, task))["error"]
