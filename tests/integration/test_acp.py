@@ -13,7 +13,10 @@ from typing import Any
 
 import pytest
 
-from pokeralphd.agents import acp_session
+from pokeralphd.agents import acp_session, get_backend
+from pokeralphd.agents.base import AgentEvent, AgentPermissionDecision, AgentRequest
+from pokeralphd.agents.runner import run_agent
+from pokeralphd.domain.models import AgentConfig
 from tests.helpers import FAKES, make_git_repo
 from tests.inproc import InProcDaemon, running_daemon, setup_task
 
@@ -314,3 +317,22 @@ async def test_a_missing_preset_binary_is_refused_at_start_naming_its_package(
         task = await setup_task(d, repo, agent)
         with pytest.raises(Exception, match="@google/gemini-cli"):
             await d.call("battle.start", {"repo": str(repo), "taskId": task})
+
+
+async def test_a_planning_run_allows_reading_and_refuses_an_edit_without_asking(
+    tmp_path: Path,
+) -> None:
+    config = AgentConfig.model_validate(
+        {"backend": "acp", "command": str(FAKES / "fake_acp"), "env": {"FAKE_ACP_MODE": "complete"}}
+    )
+    events: list[AgentEvent] = []
+    outcome = await run_agent(
+        get_backend(config),
+        AgentRequest("plan it", tmp_path, "plan", config, timeout=60),
+        events.append,
+        lambda raw: None,
+    )
+    [decision] = [e for e in events if isinstance(e, AgentPermissionDecision)]
+    assert decision.request.tool_name == "edit" and not decision.answer.allow
+    assert not (tmp_path / "work.txt").exists()
+    assert outcome.error is None and outcome.texts == ["I could not write it."]
