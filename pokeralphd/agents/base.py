@@ -1,5 +1,7 @@
-"""The agent interface: what a backend must say (argv, stdin, how to parse a line) and the
-events and outcome a run produces. One small interface; each backend is one module."""
+"""The agent interface: what a backend must say (argv, stdin, how to parse a line, or a
+two-way :class:`Conversation` for a protocol such as ACP) and the events and outcome a run
+produces; and how a user's own flags replace a backend's defaults (:func:`merge_flags`).
+One small interface; each backend is one module."""
 
 from __future__ import annotations
 
