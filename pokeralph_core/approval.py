@@ -25,7 +25,7 @@ rule gets fixed).
 
 **Validation** (:class:`ApprovalRule`) refuses what cannot be meant: a pattern that does
 not compile, an empty description, a tool no backend has (Claude Code's tools, any
-``mcp__server__tool``, the local agent's catalog), a pattern that takes longer than
+``mcp__server__tool``, the local agent's catalog, an ACP tool call's kind), a pattern that takes longer than
 :data:`PROBE_SECONDS` over the probe inputs of its tool (:func:`probes`, a few dozen short
 inputs: it backtracks), and a *blanket* allow rule: one whose pattern matches every probe
 input of its tool, so it would approve everything. A blanket ``deny`` rule ("never WebFetch") is allowed: it only takes power
@@ -113,6 +113,11 @@ LOCAL_TOOLS = frozenset(
 #: A confined run's connection to a host not on sandbox.network.allow (issue 23): its
 #: input is ``{"host": …, "port": …}``.
 NETWORK_TOOL = "network"
+#: The kinds of an Agent Client Protocol tool call (an ACP agent's permission requests
+#: name these: its rules match the kind, their pattern the call's ``rawInput``).
+ACP_KINDS = frozenset(
+    {"read", "edit", "delete", "move", "search", "execute", "think", "fetch", "other"}
+)
 MCP_TOOL_RE = re.compile(r"mcp__[A-Za-z0-9_-]+?__[A-Za-z0-9_-]+")
 
 #: The string parameters each known tool takes (what its inputs look like), for probing.
@@ -150,6 +155,7 @@ def known_tool(name: str) -> bool:
         name in CLAUDE_TOOLS
         or name in LOCAL_TOOLS
         or name == NETWORK_TOOL
+        or name in ACP_KINDS
         or bool(MCP_TOOL_RE.fullmatch(name))
     )
 
@@ -289,7 +295,8 @@ class ApprovalRule(Model):
             raise ValueError(
                 f"unknown tool {name!r}: use one of Claude Code's tools "
                 f"({', '.join(sorted(CLAUDE_TOOLS))}), an MCP tool (mcp__server__tool) or "
-                f"one of the local agent's ({', '.join(sorted(LOCAL_TOOLS))}), or {NETWORK_TOOL}"
+                f"one of the local agent's ({', '.join(sorted(LOCAL_TOOLS))}), an ACP tool "
+                f"kind ({', '.join(sorted(ACP_KINDS))}), or {NETWORK_TOOL}"
                 " (a sandboxed run's connection: {host, port})"
             )
         return name

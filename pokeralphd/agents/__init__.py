@@ -1,4 +1,5 @@
-"""Agent backends behind one small interface: claude, codex, command, demo, local.
+"""Agent backends behind one small interface: claude, codex, command, demo, local, and
+any Agent Client Protocol agent (acp; gemini, opencode, qwen by name).
 
 The interface is :mod:`pokeralphd.agents.base`, running one is
 :func:`pokeralphd.agents.runner.run_agent`. This package imports neither, so that the
@@ -19,6 +20,7 @@ __all__ = ["get_backend"]
 
 def get_backend(config: AgentConfig) -> AgentBackend:
     """The backend the configuration names (a fresh one per run: parsers keep state)."""
+    from pokeralphd.agents.acp import acp_backend
     from pokeralphd.agents.claude import ClaudeBackend
     from pokeralphd.agents.codex import CodexBackend
     from pokeralphd.agents.command import CommandBackend
@@ -32,4 +34,6 @@ def get_backend(config: AgentConfig) -> AgentBackend:
         "demo": DemoBackend,
         "local": LocalBackend,
     }
+    if config.backend in ("acp", "gemini", "opencode", "qwen"):
+        return acp_backend(config.backend)
     return backends[config.backend]()

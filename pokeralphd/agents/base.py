@@ -1,13 +1,15 @@
-"""The agent interface: what a backend must say (argv, stdin, how to parse a line) and the
-events and outcome a run produces. One small interface; each backend is one module."""
+"""The agent interface: what a backend must say (argv, stdin, how to parse a line, or a
+two-way :class:`Conversation` for a protocol such as ACP) and the events and outcome a run
+produces; and how a user's own flags replace a backend's defaults (:func:`merge_flags`).
+One small interface; each backend is one module."""
 
 from __future__ import annotations
 
 import abc
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pokeralphd.clock import SYSTEM_CLOCK
 
@@ -48,6 +50,9 @@ class AgentToolResult:
     text: str
     is_error: bool
     tool_use_id: str | None = None
+    # The files the call touched, when the agent names them (ACP's ``locations``);
+    # None: the tool call log works them out from the call's input.
+    files: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +271,15 @@ class AgentBackend(abc.ABC):
     def argv(self, request: AgentRequest) -> list[str]:
         """The full command line."""
 
+    def default_env(self, request: AgentRequest) -> dict[str, str]:
+        """Variables the backend sets for its agent; ``agent.env`` overrides them."""
+        return {}
+
+    def environment(self, request: AgentRequest) -> dict[str, str]:
+        """The agent's variables on top of the daemon's: the backend's defaults, then
+        ``agent.env``, then the run's own (the socket, the task)."""
+        return {**self.default_env(request), **request.config.env, **request.env}
+
     def stdin_bytes(self, request: AgentRequest) -> bytes | None:
         """What to write on stdin first (None: stdin is /dev/null). It is closed then,
         unless the run routes permissions (:meth:`routes_permissions`): then it stays
@@ -298,6 +312,11 @@ class AgentBackend(abc.ABC):
     def parse_line(self, line: bytes) -> list[AgentEvent]:
         """Events in one stdout line; never raises."""
 
+    def conversation(self, request: AgentRequest) -> Conversation | None:
+        """A two-way exchange with the agent over its stdio (ACP), or None: the agent is
+        fed :meth:`stdin_bytes` and read line by line through :meth:`parse_line`."""
+        return None
+
     def auth_hint(self) -> str:
         """What to do when the agent says its credentials were refused."""
         return (
@@ -307,3 +326,80 @@ class AgentBackend(abc.ABC):
 
     def missing_hint(self) -> str:
         return "install it, or set agent.command to its path (`pokeralphctl config set agent.command PATH`)"
+
+
+class AgentChannel(Protocol):
+    """What the runner gives a :class:`Conversation`: the agent's stdin, the run's events,
+    and the permission handler (its waits count toward neither the idle watchdog nor the
+    run timeout)."""
+
+    async def send(self, data: bytes) -> None:
+        """Write ``data`` on the agent's stdin (nothing once it is closed)."""
+
+    def emit(self, event: AgentEvent) -> None:
+        """Report an event of the run (as :meth:`AgentBackend.parse_line` results are)."""
+
+    async def ask(self, request: AgentPermissionRequest) -> PermissionAnswer:
+        """Decide a permission request through the run's handler; the decision is
+        reported as an :class:`AgentPermissionDecision`."""
+
+
+class Conversation(abc.ABC):
+    """A backend that talks with its agent both ways (the Agent Client Protocol): the
+    runner hands it every stdout line, runs :meth:`converse` beside the readers, closes the
+    agent's stdin and ends it once that returns, and calls :meth:`stop` (bounded) before it
+    ends an agent that must stop (cancel, pause, timeout, idle)."""
+
+    @abc.abstractmethod
+    def receive(self, line: bytes) -> None:
+        """One stdout line (bounded: a longer line comes in pieces of ``proc.MAX_LINE``
+        bytes); never raises, never blocks."""
+
+    @abc.abstractmethod
+    def closed(self) -> None:
+        """The agent's stdout ended: nothing more will be received."""
+
+    @abc.abstractmethod
+    async def converse(self, channel: AgentChannel) -> None:
+        """The whole exchange; a failure is reported as an error :class:`AgentResult`,
+        never raised."""
+
+    @abc.abstractmethod
+    async def stop(self, channel: AgentChannel) -> None:
+        """Ask the agent to stop what it is doing (its output is no longer read)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Flag:
+    """A default option of a backend's command line that a user's ``agent.extraArgs`` may
+    replace: its names (``--sandbox``, ``-s``) and its values (none for a switch)."""
+
+    names: tuple[str, ...]
+    values: tuple[str, ...] = ()
+
+
+def user_options(extra: Sequence[str]) -> set[str]:
+    """The option names a user's arguments give: ``--opt``, ``--opt=value``, ``-o``,
+    ``-ovalue`` (up to a ``--``, after which nothing is an option)."""
+    names: set[str] = set()
+    for arg in extra:
+        if arg == "--":
+            break
+        if arg.startswith("--") and len(arg) > 2:
+            names.add(arg.split("=", 1)[0])
+        elif arg.startswith("-") and len(arg) >= 2 and arg[1] != "-":
+            names.add(arg[:2])
+    return names
+
+
+def merge_flags(defaults: Sequence[Flag], extra: Sequence[str]) -> list[str]:
+    """Our default options, each one the user does not give themselves, then the user's
+    own arguments: a user's ``--sandbox workspace-write`` (or ``--sandbox=…``, ``-s …``)
+    replaces our ``--sandbox``, where passing both would fail (Codex: "cannot be used
+    multiple times", exit 2) or leave which one wins to the CLI."""
+    given = user_options(extra)
+    argv: list[str] = []
+    for flag in defaults:
+        if not given.intersection(flag.names):
+            argv += [flag.names[0], *flag.values]
+    return argv + list(extra)

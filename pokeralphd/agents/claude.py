@@ -27,8 +27,10 @@ from pokeralphd.agents.base import (
     AgentText,
     AgentToolResult,
     AgentToolUse,
+    Flag,
     PermissionAnswer,
     json_events,
+    merge_flags,
 )
 from pokeralphd.domain.models import AgentConfig, Usage
 
@@ -102,16 +104,20 @@ class ClaudeBackend(AgentBackend):
             # plan``: that tells the model to save its plan under ~/.claude/plans and to
             # end with ExitPlanMode (which print mode disables), fighting the <prd>
             # protocol (checked against the real CLI 2.1.330: tests/real).
-            argv += ["--permission-mode", "dontAsk", "--tools", PLANNING_TOOLS]
+            defaults = [
+                Flag(("--permission-mode",), ("dontAsk",)),
+                Flag(("--tools",), (PLANNING_TOOLS,)),
+            ]
         else:
-            argv += ["--permission-mode", "acceptEdits"]
+            defaults = [Flag(("--permission-mode",), ("acceptEdits",))]
         if self.routes_permissions(request):
             argv += ["--input-format", "stream-json", "--permission-prompt-tool", "stdio"]
         if cfg.model:
-            argv += ["--model", cfg.model]
+            defaults.append(Flag(("--model",), (cfg.model,)))
         if request.resume_session:
             argv += ["--resume", request.resume_session]
-        argv += list(cfg.extra_args)
+        # A user's own --permission-mode or --model replaces ours.
+        argv += merge_flags(defaults, cfg.extra_args)
         if cfg.prompt_via == "argument":
             argv.append(request.prompt)
         return argv

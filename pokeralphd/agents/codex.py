@@ -26,7 +26,9 @@ from pokeralphd.agents.base import (
     AgentText,
     AgentToolResult,
     AgentToolUse,
+    Flag,
     json_events,
+    merge_flags,
 )
 from pokeralphd.agents.claude import usage_of
 from pokeralphd.sandbox.backends import CONFINED_ENV
@@ -81,8 +83,8 @@ class CodexBackend(AgentBackend):
         - not ``--dangerously-bypass-approvals-and-sandbox``: ``exec`` never asks for
           approval, and the sandbox is the only limit the agent has.
 
-        ``agent.extraArgs`` come after ours (a later ``-c`` wins): a user who wants
-        another policy can say so.
+        ``agent.extraArgs`` come after ours (a later ``-c`` wins), and a ``--sandbox`` or
+        ``--model`` of theirs replaces ours (:func:`~pokeralphd.agents.base.merge_flags`).
         """
         cfg = request.config
         if request.env.get(CONFINED_ENV):
@@ -93,8 +95,6 @@ class CodexBackend(AgentBackend):
             self.executable(request),
             "exec",
             "--json",
-            "--sandbox",
-            sandbox,
             "-c",
             "sandbox_workspace_write.network_access=false",
             "-c",
@@ -102,9 +102,11 @@ class CodexBackend(AgentBackend):
         ]
         for override in QUIET_OVERRIDES:
             argv += ["-c", override]
+        defaults = [Flag(("--sandbox", "-s"), (sandbox,))]
         if cfg.model:
-            argv += ["-m", cfg.model]
-        argv += list(cfg.extra_args)
+            defaults.append(Flag(("-m", "--model"), (cfg.model,)))
+        # A user's own --sandbox or --model replaces ours (passing both is exit 2).
+        argv += merge_flags(defaults, cfg.extra_args)
         if request.resume_session:
             argv += ["resume", request.resume_session]
             self._resumed_from = _THREAD_TOTALS.get(request.resume_session)

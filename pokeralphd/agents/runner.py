@@ -5,6 +5,10 @@ process tree when it must stop (``proc.end_tree``). After a normal exit its proc
 is killed and its token swept (``proc.end_run``), so an agent never leaves processes
 behind: neither one that dropped the token but stayed in the group, nor one that left
 the group with the token.
+
+A conversing backend (:meth:`~pokeralphd.agents.base.AgentBackend.conversation`: ACP)
+gets every stdout line and the agent's stdin instead, talks with the agent while the
+readers run, and is asked to stop (``session/cancel``) before a stopped agent's tree ends.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ from pokeralphd.proc import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from anyio.abc import TaskGroup
 
@@ -58,6 +62,24 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 STDERR_TAIL = 12
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Channel:
+    """A conversing backend's side of the run (:class:`~pokeralphd.agents.base.AgentChannel`)."""
+
+    write: Callable[[bytes], Awaitable[None]]
+    report: Callable[[AgentEvent], None]
+    decide: Callable[[AgentPermissionRequest], Awaitable[PermissionAnswer]]
+
+    async def send(self, data: bytes) -> None:
+        await self.write(data)
+
+    def emit(self, event: AgentEvent) -> None:
+        self.report(event)
+
+    async def ask(self, request: AgentPermissionRequest) -> PermissionAnswer:
+        return await self.decide(request)
 
 
 def start_error(backend: AgentBackend, program: str, exc: OSError) -> AgentError:
@@ -82,7 +104,7 @@ def check_executable(backend: AgentBackend, request: AgentRequest) -> None:
     (missing, not executable): resolved as ``proc.spawn`` resolves it, with the agent's
     own environment (its PATH included) and working directory."""
     argv = backend.argv(request)
-    path = child_env({**request.config.env, **request.env}, None, None).get("PATH")
+    path = child_env(backend.environment(request), None, None).get("PATH")
     try:
         check_program(argv, str(request.cwd), path)
     except OSError as exc:
@@ -118,13 +140,14 @@ async def _run_agent(
     confine: Wrap | None = None,
 ) -> AgentOutcome:
     argv = backend.argv(request)
-    stdin_data = backend.stdin_bytes(request)
+    conversation = backend.conversation(request)
+    stdin_data = b"" if conversation is not None else backend.stdin_bytes(request)
     started = time.monotonic()
     try:
         process = await spawn(
             argv,
             cwd=str(request.cwd),
-            env={**request.config.env, **request.env},
+            env=backend.environment(request),
             owner=request.owner,
             token=token,
             stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
@@ -148,6 +171,9 @@ async def _run_agent(
     waited = [0.0]  # seconds spent on finished ones
     wait_began = [0.0]  # when the answers now under way began
     group: list[TaskGroup] = []  # where answers run (set once the run's group exists)
+    exited = anyio.Event()  # the agent's process ended
+    talked = anyio.Event()  # a conversing backend's exchange is over
+    lingered = [False]  # ended by us after its exchange was over (not a failure)
     on_event(
         AgentStarted(session_id=request.resume_session, model=request.config.model, pid=process.pid)
     )
@@ -170,7 +196,7 @@ async def _run_agent(
                 group[0].start_soon(close_stdin)
         on_event(event)
 
-    async def answer(ask: AgentPermissionRequest) -> None:
+    async def decide(ask: AgentPermissionRequest) -> PermissionAnswer:
         assert request.permissions is not None
         if asking[0] == 0:
             wait_began[0] = clock.monotonic()
@@ -184,12 +210,16 @@ async def _run_agent(
             if reply.allow and reply.updated_input is None:
                 reply = dataclasses.replace(reply, updated_input=ask.input)
             on_event(AgentPermissionDecision(ask, reply))
-            await write_stdin(backend.permission_response(ask.request_id, reply))
+            return reply
         finally:
             asking[0] -= 1
             if asking[0] == 0:
                 waited[0] += clock.monotonic() - wait_began[0]
             last_activity[0] = clock.monotonic()
+
+    async def answer(ask: AgentPermissionRequest) -> None:
+        reply = await decide(ask)
+        await write_stdin(backend.permission_response(ask.request_id, reply))
 
     async def write_stdin(data: bytes) -> None:
         if process.stdin is None:
@@ -210,19 +240,52 @@ async def _run_agent(
         return waited[0] + (clock.monotonic() - wait_began[0] if asking[0] else 0.0)
 
     async def feed() -> None:
+        if conversation is not None:
+            return
         if stdin_data:
             await write_stdin(stdin_data)
         if not routing:
             await close_stdin()
+
+    channel = _Channel(write_stdin, handle, decide)
+
+    async def talk() -> None:
+        """The conversation, then the agent's end: stdin closed (an ACP agent exits at
+        its end), and its tree ended when it outstays the grace."""
+        assert conversation is not None
+        try:
+            await conversation.converse(channel)
+        finally:
+            talked.set()
+            await close_stdin()
+        with anyio.move_on_after(request.kill_grace):
+            await exited.wait()
+        if not exited.is_set():
+            lingered[0] = True
+            await anyio.to_thread.run_sync(end_tree, process.pid, token, request.kill_grace)
+
+    async def stop_conversation() -> None:
+        """Ask a conversing agent to stop (ACP's ``session/cancel``), close its stdin, and
+        give it the grace to exit before its tree is ended."""
+        if conversation is None:
+            return
+        with anyio.move_on_after(request.kill_grace):
+            await conversation.stop(channel)
+            await close_stdin()
+            await process.wait()
 
     async def read_stdout() -> None:
         assert process.stdout is not None
         async for line in iter_lines(process.stdout):
             last_activity[0] = clock.monotonic()
             on_raw(line)
-            if line.strip():
+            if conversation is not None:
+                conversation.receive(line)
+            elif line.strip():
                 for event in backend.parse_line(line):
                     handle(event)
+        if conversation is not None:
+            conversation.closed()
 
     async def read_stderr() -> None:
         assert process.stderr is not None
@@ -276,7 +339,10 @@ async def _run_agent(
                     drained.set()
 
                 tg.start_soon(read_all)
+                if conversation is not None:
+                    tg.start_soon(talk)
                 outcome.exit_code = await process.wait()
+                exited.set()
                 with anyio.move_on_after(2):
                     await drained.wait()
                 if not drained.is_set():
@@ -284,14 +350,19 @@ async def _run_agent(
                     await anyio.to_thread.run_sync(end_run, process.pid, token)
                     with anyio.move_on_after(5):
                         await drained.wait()
+                if conversation is not None:
+                    with anyio.move_on_after(2):  # what it read last, to its result
+                        await talked.wait()
                 tg.cancel_scope.cancel()
     except anyio.get_cancelled_exc_class():
         with anyio.CancelScope(shield=True):
+            await stop_conversation()
             await anyio.to_thread.run_sync(end_tree, process.pid, token, request.kill_grace)
             await reap(process)
         raise
     if outcome.reason in ("timeout", "idle") or outcome.exit_code is None:
         with anyio.CancelScope(shield=True):
+            await stop_conversation()
             await anyio.to_thread.run_sync(end_tree, process.pid, token, request.kill_grace)
             await reap(process)
         outcome.exit_code = process.returncode
@@ -304,7 +375,9 @@ async def _run_agent(
     else:
         await anyio.to_thread.run_sync(end_run, process.pid, token)
         await reap(process)
-        outcome.error = _error_of(backend, outcome, stderr_tail)
+        # An agent ended by us after its exchange: its signal is ours, not its failure.
+        judged = dataclasses.replace(outcome, exit_code=0) if lingered[0] else outcome
+        outcome.error = _error_of(backend, judged, stderr_tail)
         if outcome.rate_limited_until is None:
             outcome.api_failure = classify_api_failure(outcome.result, stderr_tail, clock.time())
     outcome.duration_ms = int((time.monotonic() - started) * 1000)

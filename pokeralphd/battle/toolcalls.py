@@ -3,7 +3,8 @@
 Built from the agent's events: a ``tool_use`` opens a call (pending); our answer to the
 agent's permission ask approves or rejects it (by a rule, a person, or the policy); a
 refusal the agent made on its own (Claude Code's ``permission_denied``) rejects it; the
-tool's result ends it as executed or failed. A call that ran without an ask was approved
+tool's result ends it as executed or failed, with the files it changed (those the agent
+names, as ACP's ``locations``, else those its input names). A call that ran without an ask was approved
 by the agent itself (``auto``). At most :data:`MAX_TOOL_CALLS` calls are kept per
 iteration (the rest are counted); inputs and outputs are trimmed here and whole in the
 iteration's log.
@@ -105,7 +106,7 @@ class ToolCallLog:
                     call.decided_at = self.now()
                 if call is not None and call.status == "rejected" and not call.message:
                     call.message = message or "refused by the agent"
-            case AgentToolResult(text=text, is_error=is_error, tool_use_id=call_id):
+            case AgentToolResult(text=text, is_error=is_error, tool_use_id=call_id, files=named):
                 call = self._find(call_id)
                 if call is None or call.status in ("rejected", "executed", "failed"):
                     return
@@ -121,7 +122,11 @@ class ToolCallLog:
                     error=(_trim(text, TOOL_OUTPUT_KEPT) or "the tool failed")
                     if is_error
                     else None,
-                    files_affected=[] if is_error else self._files(call),
+                    files_affected=[]
+                    if is_error
+                    else self._files(call)
+                    if named is None
+                    else self._within(list(named)),
                     execution_time_ms=max(
                         0, int((call.executed_at - began).total_seconds() * 1000)
                     ),
@@ -184,8 +189,13 @@ class ToolCallLog:
             )
         elif call.tool_name in WRITING_TOOLS:
             named = [next((call.input[k] for k in PATH_KEYS if call.input.get(k)), None)]
+        return self._within(named)
+
+    def _within(self, named: list[Any]) -> list[str]:
+        """The paths among ``named`` inside the repository, relative to it (an agent
+        that names its files itself, as ACP's ``locations`` do, gives absolute ones)."""
         files = []
-        for value in named:
+        for value in named[:100]:
             if isinstance(value, str) and value and "\0" not in value:
                 path = os.path.normpath(os.path.join(self.root, value))
                 relative = os.path.relpath(path, self.root)

@@ -56,7 +56,11 @@ LoopName = Annotated[str, StringConstraints(pattern=LOOP_NAME_RE)]
 # --------------------------------------------------------------------------- config
 
 
-AgentBackendName = Literal["claude", "codex", "command", "demo", "local"]
+#: ``acp`` is any Agent Client Protocol agent (``agent.command``); ``gemini``, ``opencode``
+#: and ``qwen`` are ACP agents by name (see pokeralphd.agents.acp_presets).
+AgentBackendName = Literal[
+    "claude", "codex", "command", "demo", "local", "acp", "gemini", "opencode", "qwen"
+]
 
 
 class AgentConfig(Model):

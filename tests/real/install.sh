@@ -1,59 +1,84 @@
 #!/bin/sh
 # Install the real agent CLIs that tests/real drives into <repo>/.tools (no global side
-# effects): Claude Code and Codex, each pinned. Idempotent: a CLI already there at its
-# pinned version is left alone. CLAUDE_CODE_VERSION / CODEX_VERSION override the pins.
+# effects), each pinned: Claude Code and Codex, and the Agent Client Protocol agents Gemini
+# CLI, OpenCode and Qwen Code. Idempotent: a CLI already there at its pinned version is
+# left alone. CLAUDE_CODE_VERSION, CODEX_VERSION, GEMINI_CLI_VERSION, OPENCODE_VERSION and
+# QWEN_CODE_VERSION override the pins.
 #
-# Both come from the npm registry as a small wrapper plus a native binary in a platform
-# package (an optional dependency: @anthropic-ai/claude-code-<os>-<arch>, and
-# @openai/codex-<os>-<arch> published as @openai/codex@<version>-<os>-<arch>).
+# Claude Code, Codex and OpenCode come from the npm registry as a small wrapper plus a
+# native binary in a platform package (an optional dependency:
+# @anthropic-ai/claude-code-<os>-<arch>, @openai/codex published as
+# @openai/codex@<version>-<os>-<arch>, opencode-<os>-<arch>); Gemini CLI and Qwen Code are
+# JavaScript bundles run by Node.
 set -eu
 CLAUDE_VERSION="${CLAUDE_CODE_VERSION:-2.1.330}"
 CODEX_VERSION="${CODEX_VERSION:-0.169.0}"
+GEMINI_VERSION="${GEMINI_CLI_VERSION:-0.61.0}"
+OPENCODE_VERSION="${OPENCODE_VERSION:-1.18.33}"
+QWEN_VERSION="${QWEN_CODE_VERSION:-0.24.4}"
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 PREFIX="$ROOT/.tools"
-CLAUDE_BIN="$PREFIX/node_modules/.bin/claude"
-CODEX_BIN="$PREFIX/node_modules/.bin/codex"
+BIN="$PREFIX/node_modules/.bin"
 
 # --version only prints; still keep each CLI off the network and out of the real HOME.
-claude_version() {
-    [ -x "$CLAUDE_BIN" ] || return 0
-    HOME="$SCRATCH" CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_TELEMETRY=1 \
-        DISABLE_AUTOUPDATER=1 ANTHROPIC_BASE_URL=http://127.0.0.1:9 "$CLAUDE_BIN" --version \
-        2>/dev/null | cut -d' ' -f1 || true
+version_of() {  # CLI -> the version it says it is (nothing when it is not there)
+    [ -x "$BIN/$1" ] || return 0
+    case "$1" in
+        claude)
+            HOME="$SCRATCH" CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_TELEMETRY=1 \
+                DISABLE_AUTOUPDATER=1 ANTHROPIC_BASE_URL=http://127.0.0.1:9 "$BIN/claude" \
+                --version 2>/dev/null | cut -d' ' -f1 || true ;;
+        codex)  # prints "codex-cli 0.169.0"
+            HOME="$SCRATCH" CODEX_HOME="$SCRATCH" OPENAI_BASE_URL=http://127.0.0.1:9 \
+                "$BIN/codex" --version 2>/dev/null | cut -d' ' -f2 || true ;;
+        *)  # gemini, opencode, qwen print the bare version
+            HOME="$SCRATCH" XDG_CONFIG_HOME="$SCRATCH" XDG_DATA_HOME="$SCRATCH" \
+                XDG_CACHE_HOME="$SCRATCH" XDG_STATE_HOME="$SCRATCH" \
+                GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:9 OPENAI_BASE_URL=http://127.0.0.1:9 \
+                "$BIN/$1" --version 2>/dev/null | tail -n 1 || true ;;
+    esac
 }
-codex_version() {  # prints "codex-cli 0.169.0"
-    [ -x "$CODEX_BIN" ] || return 0
-    HOME="$SCRATCH" CODEX_HOME="$SCRATCH" OPENAI_BASE_URL=http://127.0.0.1:9 "$CODEX_BIN" \
-        --version 2>/dev/null | cut -d' ' -f2 || true
+pin_of() {
+    case "$1" in
+        claude) echo "$CLAUDE_VERSION" ;;
+        codex) echo "$CODEX_VERSION" ;;
+        gemini) echo "$GEMINI_VERSION" ;;
+        opencode) echo "$OPENCODE_VERSION" ;;
+        qwen) echo "$QWEN_VERSION" ;;
+    esac
+}
+package_of() {
+    case "$1" in
+        claude) echo "@anthropic-ai/claude-code" ;;
+        codex) echo "@openai/codex" ;;
+        gemini) echo "@google/gemini-cli" ;;
+        opencode) echo "opencode-ai" ;;
+        qwen) echo "@qwen-code/qwen-code" ;;
+    esac
 }
 
+CLIS="claude codex gemini opencode qwen"
 SCRATCH="$(mktemp -d)"
 trap 'rm -rf "$SCRATCH"' EXIT
 want=""
-if [ "$(claude_version)" = "$CLAUDE_VERSION" ]; then
-    echo "claude $CLAUDE_VERSION already installed at $CLAUDE_BIN"
-else
-    want="$want @anthropic-ai/claude-code@$CLAUDE_VERSION"
-fi
-if [ "$(codex_version)" = "$CODEX_VERSION" ]; then
-    echo "codex $CODEX_VERSION already installed at $CODEX_BIN"
-else
-    want="$want @openai/codex@$CODEX_VERSION"
-fi
+for cli in $CLIS; do
+    if [ "$(version_of "$cli")" = "$(pin_of "$cli")" ]; then
+        echo "$cli $(pin_of "$cli") already installed at $BIN/$cli"
+    else
+        want="$want $(package_of "$cli")@$(pin_of "$cli")"
+    fi
+done
 [ -n "$want" ] || exit 0
 mkdir -p "$PREFIX"
-# One npm run for whatever is missing (each is saved to .tools/package.json, so the other
-# stays installed). Claude's postinstall copies its native binary over bin/claude.exe.
+# One npm run for whatever is missing (each is saved to .tools/package.json, so the others
+# stay installed). Claude's postinstall copies its native binary over bin/claude.exe.
 # shellcheck disable=SC2086
-npm install --prefix "$PREFIX" --no-fund --no-audit $want
-for cli in claude codex; do
-    case "$cli" in
-        claude) have="$(claude_version)"; pin="$CLAUDE_VERSION"; bin="$CLAUDE_BIN" ;;
-        codex) have="$(codex_version)"; pin="$CODEX_VERSION"; bin="$CODEX_BIN" ;;
-    esac
-    if [ "$have" != "$pin" ]; then
-        echo "$cli $pin did not install at $bin (it says ${have:-nothing})" >&2
+npm install --prefix "$PREFIX" --no-fund --no-audit --save-exact $want
+for cli in $CLIS; do
+    have="$(version_of "$cli")"
+    if [ "$have" != "$(pin_of "$cli")" ]; then
+        echo "$cli $(pin_of "$cli") did not install at $BIN/$cli (it says ${have:-nothing})" >&2
         exit 1
     fi
-    echo "$cli $pin ready at $bin"
+    echo "$cli $(pin_of "$cli") ready at $BIN/$cli"
 done

@@ -1,0 +1,252 @@
+"""The real Gemini CLI, OpenCode and Qwen Code, each driven over the Agent Client Protocol
+by a real daemon (``agent.backend gemini|opencode|qwen``) against a scripted model API on
+127.0.0.1 in its real wire format: Gemini's ``streamGenerateContent``
+(tests/fakes/gemini_api.py, ``GOOGLE_GEMINI_BASE_URL``), the OpenAI-compatible chat
+completions for OpenCode (a provider in ``OPENCODE_CONFIG_CONTENT``) and Qwen Code
+(``OPENAI_BASE_URL``). What was learned is in tests/real/ACP-FACTS.md.
+
+The CLIs are the ones ``tests/real/install.sh`` pins under ``.tools/``; a missing one
+skips its tests. Each runs with ``HOME`` and the XDG folders in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.gemini_api import GeminiAPI
+from tests.fakes.ollama_api import Call, Text, Tools, Turn
+from tests.fakes.openai_api import OpenAIAPI
+from tests.fakes.scripted_http import ScriptedHTTP
+from tests.helpers import make_git_repo
+from tests.inproc import InProcDaemon, running_daemon, setup_task
+
+pytestmark = pytest.mark.anyio
+ROOT = Path(__file__).resolve().parents[2]
+BIN = ROOT / ".tools" / "node_modules" / ".bin"
+END = {"battle_complete", "battle_failed", "battle_cancelled"}
+FILE = "acp.txt"
+DONE = "Wrote it.\n<promise>COMPLETE</promise>"
+
+
+class SideAwareOpenAI(OpenAIAPI):
+    """The OpenAI-compatible fake, with the CLIs' side requests (OpenCode's title
+    generator, Qwen Code's memory extraction) answered apart: they take no turn of the
+    script, whichever order they come in."""
+
+    SIDE = ("You are a title generator", "managed memory extraction subagent")
+
+    def __init__(self, script: list[Turn]) -> None:
+        super().__init__(script)
+        self._local = threading.local()
+
+    def remember(self, method: str, path: str, headers: dict[str, str], body: Any) -> Any:
+        self._local.body = body
+        return super().remember(method, path, headers, body)
+
+    def next_turn(self) -> Turn:
+        body = getattr(self._local, "body", None)
+        messages = body.get("messages") if isinstance(body, dict) else None
+        first = json.dumps(messages[0])[:400] if isinstance(messages, list) and messages else ""
+        if any(marker in first for marker in self.SIDE):
+            return Text("Write the file")
+        return super().next_turn()
+
+
+@dataclass(frozen=True)
+class Cli:
+    name: str
+    write: Call  # the model's tool call that writes FILE (its path made absolute)
+
+    @property
+    def program(self) -> Path:
+        return BIN / self.name
+
+    def api(self, script: list[Turn]) -> ScriptedHTTP[Any]:
+        if self.name == "gemini":
+            return GeminiAPI([t for t in script if isinstance(t, Text | Tools)])
+        return SideAwareOpenAI(script)
+
+    def env(self, api: ScriptedHTTP[Any], home: Path) -> dict[str, str]:
+        home.mkdir(parents=True, exist_ok=True)
+        env = {
+            "HOME": str(home),
+            "XDG_CONFIG_HOME": str(home / ".config"),
+            "XDG_DATA_HOME": str(home / ".local" / "share"),
+            "XDG_STATE_HOME": str(home / ".local" / "state"),
+            "XDG_CACHE_HOME": str(home / ".cache"),
+        }
+        if self.name == "gemini":
+            env.update(GOOGLE_GEMINI_BASE_URL=api.url, GEMINI_API_KEY="test-key")
+        elif self.name == "qwen":
+            env.update(
+                OPENAI_BASE_URL=api.url + "/v1", OPENAI_API_KEY="sk-test", OPENAI_MODEL="fake-model"
+            )
+        else:
+            config = {
+                "model": "fake/fake-model",
+                "provider": {
+                    "fake": {
+                        "npm": "@ai-sdk/openai-compatible",
+                        "name": "fake",
+                        "options": {"baseURL": api.url + "/v1", "apiKey": "sk-test"},
+                        "models": {"fake-model": {"name": "fake"}},
+                    }
+                },
+                # No "permission": the preset's OPENCODE_PERMISSION makes it ask.
+                "autoupdate": False,
+                "share": "disabled",
+            }
+            env["OPENCODE_CONFIG_CONTENT"] = json.dumps(config)
+        return env
+
+
+def _write(name: str, tool: str, path_key: str) -> Cli:
+    return Cli(name, Call(tool, {path_key: FILE, "content": "hi\n"}))
+
+
+CLIS = [
+    _write("gemini", "write_file", "file_path"),
+    _write("opencode", "write", "filePath"),
+    _write("qwen", "write_file", "file_path"),
+]
+
+
+@pytest.fixture(params=CLIS, ids=[c.name for c in CLIS])
+def cli(request: pytest.FixtureRequest) -> Cli:
+    found: Cli = request.param
+    if not (found.program.exists() and os.access(found.program, os.X_OK)):
+        pytest.skip(f"{found.name} not installed at {found.program} (run tests/real/install.sh)")
+    return found
+
+
+def _script(cli: Cli, repo: Path) -> list[Turn]:
+    args = dict(cli.write.arguments)
+    key = next(k for k in args if k != "content")
+    args[key] = str(repo / FILE)  # every one of them wants an absolute path
+    return [Tools([Call(cli.write.name, args)]), Text(DONE)]
+
+
+async def _setup(d: InProcDaemon, repo: Path, cli: Cli, env: dict[str, str], **config: Any) -> str:
+    return await setup_task(
+        d,
+        repo,
+        {"backend": cli.name, "command": str(cli.program), "env": env},
+        ("Write acp.txt", "Put hi into acp.txt", "acp.txt says hi"),
+        autoCommit=False,
+        phases=["implementation"],
+        **config,
+    )
+
+
+async def _iteration(d: InProcDaemon, repo: Path, task: str) -> dict[str, Any]:
+    history = await d.call("battle.history", {"repo": str(repo), "taskId": task})
+    [iteration] = history["battle"]["iterations"]
+    found: dict[str, Any] = iteration
+    return found
+
+
+def _in_repo(repo: Path) -> list[int]:
+    """Processes whose working directory is in ``repo`` (the agent and its children)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cwd = os.readlink(entry / "cwd")
+            except OSError:
+                continue
+            if cwd == str(repo) or cwd.startswith(str(repo) + os.sep):
+                pids.append(int(entry.name))
+    return pids
+
+
+async def test_a_yolo_battle_writes_the_file_and_records_the_call(cli: Cli, home: Path) -> None:
+    repo = make_git_repo(home / "repo")
+    with cli.api(_script(cli, repo)) as api:
+        async with running_daemon(home) as d:
+            env = cli.env(api, home / "agent-home")
+            task = await _setup(d, repo, cli, env, permissions={"unmatched": "allow"})
+            async with d.client() as watcher:
+                await watcher.call("events.subscribe", {"repo": str(repo)})
+                await d.call("battle.start", {"repo": str(repo), "taskId": task})
+                events = await watcher.events_until(END, timeout=180)
+            assert events[-1]["type"] == "battle_complete", events[-1]
+            iteration = await _iteration(d, repo, task)
+    assert (repo / FILE).read_text() == "hi\n"
+    [call] = [c for c in iteration["toolCalls"] if c["toolName"] == "edit"]
+    assert call["status"] == "executed" and call["approvalMethod"] == "auto"
+    assert call["result"]["filesAffected"] == [FILE]
+    assert iteration["sessionId"]
+    assert not _in_repo(repo)
+
+
+async def test_a_permission_is_an_inbox_item_answered_allow(cli: Cli, home: Path) -> None:
+    repo = make_git_repo(home / "repo")
+    with cli.api(_script(cli, repo)) as api:
+        async with running_daemon(home) as d:
+            task = await _setup(d, repo, cli, cli.env(api, home / "agent-home"))
+            async with d.client() as watcher:
+                await watcher.call("events.subscribe", {"repo": str(repo)})
+                await d.call("battle.start", {"repo": str(repo), "taskId": task})
+                events = await watcher.events_until({"new_delivery", *END}, timeout=180)
+                assert events[-1]["type"] == "new_delivery", events[-1]
+                delivery = events[-1]["payload"]["delivery"]
+                assert delivery["source"]["kind"] == "permission" and "edit" in delivery["title"]
+                await d.call("inbox.answer", {"id": delivery["id"], "values": {"value": "allow"}})
+                events = await watcher.events_until(END, timeout=180)
+            assert events[-1]["type"] == "battle_complete", events[-1]
+            iteration = await _iteration(d, repo, task)
+    assert (repo / FILE).read_text() == "hi\n"
+    [call] = [c for c in iteration["toolCalls"] if c["toolName"] == "edit"]
+    assert call["approvalMethod"] == "manual" and call["status"] == "executed"
+
+
+async def test_a_deny_rule_stops_the_call_without_asking(cli: Cli, home: Path) -> None:
+    repo = make_git_repo(home / "repo")
+    with cli.api(_script(cli, repo)) as api:
+        async with running_daemon(home) as d:
+            task = await _setup(d, repo, cli, cli.env(api, home / "agent-home"))
+            added = await d.call(
+                "rules.add",
+                {
+                    "repo": str(repo),
+                    "toolName": "edit",
+                    "paramPattern": "acp\\.txt",
+                    "description": "never acp.txt",
+                    "decision": "deny",
+                },
+            )
+            async with d.client() as watcher:
+                await watcher.call("events.subscribe", {"repo": str(repo)})
+                await d.call("battle.start", {"repo": str(repo), "taskId": task})
+                events = await watcher.events_until(END, timeout=180)
+            assert not [e for e in events if e["type"] == "new_delivery"]
+            iteration = await _iteration(d, repo, task)
+    assert not (repo / FILE).exists()
+    [call] = [c for c in iteration["toolCalls"] if c["toolName"] == "edit"]
+    assert call["status"] == "rejected" and call["approvalMethod"] == "config_rule"
+    assert call["ruleId"] == added["rule"]["id"]
+
+
+async def test_cancel_while_asking_ends_the_agents_tree(cli: Cli, home: Path) -> None:
+    repo = make_git_repo(home / "repo")
+    with cli.api(_script(cli, repo)) as api:
+        async with running_daemon(home) as d:
+            task = await _setup(d, repo, cli, cli.env(api, home / "agent-home"))
+            async with d.client() as watcher:
+                await watcher.call("events.subscribe", {"repo": str(repo)})
+                await d.call("battle.start", {"repo": str(repo), "taskId": task})
+                events = await watcher.events_until({"new_delivery", *END}, timeout=180)
+                assert events[-1]["type"] == "new_delivery", events[-1]
+                assert _in_repo(repo)  # the agent runs, waiting for the answer
+                await d.call("battle.cancel", {"repo": str(repo)})
+                events = await watcher.events_until(END, timeout=60)
+            assert events[-1]["type"] == "battle_cancelled", events[-1]
+    assert not (repo / FILE).exists()
+    assert not _in_repo(repo)
