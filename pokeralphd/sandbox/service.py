@@ -35,6 +35,7 @@ from pokeralphd.sandbox.backends import CONFINED_ENV, BackendNeeds, needs_for
 from pokeralphd.sandbox.bwrap import Probe, bwrap_argv, probe
 from pokeralphd.sandbox.policy import HOME_SECRETS, build_policy
 from pokeralphd.sandbox.proxy import EgressProxy
+from pokeralphd.store import safefs
 
 if TYPE_CHECKING:
     from collections.abc import (
@@ -254,6 +255,8 @@ class SandboxService:
         needs = needs_for(backend, env, home) if backend else BackendNeeds("loop")
         if model_hosts:
             needs = dataclasses.replace(needs, model_hosts=(*needs.model_hosts, *model_hosts))
+        for made in needs.folders:  # the backend's state: made by its owner, as the CLI would
+            safefs.makedirs(made)
         folder = self._folder()
         try:
             policy = build_policy(
