@@ -18,6 +18,8 @@ CLI in question (tests/real/install.sh).
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -190,6 +192,12 @@ async def test_the_local_agent_completes_a_battle_in_the_sandbox(
                 autoCommit=False,
                 phases=["implementation"],
                 feedbackCommands={"test": "python3 hello.py"},
+            )
+            exact = json.dumps(hello, sort_keys=True, separators=(",", ":"))
+            rule = {"toolName": "create_file", "paramPattern": "^" + re.escape(exact) + "$"}
+            await d.call(
+                "rules.add",
+                {"repo": str(repo), **rule, "description": "the test's", "decision": "allow"},
             )
             events, history = await _battle(d, repo, task)
         requests = len(api.chat_requests())
