@@ -140,7 +140,10 @@ def program_dirs(program: str, path: str | None, cwd: str) -> tuple[str, ...]:
     )
     if not found:
         return ()
-    dirs = [os.path.dirname(os.path.abspath(found))]
+    # the folder as the host resolves it: bubblewrap cannot mount at a path that goes
+    # through a link (a checkout's ``.tools`` linked to another's), and the link itself
+    # stays visible where its folder is
+    dirs = [os.path.realpath(os.path.dirname(os.path.abspath(found)))]
     real = os.path.realpath(found)
     dirs.append(os.path.dirname(real))
     parts = Path(real).parts
