@@ -119,9 +119,7 @@ def main(argv: list[str]) -> int:
     if listener is None:
         sys.stderr.write(f"pokeralph sandbox: cannot listen on 127.0.0.1:{port}\n")
         return 127
-    listeners: dict[int, tuple[_socket.socket, str | None]] = {
-        listener.fileno(): (listener, None)
-    }
+    listeners: dict[int, tuple[_socket.socket, str | None]] = {listener.fileno(): (listener, None)}
     for target in forwards:
         hosts, target_port = forward_addresses(target)
         for host in hosts:

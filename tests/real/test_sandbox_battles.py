@@ -19,6 +19,7 @@ CLI in question (tests/real/install.sh).
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,8 +31,8 @@ from pokeralphd.sandbox import service as sandbox_service
 from tests.fakes.messages_api import MessagesAPI, Text, ToolUse
 from tests.fakes.ollama_api import Call, OllamaAPI, Tools
 from tests.fakes.openai_api import OpenAIAPI
-from tests.fakes.responses_api import ResponsesAPI, Say
 from tests.fakes.responses_api import Call as CodexCall
+from tests.fakes.responses_api import ResponsesAPI, Say
 from tests.helpers import make_git_repo, user_dirs
 from tests.inproc import InProcDaemon, running_daemon, setup_task
 from tests.real.conftest import claude_env
@@ -82,7 +83,9 @@ async def _battle(d: InProcDaemon, repo: Path, task: str) -> tuple[list[dict[str
             events = await watcher.events_until(END, timeout=90)
         except TimeoutError:  # what the run said, to see why
             log = await d.call("battle.log", {"repo": str(repo), "taskId": task})
-            raise AssertionError(f"the battle did not end; its log:\n{log['data'][-4000:]}")
+            raise AssertionError(
+                f"the battle did not end; its log:\n{log['data'][-4000:]}"
+            ) from None
     history = await d.call("battle.history", {"repo": str(repo), "taskId": task})
     if events[-1]["type"] != "battle_complete":  # what the run said, to see why
         log = await d.call("battle.log", {"repo": str(repo), "taskId": task})
@@ -118,7 +121,11 @@ async def test_claude_code_completes_a_battle_in_the_sandbox(
     write = {"command": "echo hi > claude.txt", "description": "Write the file"}
     with MessagesAPI([ToolUse("Bash", write, text="Writing."), Text(SIGIL)]) as api:
         (home / "h").mkdir()
-        agent = {"backend": "claude", "command": str(claude_bin), "env": claude_env(api, home / "h")}
+        agent = {
+            "backend": "claude",
+            "command": str(claude_bin),
+            "env": claude_env(api, home / "h"),
+        }
         async with running_daemon(home, sandbox=True) as d:
             task = await setup_task(
                 d,
@@ -137,8 +144,6 @@ async def test_claude_code_completes_a_battle_in_the_sandbox(
 
 @pytest.fixture
 def codex_bin() -> Path:
-    import os
-
     path = Path(os.environ.get("POKERALPH_REAL_CODEX") or DEFAULT_CODEX)
     if not (path.exists() and os.access(path, os.X_OK)):
         pytest.skip(f"real Codex CLI not installed at {path} (run tests/real/install.sh)")
