@@ -35,7 +35,6 @@ from pokeralphd.sandbox.backends import CONFINED_ENV, BackendNeeds, needs_for
 from pokeralphd.sandbox.bwrap import Probe, bwrap_argv, probe
 from pokeralphd.sandbox.policy import HOME_SECRETS, build_policy
 from pokeralphd.sandbox.proxy import EgressProxy
-from pokeralphd.store import safefs
 
 if TYPE_CHECKING:
     from collections.abc import (
@@ -152,6 +151,27 @@ def program_dirs(program: str, path: str | None, cwd: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(d for d in dirs if d not in ("/", "")))
 
 
+def make_folder(path: Path) -> None:
+    """``mkdir -p path`` for a backend's state folder, made before the run (a bind of an
+    absent folder is skipped). Under a ``.pokeralph`` component (the repository's, which
+    an agent could have written) nothing is made through a link: a link there leaves the
+    folder unmade, and the run without it, as before. A failure to make it likewise."""
+    parts = Path(os.path.abspath(path)).parts
+    guarded = parts.index(".pokeralph") if ".pokeralph" in parts else len(parts)
+    here = Path(parts[0])
+    for depth, part in enumerate(parts[1:], start=1):
+        here = here / part
+        if depth >= guarded and os.path.islink(here):
+            return
+        if not os.path.lexists(here):
+            try:
+                os.mkdir(here, 0o700)
+            except OSError:
+                return
+        elif not os.path.isdir(here):
+            return
+
+
 class SandboxService:
     """Whether and how runs are confined on this machine; opens each run's sandbox."""
 
@@ -259,7 +279,7 @@ class SandboxService:
         if model_hosts:
             needs = dataclasses.replace(needs, model_hosts=(*needs.model_hosts, *model_hosts))
         for made in needs.folders:  # the backend's state: made by its owner, as the CLI would
-            safefs.makedirs(made)
+            make_folder(made)
         folder = self._folder()
         try:
             policy = build_policy(
