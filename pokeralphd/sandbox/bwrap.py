@@ -13,7 +13,9 @@ none; a second ``setsid`` would take the command out of bwrap's process group, w
 Under ``allowlist`` the command is started through :mod:`.bridge` (the daemon's own
 interpreter, visible read-only), which listens on the run's loopback at
 :data:`~.policy.PROXY_PORT` and carries each connection to the proxy's Unix socket,
-then becomes the command (same pid, same stdio).
+then becomes the command (same pid, same stdio); an allowed address on the host's
+loopback (a local model server) is listened on at its own address too
+(:attr:`~.policy.SandboxPolicy.forwards`).
 """
 
 from __future__ import annotations
@@ -81,7 +83,7 @@ def bwrap_argv(
     argv += ["--chdir", policy.tree, "--"]
     if policy.proxy_socket:
         argv += [python, "-I", "-S", BRIDGE]
-        argv += [str(PROXY_PORT), PROXY_SOCKET, "--"]
+        argv += [str(PROXY_PORT), PROXY_SOCKET, *policy.forwards, "--"]
     return [*argv, *command]
 
 

@@ -20,6 +20,7 @@ secret is still hidden in it.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import sys
 from dataclasses import dataclass
@@ -121,6 +122,23 @@ class SandboxPolicy:
         return binds + [Mount("hide", s) for s in hidden]
 
     @property
+    def forwards(self) -> tuple[str, ...]:
+        """The allowed ``host:port`` targets on the host's loopback (``127.0.0.0/8``,
+        ``::1``, ``localhost``, a port named, 1024 and up) that the run reaches at their own
+        address, through the proxy (see :mod:`.bridge`): a local model server whose
+        client ignores ``HTTP_PROXY`` (the local agent's) reaches it as outside."""
+        if self.proxy_socket is None:
+            return ()
+        found = []
+        for pattern in self.allow:
+            if pattern.wildcard or pattern.port is None or pattern.port < 1024:
+                continue
+            if pattern.port == PROXY_PORT or not _loopback(pattern.host):
+                continue
+            found.append(str(pattern))
+        return tuple(dict.fromkeys(found))
+
+    @property
     def writable(self) -> tuple[str, ...]:
         """The host paths a run may write (for display and for Seatbelt)."""
         return ((self.tree,) if self.tree_writable else ()) + self.read_write
@@ -147,6 +165,15 @@ class SandboxPolicy:
             + [*self.read_only_in_tree, *self.read_only],
             "hidden": [self.home, *self.secrets],
         }
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _depth(path: str) -> int:

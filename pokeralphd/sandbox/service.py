@@ -139,13 +139,37 @@ def program_dirs(program: str, path: str | None, cwd: str) -> tuple[str, ...]:
     )
     if not found:
         return ()
-    dirs = [os.path.dirname(os.path.abspath(found))]
+    # the folder as the host resolves it: bubblewrap cannot mount at a path that goes
+    # through a link (a checkout's ``.tools`` linked to another's), and the link itself
+    # stays visible where its folder is
+    dirs = [os.path.realpath(os.path.dirname(os.path.abspath(found)))]
     real = os.path.realpath(found)
     dirs.append(os.path.dirname(real))
     parts = Path(real).parts
     if "node_modules" in parts:
         dirs.append(str(Path(*parts[: parts.index("node_modules")])))
     return tuple(dict.fromkeys(d for d in dirs if d not in ("/", "")))
+
+
+def make_folder(path: Path) -> None:
+    """``mkdir -p path`` for a backend's state folder, made before the run (a bind of an
+    absent folder is skipped). Under a ``.pokeralph`` component (the repository's, which
+    an agent could have written) nothing is made through a link: a link there leaves the
+    folder unmade, and the run without it, as before. A failure to make it likewise."""
+    parts = Path(os.path.abspath(path)).parts
+    guarded = parts.index(".pokeralph") if ".pokeralph" in parts else len(parts)
+    here = Path(parts[0])
+    for depth, part in enumerate(parts[1:], start=1):
+        here = here / part
+        if depth >= guarded and os.path.islink(here):
+            return
+        if not os.path.lexists(here):
+            try:
+                os.mkdir(here, 0o700)
+            except OSError:
+                return
+        elif not os.path.isdir(here):
+            return
 
 
 class SandboxService:
@@ -254,6 +278,8 @@ class SandboxService:
         needs = needs_for(backend, env, home) if backend else BackendNeeds("loop")
         if model_hosts:
             needs = dataclasses.replace(needs, model_hosts=(*needs.model_hosts, *model_hosts))
+        for made in needs.folders:  # the backend's state: made by its owner, as the CLI would
+            make_folder(made)
         folder = self._folder()
         try:
             policy = build_policy(
