@@ -405,15 +405,28 @@ def _error_of(backend: AgentBackend, outcome: AgentOutcome, stderr_tail: list[st
             hint = f" ({backend.auth_hint()})"
         return f"the agent reported an error: {text[:500]}{hint}"
     if outcome.exit_code not in (0, None):
-        tail = "\n".join(stderr_tail[-5:]).strip()
+        tail = _stderr_words(stderr_tail)
         code = outcome.exit_code
         how = (
             f"was killed by signal {-code}"
             if code is not None and code < 0
             else f"exited with status {code}"
         )
-        return f"the agent {how}" + (f": {tail[-800:]}" if tail else "")
+        return f"the agent {how}" + (f": {tail}" if tail else "")
     return None
+
+
+def _stderr_words(stderr_tail: list[str]) -> str:
+    """What a failed agent said last on stderr, for a person: its last non-blank lines,
+    led by its first ``error`` line when that fell out of them (a CLI's usage error puts
+    the cause above a usage text: "error: unexpected argument '--x' found", then five
+    lines of usage)."""
+    lines = [line.rstrip() for line in stderr_tail if line.strip()]
+    last = lines[-5:]
+    cause = next((line for line in lines if line.lstrip().lower().startswith("error")), None)
+    if cause is not None and cause not in last:
+        last = [cause, *last[-4:]]
+    return "\n".join(last).strip()[-800:]
 
 
 # "API Error: 529 {...}", "API Error: Request rejected (429) · Rate limited…"

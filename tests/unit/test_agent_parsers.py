@@ -388,3 +388,25 @@ def test_old_usage_loads_without_reasoning_tokens() -> None:
     usage = Usage.model_validate({"inputTokens": 1, "outputTokens": 2})
     assert usage.reasoning_output_tokens == 0
     assert usage.plus(Usage(reasoning_output_tokens=3)).reasoning_output_tokens == 3
+
+
+def test_a_usage_error_keeps_its_cause_above_the_usage_text() -> None:
+    """What clap-style CLIs (Codex) print for a bad flag: the cause, a tip, then a usage
+    text longer than the tail kept; the error shown leads with the cause."""
+    from pokeralphd.agents.runner import _stderr_words
+
+    printed = [
+        "error: unexpected argument '--no-such-flag' found",
+        "",
+        "  tip: to pass '--no-such-flag' as a value, use '-- --no-such-flag'",
+        "",
+        "Usage: codex exec [OPTIONS] [PROMPT]",
+        "       codex exec [OPTIONS] <COMMAND> [ARGS]",
+        "",
+        "For more information, try '--help'.",
+    ]
+    words = _stderr_words(printed).splitlines()
+    assert words[0] == "error: unexpected argument '--no-such-flag' found"
+    assert words[-1] == "For more information, try '--help'." and "" not in words
+    assert _stderr_words(["one", "", "two"]) == "one\ntwo"
+    assert _stderr_words([]) == ""
