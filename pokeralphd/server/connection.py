@@ -289,22 +289,13 @@ class ClientConnection:
         self._queue_replies()
         self._run_hooks(hooks)
 
-    async def _request(self, request: jsonrpc.Request) -> None:
-        try:
-            if request.method in self._concurrent:
-                self._start_wait(request)
-                return
-            answer = await self._dispatch(request)
-            if answer is not None:
-                self._add_reply(answer)
-        except Exception:
-            self._internal_error(request)
-
     async def _body(self, body: bytes) -> None:
-        """One message body, whatever its bytes: a reply (or none) is gathered."""
+        """One message body, whatever its bytes: a reply (or none) is gathered. A single
+        request goes the one way every single request goes (:meth:`_handle_requests`);
+        a batch its own (:meth:`_batch`)."""
         fast = jsonrpc.decode_request_fast(body) if body[:1] == b"{" else None
         if fast is not None:
-            await self._request(fast)
+            await self._handle_requests([fast])
             return
         try:
             obj = jsonrpc.decode(body)
@@ -322,7 +313,7 @@ class ClientConnection:
         if isinstance(parsed, jsonrpc.InvalidMessage):
             self._add_reply(_invalid(parsed.id, parsed.reason))
             return
-        await self._request(parsed)
+        await self._handle_requests([parsed])
 
     async def _batch(self, items: list[Any]) -> None:
         if not items:
@@ -524,9 +515,13 @@ class ClientConnection:
                 await self._yield()
 
     async def _handle_requests(self, requests: list[jsonrpc.Request]) -> None:
-        """The hot loop of a pipelining client: :meth:`_dispatch`, :meth:`_add_reply` and
-        :meth:`_encode` inlined, the reply bytes counted in a local (written back
-        whenever another method may add replies, so the bounds stay exact)."""
+        """Every single request's way (a batch's items take :meth:`_run_batch`, long
+        waits :meth:`_run_wait`): a long wait starts beside the reader; any other is
+        called (synchronous handlers without a coroutine), its reply encoded and
+        gathered. The hot loop of a pipelining client, so :meth:`_dispatch`,
+        :meth:`_add_reply` and :meth:`_encode` are inlined, the reply bytes counted in a
+        local (written back whenever another method may add replies, so the bounds stay
+        exact)."""
         concurrent = self._concurrent
         sync = self._sync
         call = self.host.dispatcher.call
