@@ -61,6 +61,9 @@ if TYPE_CHECKING:
     from pokeralphd.proc import TrackedRun, Wrap
 
 log = logging.getLogger(__name__)
+#: Seconds a conversing agent gets to exit by itself once its turn is over and its stdin
+#: closed, before its tree is ended (SIGTERM, then SIGKILL after the kill grace).
+AFTER_TURN_GRACE = 0.5
 STDERR_TAIL = 12
 
 
@@ -251,14 +254,17 @@ async def _run_agent(
 
     async def talk() -> None:
         """The conversation, then the agent's end: stdin closed (an ACP agent exits at
-        its end), and its tree ended when it outstays the grace."""
+        its end), and its tree ended when it outstays :data:`AFTER_TURN_GRACE`."""
         assert conversation is not None
         try:
             await conversation.converse(channel)
         finally:
             talked.set()
             await close_stdin()
-        with anyio.move_on_after(request.kill_grace):
+        # The turn's result is in: nothing more is awaited of it. OpenCode and Qwen Code
+        # stay 6-7 s after their stdin closes; waiting out the whole kill grace cost
+        # every iteration 5 s.
+        with anyio.move_on_after(min(AFTER_TURN_GRACE, request.kill_grace)):
             await exited.wait()
         if not exited.is_set():
             lingered[0] = True
