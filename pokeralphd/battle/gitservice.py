@@ -15,7 +15,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import subprocess
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pokeralphd import gitcmd
@@ -23,7 +25,6 @@ from pokeralphd.errors import InvalidState, StorageError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from pathlib import Path
 
 RUNTIME = ".pokeralph"
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"  # git's empty tree
@@ -40,6 +41,35 @@ FALLBACK_IDENTITY_ENV = {
 #: ``git`` arguments printing the user's configured name and email, and :func:`has_identity`
 #: judging what they printed: the one rule for when we commit as pokeralph instead.
 IDENTITY_QUERY = ("config", "--get-regexp", r"^user\.(name|email)$")
+# What `git commit` says (LC_ALL=C: see gitcmd) when the paths staged differ in nothing.
+NOTHING_TO_COMMIT = re.compile(r"^(nothing to commit|no changes added to commit)", re.M)
+# The user's identity for commits, per repository: (the config files' stamp, the env).
+_identities: dict[Path, tuple[tuple[tuple[str, int, int], ...], Mapping[str, str]]] = {}
+
+
+def _identity_stamp(root: Path) -> tuple[tuple[str, int, int], ...]:
+    """The files a user's identity can come from, as (path, mtime, size): the system's,
+    the global ones, the repository's (a worktree's own `.git` file included)."""
+    home = Path(os.environ.get("HOME", "~")).expanduser()
+    xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+    files = [
+        Path("/etc/gitconfig"),
+        home / ".gitconfig",
+        xdg / "git" / "config",
+        root / ".git" / "config",
+        root / ".git",
+    ]
+    if os.environ.get("GIT_CONFIG_GLOBAL"):
+        files.append(Path(os.environ["GIT_CONFIG_GLOBAL"]))
+    stamp = []
+    for path in files:
+        try:
+            st = path.stat()
+        except OSError:
+            stamp.append((str(path), -1, -1))
+        else:
+            stamp.append((str(path), st.st_mtime_ns, st.st_size))
+    return tuple(stamp)
 
 
 def has_identity(query_output: str) -> bool:
@@ -187,9 +217,20 @@ class GitService:
 
     def _identity(self) -> Mapping[str, str]:
         """Environment for committing: the user's identity where git has one, else ours
-        (a fresh machine or a CI runner has none, and git would refuse to commit)."""
+        (a fresh machine or a CI runner has none, and git would refuse to commit).
+
+        Asked once per repository while the config files it could come from are
+        unchanged (a git process per commit was a tenth of an iteration's own cost)."""
+        stamp = _identity_stamp(self.root)
+        known = _identities.get(self.root)
+        if known is not None and known[0] == stamp:
+            return known[1]
         found = self._git(*IDENTITY_QUERY, check=False)  # exit 1: neither is set
-        return {} if has_identity(found) else FALLBACK_IDENTITY_ENV
+        env = {} if has_identity(found) else FALLBACK_IDENTITY_ENV
+        if len(_identities) >= 256:
+            _identities.clear()
+        _identities[self.root] = (stamp, env)
+        return env
 
     def commit(self, paths: list[str], message: str, include_runtime: bool = False) -> str | None:
         """Stage exactly ``paths`` (deletions too) and commit; the new hash, or None if nothing changed."""
@@ -199,11 +240,14 @@ class GitService:
             return None
         try:
             self._git("add", "-A", "--", *paths)
-            # (before the first commit too, against the empty tree)
-            if not self._git("diff", "--cached", "--name-only", "--", *paths).strip():
-                return None
-            self._git("commit", "-m", message, "--no-verify", "--", *paths, env=self._identity())
+            self._git(
+                "commit", "-q", "-m", message, "--no-verify", "--", *paths, env=self._identity()
+            )
         except gitcmd.GitFailed as exc:
+            # Staged, and nothing differs from HEAD (before the first commit too): no
+            # commit. Asked of the commit itself, not of a `diff --cached` before it.
+            if exc.code == 1 and NOTHING_TO_COMMIT.search(exc.out):
+                return None
             raise StorageError(
                 f"git commit failed: {exc.err.strip() or exc}", paths=paths[:20]
             ) from exc

@@ -455,3 +455,40 @@ def test_an_agents_words_are_kept_bounded_and_judged_as_if_all_were() -> None:
     for _ in range(3):
         huge.add_text("y" * (TEXT_TAIL + TEXT_MARKED))  # longer than the tail: the last is kept
     assert huge.texts == ["y" * (TEXT_TAIL + TEXT_MARKED)]
+
+
+def test_commits_take_the_identity_set_since_the_last_and_skip_an_empty_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The identity is asked once while the config files are unchanged: with none set a
+    commit is pokeralph's; a name set in the repository's config afterwards is the next
+    commit's. Paths that end up staged as HEAD has them make no commit (asked of `git
+    commit` itself)."""
+    import subprocess
+
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "no-global"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    repo = make_git_repo(tmp_path / "repo")
+    for key in ("user.name", "user.email"):
+        subprocess.run(["git", "-C", str(repo), "config", "--unset", key], check=True)
+
+    def author() -> str:
+        return subprocess.run(
+            ["git", "-C", str(repo), "log", "-1", "--format=%an <%ae>"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+
+    git = GitService(repo)
+    (repo / "a.txt").write_text("a\n")
+    assert git.commit(["a.txt"], "first") is not None
+    assert author() == "pokeralph <pokeralph@localhost>"
+    (repo / "b.txt").write_text("b\n")
+    subprocess.run(["git", "-C", str(repo), "config", "user.name", "Ada Changed"], check=True)
+    subprocess.run(["git", "-C", str(repo), "config", "user.email", "ada@x.test"], check=True)
+    assert git.commit(["b.txt"], "second") is not None
+    assert author() == "Ada Changed <ada@x.test>"
+    head = git.head()
+    (repo / "b.txt").write_text("b\n")  # rewritten as it was: nothing to commit
+    assert git.commit(["b.txt"], "third") is None and git.head() == head
