@@ -308,6 +308,7 @@ class IterationRun:
         backend = get_backend(self.config.agent)
         async with self._sandbox(refusal_note(self.stream), agent=True) as box:
             self.sandbox = box.describe()
+            self.stream.confined = bool(self.sandbox.get("confined"))
             request = await battle_request(
                 self.orch,
                 self.active,

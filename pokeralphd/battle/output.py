@@ -22,6 +22,7 @@ import contextlib
 import logging
 import math
 import os
+import re
 from typing import IO, TYPE_CHECKING
 
 import anyio
@@ -52,6 +53,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_CHUNK_TEXT = 16 * 1024
+# The kernel's word for a write to a read-only mount (the sandbox's), as shells and
+# runtimes print it.
+READ_ONLY = re.compile(r"read-only file system|EROFS", re.IGNORECASE)
+MAX_REFUSALS = 20
 MAX_PENDING_CHUNKS = 500
 LOG_BUFFER = 64 << 10  # log bytes held before a write, if the tick comes later
 # An event's text at most (each chunk up to MAX_CHUNK_TEXT): 500 chunks of 16 KiB made an
@@ -90,6 +95,10 @@ class OutputStream:
         self._log_bytes = 0
         self.last_text = ""
         self.log_error: str | None = None
+        # Set while the run is confined by the sandbox: a write the sandbox refused is
+        # said once in the log as a [pokeralph] line, with how to allow it.
+        self.confined = False
+        self._refusals: set[str] = set()
 
     def open(self) -> None:
         """Open the log for appending, never through a link planted under ``.pokeralph/``.
@@ -159,8 +168,12 @@ class OutputStream:
                 self.chunk("tool_use", f"{name}: {summary}" if summary else name)
             case AgentToolResult(text=text, is_error=is_error):
                 self.chunk("tool_error" if is_error else "tool_result", text[:2000])
+                if is_error and self.confined:
+                    self._refused_write(text)
             case AgentStderr(text=text):
                 self.chunk("stderr", text)
+                if self.confined:
+                    self._refused_write(text)
             case AgentNotice(text=text):
                 self.chunk("notice", text)
             case AgentRateLimit(status="allowed"):
@@ -184,6 +197,25 @@ class OutputStream:
             case AgentPermissionDenied(tool_name=tool, message=message):
                 line = f"the agent refused {tool} on its own" + (f": {message}" if message else "")
                 self.chunk("notice", line)
+
+    def _refused_write(self, text: str) -> None:
+        """A write the sandbox refused (the kernel's words for a read-only mount), said
+        once per line of the agent's, at most :data:`MAX_REFUSALS` times a run."""
+        for line in text.splitlines():
+            if not READ_ONLY.search(line):
+                continue
+            said = line.strip()[:300]
+            if said in self._refusals or len(self._refusals) >= MAX_REFUSALS:
+                return
+            self._refusals.add(said)
+            message = (
+                f"the sandbox refused a write ({said}): outside the working tree only what "
+                "sandbox.filesystem.readWrite lists is writable (`pokeralphctl config set "
+                "--user sandbox.filesystem.readWrite '[\"PATH\"]'`), and .git and "
+                ".pokeralph/ never are"
+            )
+            self.raw(b"[pokeralph] " + message.encode())
+            self.chunk("notice", message)
 
     def flush(self) -> None:
         self._write_log()

@@ -182,6 +182,9 @@ async def test_a_battle_and_its_loop_stay_in_their_sandbox(home: Path, server: s
     text = "\n".join(p.read_text(errors="replace") for p in logs)
     assert f"[pokeralph] pokeralph sandbox: the connection to {target} was refused" in text
     assert f'add "{target}" to sandbox.network.allow' in text
+    # the agent's refused writes (its stderr), each said once with how to allow one
+    assert "[pokeralph] the sandbox refused a write (write_hooks: " in text
+    assert "Read-only file system" in text and "sandbox.filesystem.readWrite" in text
     loop_output = iteration["feedbackResults"]["test"]["output"]
     assert "[pokeralph]" not in loop_output  # the loop was let through by the rule
 

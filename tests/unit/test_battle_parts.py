@@ -492,3 +492,26 @@ def test_commits_take_the_identity_set_since_the_last_and_skip_an_empty_change(
     head = git.head()
     (repo / "b.txt").write_text("b\n")  # rewritten as it was: nothing to commit
     assert git.commit(["b.txt"], "third") is None and git.head() == head
+
+
+def test_a_refused_write_is_said_once_and_only_when_confined(tmp_path: Path) -> None:
+    from pokeralphd.agents.base import AgentStderr, AgentToolResult
+    from pokeralphd.battle.output import MAX_REFUSALS, OutputStream
+
+    stream = OutputStream(tmp_path / "run.log", lambda chunks: None, 0)
+    stream.open()
+    line = "sh: 1: cannot create /home/u/x: Read-only file system"
+    stream.show(AgentStderr(line))  # not confined: the agent's own words only
+    stream.confined = True
+    stream.show(AgentStderr(line))
+    stream.show(AgentToolResult(line, is_error=True))  # the same refusal again
+    stream.show(AgentToolResult("cannot create x: Read-only file system", is_error=False))
+    for n in range(MAX_REFUSALS + 5):
+        stream.show(AgentStderr(f"write {n}: [Errno 30] Read-only file system"))
+    stream.close()
+    said = [
+        x for x in (tmp_path / "run.log").read_text().splitlines() if x.startswith("[pokeralph]")
+    ]
+    assert len(said) == MAX_REFUSALS
+    assert said[0].startswith(f"[pokeralph] the sandbox refused a write ({line})")
+    assert "sandbox.filesystem.readWrite" in said[0]
