@@ -27,9 +27,10 @@ if TYPE_CHECKING:
 
 async def on_transport(stream: anyio.abc.ByteStream) -> anyio.abc.ByteStream:
     """``stream``'s socket on an asyncio transport (``stream`` is spent: nothing may have
-    been read from it yet). Streams without a raw socket are returned as they are."""
+    been read from it yet). Streams without a raw socket of their own (TCP's are on a
+    transport already) are returned as they are."""
     raw = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
-    if raw is None:
+    if not isinstance(raw, socket.socket):  # none, or asyncio's already (TCP streams)
         return stream
     # The descriptor changes owner (no dup: that would need a second one, and a daemon
     # short of descriptors must still serve); ``stream`` is left with nothing to close.

@@ -92,8 +92,9 @@ class Probe:
     """Whether the sandbox can run here; ``reason`` says why not, naming the fix."""
 
     ok: bool
-    bwrap: str | None
+    bwrap: str | None  # the confining program (bwrap, or sandbox-exec on macOS)
     reason: str = ""
+    kind: str = "bwrap"  # or "seatbelt"
 
 
 def probe(bwrap: str | None = None) -> Probe:

@@ -179,6 +179,21 @@ class EgressProxy:
             with anyio.CancelScope(shield=True):
                 await listener.aclose()
 
+    async def serve_tcp(
+        self, *, task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Listen on a free port of 127.0.0.1 until cancelled; the port is what
+        ``task_status.started`` reports (Seatbelt's runs, which share the host's network
+        and are allowed out to this port alone)."""
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+        try:
+            port = listener.extra(anyio.abc.SocketAttribute.local_port)
+            task_status.started(port)
+            await listener.serve(self.handle)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await listener.aclose()
+
     async def handle(self, accepted: anyio.abc.ByteStream) -> None:
         """Serve one connection (never raises)."""
         client = await on_transport(accepted)

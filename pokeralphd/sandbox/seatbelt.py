@@ -16,10 +16,64 @@ two matching rules winning:
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import TYPE_CHECKING
 
+from pokeralphd.sandbox.bwrap import Probe
+from pokeralphd.sandbox.policy import PROXY_VARS
+
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from pokeralphd.sandbox.policy import SandboxPolicy
+
+SANDBOX_EXEC = "/usr/bin/sandbox-exec"
+
+
+def probe(platform: str = sys.platform, program: str = SANDBOX_EXEC) -> Probe:
+    """Can Seatbelt confine a process here (macOS, ``sandbox-exec`` present)?"""
+    if platform != "darwin":
+        return Probe(False, None, "Seatbelt is macOS's", kind="seatbelt")
+    if not os.access(program, os.X_OK):
+        return Probe(False, None, f"{program} is missing", kind="seatbelt")
+    return Probe(True, program, kind="seatbelt")
+
+
+def environment(
+    policy: SandboxPolicy, *, tmpdir: str, proxy_port: int | None
+) -> dict[str, str | None]:
+    """What the run's environment gets under Seatbelt (None: unset): no mounts move
+    anything, so the run's socket is named by its host path, the proxy by its loopback
+    port, and the temporary folder is the run's own."""
+    env: dict[str, str | None] = {"POKERALPH_SOCKET": policy.run_socket, "TMPDIR": tmpdir}
+    for name in PROXY_VARS:
+        if policy.network == "allowlist" and proxy_port is not None:
+            value: str | None = "" if name == "NO_PROXY" else f"http://127.0.0.1:{proxy_port}"
+        elif policy.network == "full":
+            continue
+        else:
+            value = None
+        env[name] = env[name.lower()] = value
+    return env
+
+
+def write_profile(
+    policy: SandboxPolicy, folder: Path, *, proxy_port: int | None
+) -> tuple[str, str]:
+    """The run's profile written in its private ``folder`` (0600), and the run's own
+    temporary folder: both paths."""
+    tmpdir = folder / "tmp"
+    tmpdir.mkdir(mode=0o700, exist_ok=True)
+    text = profile(
+        policy, tmpdir=str(tmpdir), proxy_port=proxy_port, run_socket=policy.run_socket or ""
+    )
+    path = folder / f"profile-{os.urandom(4).hex()}.sb"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return str(path), str(tmpdir)
+
 
 DEVICES = ("/dev/null", "/dev/zero", "/dev/tty", "/dev/dtracehelper", "/dev/urandom")
 
@@ -65,6 +119,12 @@ def profile(
         lines.append("(allow network*)")
     elif policy.network == "allowlist" and proxy_port is not None:
         lines.append(f'(allow network-outbound (remote ip "localhost:{proxy_port}"))')
+    if policy.network == "allowlist":
+        # an allowed model server on this machine's loopback, reached at its own address
+        # (no network namespace to bridge into on macOS)
+        for target in policy.forwards:
+            port = target.rsplit(":", 1)[1]
+            lines.append(f'(allow network-outbound (remote ip "localhost:{port}"))')
     if run_socket:
         lines.append(
             f"(allow network-outbound (remote unix-socket (path-literal {quote(run_socket)})))"

@@ -24,6 +24,7 @@ import contextlib
 import dataclasses
 import os
 import shutil
+import sys
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,8 +32,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from pokeralphd.errors import InvalidState
+from pokeralphd.sandbox import seatbelt
 from pokeralphd.sandbox.backends import CONFINED_ENV, BackendNeeds, needs_for
-from pokeralphd.sandbox.bwrap import Probe, bwrap_argv, probe
+from pokeralphd.sandbox.bwrap import Probe, bwrap_argv
+from pokeralphd.sandbox.bwrap import probe as bwrap_probe
 from pokeralphd.sandbox.policy import HOME_SECRETS, build_policy
 from pokeralphd.sandbox.proxy import EgressProxy
 
@@ -72,6 +75,9 @@ class SandboxRun:
     mode: str
     reason: str = ""  # why unconfined
     bwrap: str = "bwrap"
+    kind: str = "bwrap"  # or "seatbelt" (macOS)
+    folder: Path | None = None  # the run's private folder (Seatbelt's profile and TMPDIR)
+    proxy_port: int | None = None  # Seatbelt: the egress proxy on 127.0.0.1
 
     @property
     def confined(self) -> bool:
@@ -81,7 +87,7 @@ class SandboxRun:
     def env(self) -> dict[str, str]:
         """What the run's own environment gets (a backend that sandboxes itself reads it
         to turn its own sandbox off inside ours)."""
-        return {CONFINED_ENV: "bwrap"} if self.confined else {}
+        return {CONFINED_ENV: self.kind} if self.confined else {}
 
     def wrap(
         self, argv: Sequence[str], env: Mapping[str, str], cwd: str
@@ -97,6 +103,18 @@ class SandboxRun:
             policy = dataclasses.replace(
                 policy, read_only=tuple(dict.fromkeys((*policy.read_only, *extra)))
             )
+        if self.kind == "seatbelt":
+            assert self.folder is not None
+            path, tmpdir = seatbelt.write_profile(policy, self.folder, proxy_port=self.proxy_port)
+            full = dict(env)
+            for name, value in seatbelt.environment(
+                policy, tmpdir=tmpdir, proxy_port=self.proxy_port
+            ).items():
+                if value is None:
+                    full.pop(name, None)
+                else:
+                    full[name] = value
+            return seatbelt.sandbox_exec_argv(path, list(argv)), full
         return bwrap_argv(policy, argv, bwrap=self.bwrap), dict(env)
 
     def describe(self) -> dict[str, Any]:
@@ -172,6 +190,11 @@ def make_folder(path: Path) -> None:
             return
 
 
+def platform_probe() -> Probe:
+    """This platform's sandbox: bubblewrap on Linux, Seatbelt on macOS."""
+    return seatbelt.probe() if sys.platform == "darwin" else bwrap_probe()
+
+
 class SandboxService:
     """Whether and how runs are confined on this machine; opens each run's sandbox."""
 
@@ -182,13 +205,13 @@ class SandboxService:
         runtime_dir: Path | None = None,
         private: Callable[[], Iterable[str | os.PathLike[str]]] = tuple,
         serve_socket: ServeSocket | None = None,
-        probe: Callable[[], Probe] = probe,
+        probe: Callable[[], Probe] | None = None,
     ) -> None:
         self.enabled = enabled
         self.runtime_dir = runtime_dir
         self.private = private
         self.serve_socket = serve_socket
-        self._probe = probe
+        self._probe = probe or platform_probe
 
     def available(self) -> Probe:
         if not self.enabled:
@@ -210,6 +233,10 @@ class SandboxService:
             return
         found = self.available()
         if not found.ok:
+            if found.kind == "seatbelt":  # macOS: nothing to install
+                raise SandboxUnavailable(
+                    f"sandbox.mode is required and no sandbox can run here: {found.reason}"
+                )
             raise SandboxUnavailable(
                 f"sandbox.mode is required and no sandbox can run here: {found.reason}"
                 f" (the Debian package is {PACKAGE}: `sudo apt install {PACKAGE}`)",
@@ -250,11 +277,22 @@ class SandboxService:
             async with anyio.create_task_group() as tg:
                 if policy.run_socket is not None and self.serve_socket is not None:
                     await tg.start(self.serve_socket, policy.run_socket, scope)
+                port: int | None = None
                 if policy.proxy_socket is not None:
                     proxy = EgressProxy(policy.allow, decide, on_refused=on_refused)
-                    await tg.start(proxy.serve, policy.proxy_socket)
+                    if found.kind == "seatbelt":  # no network namespace: a loopback port
+                        port = await tg.start(proxy.serve_tcp)
+                    else:
+                        await tg.start(proxy.serve, policy.proxy_socket)
                 try:
-                    yield SandboxRun(policy, config.mode, bwrap=found.bwrap or "bwrap")
+                    yield SandboxRun(
+                        policy,
+                        config.mode,
+                        bwrap=found.bwrap or "bwrap",
+                        kind=found.kind,
+                        folder=folder,
+                        proxy_port=port,
+                    )
                 finally:
                     tg.cancel_scope.cancel()
         except BaseExceptionGroup as group:  # the run's own error, as it was raised
