@@ -96,6 +96,7 @@ class RoleRun:
         self.agent = config.role_agent("verifier" if role == "verification" else "reviewer")
         battle = active.battle
         self.iteration = max((i.number for i in battle.iterations), default=0)
+        self.sandbox: dict[str, Any] | None = None  # the run's, for its report summary
         self.kept: list[str] = []
         self.discarded: list[str] = []
         self.usage: Usage | None = None  # the run's tokens, once it ran
@@ -216,6 +217,8 @@ class RoleRun:
             on_refused=refusal_note(self.stream),
             agent=self.agent,
         ) as box:
+            self.sandbox = box.describe()
+            self.stream.confined = bool(self.sandbox.get("confined"))
             request = await battle_request(
                 self.orch,
                 self.active,
@@ -339,6 +342,7 @@ class RoleRun:
                 problem=report.problem,
                 cost_usd=agent.cost_usd if agent else None,
                 duration_ms=agent.duration_ms if agent else None,
+                sandbox=self.sandbox,
             )
         )
         await self.orch.save(self.active)

@@ -515,6 +515,8 @@ class ReportSummary(Model):
     problem: str | None = None  # why the report is invalid
     cost_usd: float | None = Field(default=None, ge=0)
     duration_ms: int | None = Field(default=None, ge=0)
+    # the role's run's sandbox, as an iteration records its own (left out when none)
+    sandbox: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class PhaseCycles(Model):

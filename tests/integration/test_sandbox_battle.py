@@ -247,3 +247,22 @@ async def test_auto_runs_unconfined_with_the_warning_shown(home: Path) -> None:
     assert "bubblewrap" in iteration["sandbox"]["reason"]
     assert "! sandbox: none (sandbox.mode auto)" in shown.stdout, shown.stdout + shown.stderr
     assert "! sandbox: battles run unconfined" in said.stdout, said.stdout + said.stderr
+
+
+async def test_a_verifiers_run_records_its_sandbox_too(home: Path) -> None:
+    """Each run shows its sandbox: the verification's report summary records the
+    verifier's, as an iteration records its agent's."""
+    repo = make_git_repo(home / "repo")
+    async with running_daemon(home, sandbox=True) as d:
+        agent = {"backend": "command", "command": str(FAKES / "fake_command")}
+        task = await setup_task(d, repo, agent, phases=["implementation", "verification"])
+        async with d.client() as watcher:
+            await watcher.call("events.subscribe", {"repo": str(repo)})
+            await d.call("battle.start", {"repo": str(repo), "taskId": task})
+            events = await watcher.events_until({"battle_complete", "battle_failed"})
+        history = await d.call("battle.history", {"repo": str(repo), "taskId": task})
+    assert events[-1]["type"] == "battle_complete", events[-1]
+    [report] = history["battle"]["verification"]["reports"]
+    assert report["sandbox"]["confined"] is True, report
+    assert report["sandbox"]["network"] == "allowlist"
+    assert history["battle"]["iterations"][-1]["sandbox"]["confined"] is True
