@@ -9,6 +9,7 @@ socket feeds, for speed; a few thousand frames go over a real socket.
 
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 import json
@@ -26,7 +27,6 @@ from typing import Any
 import anyio
 import pytest
 
-from pokeralphd.protocol.framing import FrameDecoder, FrameError, FrameTooLarge
 from pokeralphd.settings import DaemonSettings
 from tests.helpers import (
     DaemonProcess,
@@ -375,14 +375,29 @@ def lsp_frame(rng: random.Random, corpus: list[bytes] | None = None) -> bytes:
     return b"\r\n".join(headers) + b"\r\n\r\n" + body
 
 
-class Sink(anyio.abc.ByteStream):
-    """A stream whose client never sends: the in-process connection writes here."""
+class Wire(anyio.abc.ByteStream):
+    """A client's side of one connection, in memory, as the connection sees it through
+    its public seam (:meth:`ClientConnection.serve`): the reads it gets (``pieces``, then
+    the end of the stream, once ``until`` holds of what it was sent when given), and
+    every byte it writes back (``sent``)."""
+
+    def __init__(self, pieces: list[bytes], until: Any = None) -> None:
+        self.pieces = collections.deque(pieces)
+        self.sent = bytearray()
+        self.until = until
+        self._done = anyio.Event()
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
+        if self.pieces:
+            return self.pieces.popleft()
+        if self.until is not None and not self.until(bytes(self.sent)):
+            await self._done.wait()
         raise anyio.EndOfStream
 
     async def send(self, item: bytes) -> None:
-        pass
+        self.sent += item
+        if self.until is not None and self.until(bytes(self.sent)):
+            self._done.set()
 
     async def send_eof(self) -> None:
         pass
@@ -392,8 +407,9 @@ class Sink(anyio.abc.ByteStream):
 
 
 def run_in_process_fuzz(frames: int, seed: int) -> dict[str, int]:
-    """Feed ``frames`` hostile frames through FrameDecoder and the connection's handling,
-    as the reader would, over many short streams in both framings."""
+    """Feed ``frames`` hostile frames to in-process connections through their public
+    seam (``serve`` on an in-memory stream), over many short streams in both framings;
+    every reply is checked."""
     from pokeralph_core.userdirs import Paths
     from pokeralphd.daemon import Daemon
     from pokeralphd.server.connection import ClientConnection
@@ -410,16 +426,18 @@ def run_in_process_fuzz(frames: int, seed: int) -> dict[str, int]:
             DaemonSettings.model_validate({"maxMessage": 64 << 10}),
         )
         while stats["frames"] < frames:
-            conn = ClientConnection(daemon.server, Sink())
-            async with anyio.create_task_group() as tg:
-                conn._tg = tg
-                if rng.random() < 0.5:
-                    await line_stream(conn, rng, corpus, stats)
-                else:
-                    await lsp_stream(conn, rng, corpus, stats)
-                tg.cancel_scope.cancel()
-            for sub in conn.subscriptions:
-                daemon.bus.unsubscribe(sub)
+            if rng.random() < 0.5:
+                wire = Wire(line_stream(rng, corpus, stats))
+                await ClientConnection(daemon.server, wire).serve()
+                count(lines(bytes(wire.sent)), stats)
+            else:
+                # LSP framing, a frame a connection: one that breaks the framing is
+                # answered and closed, and the next starts afresh on a new one
+                for frame in lsp_stream(rng, corpus, stats):
+                    wire = Wire(cut(frame, rng))
+                    await ClientConnection(daemon.server, wire).serve()
+                    sent = bytes(wire.sent)
+                    count(lsp_frames(sent) if sent.startswith(b"Content-") else lines(sent), stats)
 
     try:
         anyio.run(main)
@@ -428,46 +446,40 @@ def run_in_process_fuzz(frames: int, seed: int) -> dict[str, int]:
     return stats
 
 
-async def line_stream(
-    conn: Any, rng: random.Random, corpus: list[bytes], stats: dict[str, int]
-) -> None:
+def line_stream(rng: random.Random, corpus: list[bytes], stats: dict[str, int]) -> list[bytes]:
     """Line framing never loses its way: reads of many frames at once, cut anywhere."""
+    pieces: list[bytes] = []
     for _ in range(rng.randint(1, 10)):
         frames = [line_frame(rng, corpus) for _ in range(rng.randint(1, 40))]
         stats["frames"] += len(frames)
-        await feed(conn, b"".join(frames), rng, stats)
+        pieces += cut(b"".join(frames), rng)
+    return pieces
 
 
-async def lsp_stream(
-    conn: Any, rng: random.Random, corpus: list[bytes], stats: dict[str, int]
-) -> None:
-    """LSP framing, frame by frame; when one breaks it the reader would answer and close:
-    here the next frames start afresh, as on a new connection."""
-    for _ in range(rng.randint(1, 200)):
-        stats["frames"] += 1
-        try:
-            await feed(conn, lsp_frame(rng, corpus), rng, stats)
-        except (FrameError, FrameTooLarge):
-            stats["closed"] += 1
-            conn.decoder = FrameDecoder(conn.decoder.max_message)
+def lsp_stream(rng: random.Random, corpus: list[bytes], stats: dict[str, int]) -> list[bytes]:
+    frames = [lsp_frame(rng, corpus) for _ in range(rng.randint(1, 200))]
+    stats["frames"] += len(frames)
+    return frames
 
 
-async def feed(conn: Any, data: bytes, rng: random.Random, stats: dict[str, int]) -> None:
-    """Bytes in as the reader gets them (whole, or cut anywhere); every reply checked."""
+def cut(data: bytes, rng: random.Random) -> list[bytes]:
+    """``data`` as the reader gets it: whole, or cut anywhere."""
+    if rng.random() < 0.5 or not data:
+        return [data] if data else []
     cuts = sorted(rng.sample(range(len(data) + 1), min(3, len(data) + 1)))
-    pieces = [data] if rng.random() < 0.5 else [data[a:b] for a, b in pairwise(cuts, data)]
-    for piece in pieces:
-        bodies = conn.decoder.feed(piece)
-        assert conn.decoder.buffered <= (64 << 10) + len(piece)
-        if bodies:
-            await conn._handle(bodies)
-        for body in conn._replies:
-            reply = json.loads(body)
-            check_reply(reply)
-            stats["replies"] += 1
-            if isinstance(reply, dict) and reply.get("error", {}).get("code") == -32700:
-                stats["parse_errors"] += 1
-        conn._replies.clear()
+    return [data[a:b] for a, b in pairwise(cuts, data) if b > a]
+
+
+def count(replies: list[Any], stats: dict[str, int]) -> None:
+    for reply in replies:
+        check_reply(reply)
+        stats["replies"] += 1
+        error = reply.get("error", {}) if isinstance(reply, dict) else {}
+        if error.get("code") == -32700:
+            stats["parse_errors"] += 1
+        hint = str((error.get("data") or {}).get("hint", ""))
+        if error.get("code") == -32011 or "framing is lost" in hint:
+            stats["closed"] += 1
 
 
 def pairwise(cuts: list[int], data: bytes) -> list[tuple[int, int]]:
@@ -533,26 +545,24 @@ def test_a_bug_while_handling_a_message_is_answered_and_the_connection_goes_on(
             DaemonSettings(),
         )
         monkeypatch.setattr(daemon.server.dispatcher, "call", call)
-        conn = ClientConnection(daemon.server, Sink())
-        async with anyio.create_task_group() as tg:
-            conn._tg = tg
-            fast = [
-                raw_request("daemon.status", 1).strip(),
-                b'{"jsonrpc":"2.0","method":"daemon.status"}',  # a notification: no reply
-                raw_request("daemon.ping", 2).strip(),
-                raw_request("inbox.wait", 3, {"id": "x"}).strip(),  # beside the reader
-            ]
-            await conn._handle(fast)
-            # More brackets than the fast path takes: the careful path, message by message.
-            shallow = json.dumps([[] for _ in range(200)]).encode()
-            careful = raw_request("daemon.status", 4).strip()[:-1] + b',"params":' + shallow + b"}"
-            await conn._handle([careful, b"[" + careful + b"]"])
-            with anyio.fail_after(5):
-                while conn.pending:
-                    await anyio.sleep(0.01)  # polling a condition, with a deadline
-            tg.cancel_scope.cancel()
-        waited = [json.loads(line) for line in b"".join(conn.outbox._chunks).splitlines()]
-        return [json.loads(body) for body in conn._replies], waited
+        fast = [
+            raw_request("daemon.status", 1).strip(),
+            b'{"jsonrpc":"2.0","method":"daemon.status"}',  # a notification: no reply
+            raw_request("daemon.ping", 2).strip(),
+            raw_request("inbox.wait", 3, {"id": "x"}).strip(),  # beside the reader
+        ]
+        # More brackets than the fast path takes: the careful path, message by message.
+        shallow = json.dumps([[] for _ in range(200)]).encode()
+        careful = raw_request("daemon.status", 4).strip()[:-1] + b',"params":' + shallow + b"}"
+        wire = Wire(
+            [b"\n".join(fast) + b"\n", careful + b"\n[" + careful + b"]\n"],
+            until=lambda sent: sent.count(b"\n") >= 5,  # every reply, the wait's included
+        )
+        with anyio.fail_after(10):
+            await ClientConnection(daemon.server, wire).serve()
+        replies = lines(bytes(wire.sent))
+        waited = [r for r in replies if isinstance(r, dict) and r["id"] == 3]
+        return [r for r in replies if r not in waited], waited
 
     try:
         replies, waited = anyio.run(main)
