@@ -36,7 +36,7 @@ from pokeralphd.protocol.framing import (
 )
 from pokeralphd.server.context import CallContext
 from pokeralphd.server.eventbus import Event, overflow_notice
-from pokeralphd.server.outbox import Outbox
+from pokeralphd.server.outbox import JoinCache, Outbox
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -73,6 +73,7 @@ class ConnectionHost(Protocol):
     settings: DaemonSettings
     dispatcher: Dispatcher
     services: Services
+    joins: JoinCache  # shared by the transport's outboxes (see :class:`JoinCache`)
 
     def opened(self, conn: ClientConnection) -> None: ...
 
@@ -85,6 +86,7 @@ class ConnectionSet:
 
     def __init__(self) -> None:
         self.connections: dict[int, ClientConnection] = {}
+        self.joins = JoinCache()
         self._gone = anyio.Event()
 
     # -- ConnectionHost
@@ -134,6 +136,7 @@ class ClientConnection:
             settings.max_subscriber_backlog,
             settings.send_stall_timeout,
             f"connection {self.id}",
+            host.joins,
         )
         self.max_batch = settings.max_batch
         self.max_reply = settings.max_reply

@@ -35,10 +35,24 @@ CHUNK = 64 << 10  # a client must take this much within the stall timeout
 COALESCE = CHUNK - (4 << 10)  # frames queued in a row are joined once they reach this
 OVERFLOW_GRACE = 1.0  # seconds a dropped (overflowed) subscriber gets for its notice
 
-# The last run of frames joined, and its join: the subscribers of a burst of events get
-# the same frames in the same runs, so the first outbox joins them and the others take
-# its chunk after comparing the lists (which compares the very same objects first).
-_last_join: tuple[list[bytes], bytes] = ([], b"")
+
+class JoinCache:
+    """The last run of frames joined, and its join, shared by the outboxes of one
+    transport: the subscribers of a burst of events get the same frames in the same
+    runs, so the first outbox joins them and the others take its chunk after comparing
+    the lists (which compares the very same objects first)."""
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last: tuple[list[bytes], bytes] = ([], b"")
+
+    def join(self, run: list[bytes]) -> bytes:
+        last_run, joined = self._last  # one read: (run, its join) always belong together
+        if run != last_run:
+            joined = b"".join(run)
+            self._last = (run, joined)
+        return joined
 
 
 class Outbox:
@@ -48,8 +62,10 @@ class Outbox:
         max_event_bytes: int = 8 << 20,
         stall_timeout: float = 30.0,
         label: str = "connection",
+        joins: JoinCache | None = None,
     ) -> None:
         self._stream = stream
+        self._joins = joins if joins is not None else JoinCache()
         self._chunks: list[bytes] = []
         self._pending = 0
         self._run_start = 0  # the frames of _chunks from here on are joined at COALESCE
@@ -84,15 +100,9 @@ class Outbox:
 
     def _coalesce(self) -> None:
         """Join the frames queued since the last join into one chunk."""
-        global _last_join
         chunks, start = self._chunks, self._run_start
         if len(chunks) - start > 1:
-            run = chunks[start:]
-            last_run, joined = _last_join  # one read: (run, its join) always belong together
-            if run != last_run:
-                joined = b"".join(run)
-                _last_join = (run, joined)
-            chunks[start:] = [joined]
+            chunks[start:] = [self._joins.join(chunks[start:])]
         self._run_start = len(chunks)
         self._run_bytes = 0
 
