@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pokeralph_core.userdirs import Paths
-    from pokeralphd.domain.models import NotifyConfig
+    from pokeralphd.domain.config import NotifyConfig
     from pokeralphd.ports import Lifecycle
     from pokeralphd.proc import AgentScope
     from pokeralphd.store.registry import RepoEntry

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pokeralphd.agents.base import AgentBackend
-    from pokeralphd.domain.models import AgentConfig
+    from pokeralphd.domain.config import AgentConfig
 
 __all__ = ["get_backend"]
 

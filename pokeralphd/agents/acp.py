@@ -26,7 +26,7 @@ from pokeralphd.agents.base import (
 from pokeralphd.errors import AgentError
 
 if TYPE_CHECKING:
-    from pokeralphd.domain.models import AgentConfig
+    from pokeralphd.domain.config import AgentConfig
 
 
 class AcpBackend(AgentBackend):

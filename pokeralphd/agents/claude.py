@@ -12,7 +12,7 @@ with no rate_limit_event under API-key auth). Anything else is a notice, never a
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pokeralphd.agents.base import (
     AgentBackend,
@@ -32,7 +32,10 @@ from pokeralphd.agents.base import (
     json_events,
     merge_flags,
 )
-from pokeralphd.domain.models import AgentConfig, Usage
+from pokeralphd.domain.models import Usage
+
+if TYPE_CHECKING:
+    from pokeralphd.domain.config import AgentConfig
 
 PLANNING_TOOLS = "Read,Grep,Glob"  # what a planning run may use: reading only
 MAX_DENIALS = 500  # entries of a result's permission_denials read, at most

@@ -15,7 +15,7 @@ from pokeralphd.agents.claude import ClaudeBackend
 
 if TYPE_CHECKING:
     from pokeralphd.agents.base import AgentEvent, AgentRequest
-    from pokeralphd.domain.models import AgentConfig
+    from pokeralphd.domain.config import AgentConfig
 
 
 class DemoBackend(ClaudeBackend):

@@ -27,7 +27,7 @@ from pokeralphd.errors import AgentError
 
 if TYPE_CHECKING:
     from pokeralphd.agents.base import AgentEvent, AgentRequest
-    from pokeralphd.domain.models import AgentConfig
+    from pokeralphd.domain.config import AgentConfig
 
 MODULE = "pokeralph_agent"
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from pokeralphd.agents.base import AgentEvent
     from pokeralphd.battle.output import OutputStream
     from pokeralphd.battle.state import ActiveBattle, BattleControl
-    from pokeralphd.domain.models import AgentConfig, Config
+    from pokeralphd.domain.config import AgentConfig, Config
     from pokeralphd.sandbox.proxy import Decision, NetworkRequest
     from pokeralphd.sandbox.service import SandboxRun
 

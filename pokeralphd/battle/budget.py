@@ -22,8 +22,8 @@ from pokeralphd.protocol import events as ev
 
 if TYPE_CHECKING:
     from pokeralphd.battle.state import ActiveBattle, BattleControl
+    from pokeralphd.domain.config import Config
     from pokeralphd.domain.inbox import Delivery, Feedback
-    from pokeralphd.domain.models import Config
 
 log = logging.getLogger(__name__)
 CapKey = Literal["perBattleUsd", "perRepoPerDayUsd", "perDayUsd"]

@@ -45,7 +45,7 @@ from pokeralphd.battle.prompt import build_task_prompt
 from pokeralphd.battle.state import Charge
 from pokeralphd.battle.toolcalls import ToolCallLog
 from pokeralphd.battle.transient import transient_failure
-from pokeralphd.domain.models import CompletionSignal, Config, FeedbackResult, Iteration
+from pokeralphd.domain.models import CompletionSignal, FeedbackResult, Iteration
 from pokeralphd.domain.statuses import IterationResult, ProgressStatus, check_progress_transition
 from pokeralphd.errors import AgentError, PokeralphError
 from pokeralphd.permissions.router import policy_warnings
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
     from pokeralphd.battle.state import ActiveBattle, BattleControl
+    from pokeralphd.domain.config import Config
     from pokeralphd.sandbox.service import SandboxRun
 
 log = logging.getLogger(__name__)

@@ -67,7 +67,8 @@ from pokeralphd.protocol import events as ev
 
 if TYPE_CHECKING:
     from pokeralphd.battle.state import BattleHost
-    from pokeralphd.domain.models import Config, Escalation, EscalationAction, Task
+    from pokeralphd.domain.config import Config
+    from pokeralphd.domain.models import Escalation, EscalationAction, Task
     from pokeralphd.ports import Inbox
     from pokeralphd.store.repo_store import RepoStore
 

@@ -49,7 +49,8 @@ if TYPE_CHECKING:
 
     from pokeralphd.agents.base import ApiFailure
     from pokeralphd.battle.state import ActiveBattle, BattleControl
-    from pokeralphd.domain.models import AgentConfig, BattlePhase, Config, EscalationReason, Phase
+    from pokeralphd.domain.config import AgentConfig, BattlePhase, Config, Phase
+    from pokeralphd.domain.models import EscalationReason
     from pokeralphd.domain.reports import ReviewReport
 
 B = BattleStatus

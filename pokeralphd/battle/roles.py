@@ -62,7 +62,8 @@ from pokeralphd.protocol import events as ev
 if TYPE_CHECKING:
     from pokeralphd.agents.base import AgentOutcome, ApiFailure
     from pokeralphd.battle.state import ActiveBattle, BattleControl
-    from pokeralphd.domain.models import Config, FeedbackResult, PhaseCycles
+    from pokeralphd.domain.config import Config
+    from pokeralphd.domain.models import FeedbackResult, PhaseCycles
 
 log = logging.getLogger(__name__)
 

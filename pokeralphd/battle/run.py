@@ -44,7 +44,8 @@ if TYPE_CHECKING:
 
     from pokeralphd.battle.commands import Command
     from pokeralphd.battle.state import ActiveBattle, BattleControl
-    from pokeralphd.domain.models import Blocked, Config, Escalation, EscalationAction, Phase
+    from pokeralphd.domain.config import Config, Phase
+    from pokeralphd.domain.models import Blocked, Escalation, EscalationAction
 
 log = logging.getLogger(__name__)
 B = BattleStatus

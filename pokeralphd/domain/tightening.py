@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pokeralphd.domain.models import Config, NotifyConfig
+from pokeralphd.domain.config import Config, NotifyConfig
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -43,8 +43,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pokeralph_core.approval import Decision
+    from pokeralphd.domain.config import Config, PermissionPolicy
     from pokeralphd.domain.inbox import Delivery, Feedback
-    from pokeralphd.domain.models import Config, PermissionPolicy
     from pokeralphd.ports import Clock, Inbox
     from pokeralphd.store.repo_store import RepoStore
     from pokeralphd.store.rules import EffectiveRule

@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup, TaskStatus
 
     from pokeralphd.agents.base import AgentOutcome
-    from pokeralphd.domain.models import PRD, Config
+    from pokeralphd.domain.config import Config
+    from pokeralphd.domain.models import PRD
     from pokeralphd.ports import Inbox
     from pokeralphd.proc import ProcessOwner
     from pokeralphd.store.repo_store import RepoStore

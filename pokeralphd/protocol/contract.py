@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from pokeralphd.domain.config import Config
 from pokeralphd.domain.inbox import AnnotationList, Delivery, FeedbackList, Index
-from pokeralphd.domain.models import PRD, Battle, Config, Progress
+from pokeralphd.domain.models import PRD, Battle, Progress
 from pokeralphd.domain.planning import PlanningSession
 from pokeralphd.domain.registry import Registry
 from pokeralphd.domain.reports import ReviewReport, VerificationReport

@@ -28,8 +28,9 @@ import msgspec
 from msgspec import UNSET, UnsetType
 from pydantic.json_schema import models_json_schema
 
+from pokeralphd.domain.config import Config
 from pokeralphd.domain.inbox import Annotation, Delivery, DeliveryMode, DeliveryStatus, Feedback
-from pokeralphd.domain.models import PRD, Battle, Config, Progress, Task
+from pokeralphd.domain.models import PRD, Battle, Progress, Task
 from pokeralphd.domain.planning import PlanningState
 from pokeralphd.domain.reports import ReviewReport, VerificationReport
 from pokeralphd.domain.statuses import BattleStatus, ExecutionMode

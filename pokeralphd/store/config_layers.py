@@ -56,7 +56,7 @@ from pokeralph_core.approval import ApprovalRule, RuleError, check_rules
 from pokeralph_core.atomic import atomic_write
 from pokeralph_core.documents import META_KEYS, field_path, first_error, read_json
 from pokeralphd.domain import tightening
-from pokeralphd.domain.models import Config
+from pokeralphd.domain.config import Config
 from pokeralphd.errors import CorruptFile, InvalidParams, PokeralphError, VersionConflict
 from pokeralphd.store.locks import file_lock
 

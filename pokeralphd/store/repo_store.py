@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from pokeralph_core.timeutil import utcnow
 from pokeralphd.domain.ids import next_task_id, validate_task_id
-from pokeralphd.domain.models import PRD, Battle, Config, Progress, Task, check_dependencies
+from pokeralphd.domain.models import PRD, Battle, Progress, Task, check_dependencies
 from pokeralphd.domain.statuses import TaskStatus, check_task_transition
 from pokeralphd.errors import InvalidParams, PokeralphError, RepoNotFound, TaskNotFound
 from pokeralphd.protocol import events as ev
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from pokeralph_core.approval import ApprovalRule, RuleSource, RuleUsage
+    from pokeralphd.domain.config import Config
     from pokeralphd.ports import EventSink
     from pokeralphd.store.registry import RepoEntry
 

@@ -16,7 +16,7 @@ import pytest
 from pokeralphd.agents import acp_session, get_backend
 from pokeralphd.agents.base import AgentEvent, AgentPermissionDecision, AgentRequest
 from pokeralphd.agents.runner import run_agent
-from pokeralphd.domain.models import AgentConfig
+from pokeralphd.domain.config import AgentConfig
 from tests.helpers import FAKES, make_git_repo
 from tests.inproc import InProcDaemon, running_daemon, setup_task
 

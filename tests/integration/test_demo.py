@@ -14,7 +14,7 @@ from pokeralphctl.commands.demo import agent_config
 from pokeralphd.agents import demo_agent
 from pokeralphd.agents.base import AgentRequest
 from pokeralphd.agents.demo import DemoBackend
-from pokeralphd.domain.models import AgentConfig
+from pokeralphd.domain.config import AgentConfig
 from tests.helpers import DaemonProcess
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from anyio import wait_all_tasks_blocked
 
-from pokeralphd.domain.models import NotifyConfig
+from pokeralphd.domain.config import NotifyConfig
 from pokeralphd.errors import CorruptFile, InvalidParams
 from pokeralphd.notify import macos
 from pokeralphd.notify.channel import SendFailed

@@ -39,7 +39,8 @@ from pokeralphd.agents.base import (
     AgentToolUse,
 )
 from pokeralphd.agents.codex import QUIET_OVERRIDES, CodexBackend
-from pokeralphd.domain.models import AgentConfig, Usage
+from pokeralphd.domain.config import AgentConfig
+from pokeralphd.domain.models import Usage
 from tests.fakes.responses_api import (
     RATE_LIMITED,
     SERVER_ERROR,

@@ -14,7 +14,7 @@ import pytest
 
 from pokeralphd.agents.base import AgentRequest
 from pokeralphd.agents.codex import CodexBackend
-from pokeralphd.domain.models import AgentConfig
+from pokeralphd.domain.config import AgentConfig
 
 CODEX = Path(__file__).resolve().parents[2] / ".tools" / "node_modules" / ".bin" / "codex"
 

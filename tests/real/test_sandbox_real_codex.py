@@ -18,7 +18,7 @@ import pytest
 
 from pokeralphd.agents.base import AgentRequest
 from pokeralphd.agents.codex import CodexBackend
-from pokeralphd.domain.models import AgentConfig
+from pokeralphd.domain.config import AgentConfig
 from pokeralphd.domain.sandbox_config import SandboxConfig
 from pokeralphd.sandbox import (
     CONFINED_ENV,

@@ -27,7 +27,7 @@ from pokeralphd.agents.base import (
 )
 from pokeralphd.agents.claude import ClaudeBackend
 from pokeralphd.agents.codex import CodexBackend
-from pokeralphd.domain.models import AgentConfig
+from pokeralphd.domain.config import AgentConfig
 from pokeralphd.errors import AgentError
 from pokeralphd.proc import MAX_LINE
 

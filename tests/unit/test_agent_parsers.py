@@ -22,7 +22,8 @@ from pokeralphd.agents.claude import ClaudeBackend
 from pokeralphd.agents.codex import CodexBackend
 from pokeralphd.agents.command import CommandBackend
 from pokeralphd.agents.runner import classify_api_failure, reset_from_text
-from pokeralphd.domain.models import AgentConfig, Usage
+from pokeralphd.domain.config import AgentConfig
+from pokeralphd.domain.models import Usage
 
 
 def line(obj: object) -> bytes:

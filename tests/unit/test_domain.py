@@ -10,8 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from pokeralphd.domain.config import Config
 from pokeralphd.domain.ids import InvalidId, next_task_id, slugify, validate_task_id
-from pokeralphd.domain.models import PRD, Battle, Config, Iteration, Progress, Task
+from pokeralphd.domain.models import PRD, Battle, Iteration, Progress, Task
 from pokeralphd.domain.statuses import (
     BATTLE_TO_PROGRESS_STATUS,
     BATTLE_TO_TASK_STATUS,

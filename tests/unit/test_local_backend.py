@@ -25,7 +25,7 @@ from pokeralphd.agents.base import (
     PermissionAnswer,
 )
 from pokeralphd.agents.local import LocalBackend
-from pokeralphd.domain.models import AgentConfig
+from pokeralphd.domain.config import AgentConfig
 from pokeralphd.errors import AgentError
 
 
@@ -190,7 +190,7 @@ def test_a_refused_key_names_what_to_set_for_each_backend() -> None:
 
 def test_each_agent_local_flag_is_stored_under_the_key_it_sets() -> None:
     from pokeralph_agent.cli import FLAGS, parser
-    from pokeralphd.domain.models import LocalAgentConfig
+    from pokeralph_core.local_config import LocalAgentConfig
 
     options = {o for action in parser()._actions for o in action.option_strings}
     dests = vars(parser().parse_args([]))
@@ -227,7 +227,7 @@ def test_a_flag_agent_local_refuses_is_an_error_naming_the_flag(flag: str, tmp_p
     from pydantic import ValidationError
 
     from pokeralph_agent.cli import FLAGS, Settings, UsageError, parser
-    from pokeralphd.domain.models import LocalAgentConfig
+    from pokeralph_core.local_config import LocalAgentConfig
 
     key = {f: k for k, f in FLAGS.items()}[flag]
     attribute = {"context_messages": "context", "timeout_seconds": "timeout"}.get(key, key)

@@ -15,7 +15,8 @@ import pytest
 
 from pokeralph_core import documents
 from pokeralphd.battle import worktrees
-from pokeralphd.domain.models import PRD, Config, Task
+from pokeralphd.domain.config import Config
+from pokeralphd.domain.models import PRD, Task
 from pokeralphd.store.filemanager import HISTORY_KIND, PRD_KIND
 from tests.helpers import make_git_repo
 

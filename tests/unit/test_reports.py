@@ -20,7 +20,8 @@ from pokeralphd.battle.reports import (
     verification_passed,
 )
 from pokeralphd.battle.transient import transient_failure
-from pokeralphd.domain.models import PRD, Config, Task
+from pokeralphd.domain.config import Config
+from pokeralphd.domain.models import PRD, Task
 from pokeralphd.domain.statuses import (
     BATTLE_TRANSITIONS,
     BattleStatus,

@@ -11,7 +11,7 @@ import pytest
 
 from pokeralphd.agents.base import AgentRequest
 from pokeralphd.agents.codex import CodexBackend
-from pokeralphd.domain.models import AgentConfig
+from pokeralphd.domain.config import AgentConfig
 from pokeralphd.domain.sandbox_config import SandboxConfig
 from pokeralphd.errors import InvalidParams
 from pokeralphd.sandbox import (
