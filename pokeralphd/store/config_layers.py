@@ -22,7 +22,9 @@ a lower cap or bound) and so applies, and what waits for trust (all of ``agent``
 validated models: the layers below (defaults, user), and those with the whole repository
 layer merged over them; :class:`Trust` names the keys of each kind. Keys that are not
 sensitive apply as they are. Changes the daemon writes at the user's request keep a
-trusted layer trusted (:func:`update_repo_layer`).
+trusted layer trusted (:func:`pokeralphd.store.config_writes.update_repo_layer`).
+
+Writing the layers is :mod:`pokeralphd.store.config_writes`.
 
 **Notifications** (``notify``): a repository layer may only make its own quieter, trusted
 or not (:func:`pokeralphd.domain.tightening.quieter_notify`), and may not name a webhook
@@ -37,12 +39,10 @@ checked on its own, so an error names the file and the rule's index in it.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import hashlib
 import json
 import logging
-import threading
 import types
 import typing
 from dataclasses import dataclass, replace
@@ -53,15 +53,12 @@ from pydantic import BaseModel, ValidationError
 from pydantic.alias_generators import to_camel
 
 from pokeralph_core.approval import ApprovalRule, RuleError, check_rules
-from pokeralph_core.atomic import atomic_write
 from pokeralph_core.documents import META_KEYS, field_path, first_error, read_json
 from pokeralphd.domain import tightening
 from pokeralphd.domain.config import Config
-from pokeralphd.errors import CorruptFile, InvalidParams, PokeralphError, VersionConflict
-from pokeralphd.store.locks import file_lock
+from pokeralphd.errors import CorruptFile, InvalidParams, PokeralphError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
     from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -78,11 +75,6 @@ RULES_KEY = "approvalRules"
 
 #: ``notify.webhooks``: the user's layer alone may set it (:func:`_refuse_user_only`).
 WEBHOOKS_KEY = "webhooks"
-
-#: Serialises read-modify-write of the user layer (trust records, user settings and rules)
-#: across repositories; the writes run in worker threads. Other processes: see
-#: :func:`_user_write`.
-_user_lock = threading.Lock()
 
 
 def merge(base: dict[str, Any], layer: dict[str, Any]) -> dict[str, Any]:
@@ -118,7 +110,7 @@ def read_raw(path: Path) -> dict[str, Any]:
     return raw
 
 
-def _split(raw: dict[str, Any]) -> tuple[dict[str, Any], int]:
+def split_document(raw: dict[str, Any]) -> tuple[dict[str, Any], int]:
     version = raw.get("version", 0)
     layer = {k: v for k, v in raw.items() if k not in META_KEYS}
     return layer, version if isinstance(version, int) and not isinstance(version, bool) else 0
@@ -126,7 +118,7 @@ def _split(raw: dict[str, Any]) -> tuple[dict[str, Any], int]:
 
 def read_layer(path: Path) -> tuple[dict[str, Any], int]:
     """A layer's keys (without ``schemaVersion``/``version``) and its version; {} if absent."""
-    return _split(read_raw(path))
+    return split_document(read_raw(path))
 
 
 def spelled_error(exc: ValidationError, prefix: str = "") -> tuple[str, str]:
@@ -196,7 +188,7 @@ def layer_hash(raw: dict[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _lookup(layer: dict[str, Any], dotted: str) -> tuple[bool, Any]:
+def lookup(layer: dict[str, Any], dotted: str) -> tuple[bool, Any]:
     node: Any = layer
     for part in dotted.split("."):
         if not isinstance(node, dict) or part not in node:
@@ -283,7 +275,7 @@ def trust_records(user_layer: dict[str, Any], source: Path | None) -> dict[str, 
     return dict(records)
 
 
-def _refuse_trust_key(layer: dict[str, Any], source: Path | None) -> None:
+def refuse_trust_key(layer: dict[str, Any], source: Path | None) -> None:
     if TRUST_KEY in layer:
         reason = f"{TRUST_KEY} may only be set in the user's config, never by a repository"
         if source is None:
@@ -291,11 +283,11 @@ def _refuse_trust_key(layer: dict[str, Any], source: Path | None) -> None:
         raise CorruptFile(source, reason, TRUST_KEY)
 
 
-def _refuse_user_only(layer: dict[str, Any], source: Path | None) -> None:
+def refuse_user_only(layer: dict[str, Any], source: Path | None) -> None:
     """A repository layer may not hold what only the user's may: the trust records, and
     webhooks (their URLs are the user's secrets; a repository's webhook would carry the
     user's notifications to whoever wrote it)."""
-    _refuse_trust_key(layer, source)
+    refuse_trust_key(layer, source)
     notify = layer.get("notify")
     if isinstance(notify, dict) and notify.get(WEBHOOKS_KEY) is not None:
         field = f"notify.{WEBHOOKS_KEY}"
@@ -398,7 +390,7 @@ class Trust:
 
 
 def repo_trust(repo_raw: dict[str, Any], records: dict[str, str], root: Path | None) -> Trust:
-    layer, _ = _split(repo_raw)
+    layer, _ = split_document(repo_raw)
     return Trust(
         hash=layer_hash(repo_raw),
         sensitive_keys=sensitive_keys(layer),
@@ -427,35 +419,35 @@ class Loaded:
         }
 
 
-def _user(user_file: Path | None) -> tuple[dict[str, Any], dict[str, str], int]:
+def user_layer(user_file: Path | None) -> tuple[dict[str, Any], dict[str, str], int]:
     """The user layer's settings (without trust records), its trust records, its version."""
     if user_file is None:
         return {}, {}, 0
-    layer, version = _split(read_raw(user_file))
+    layer, version = split_document(read_raw(user_file))
     records = trust_records(layer, user_file)
     layer.pop(TRUST_KEY, None)
     return layer, records, version
 
 
-def load(user_file: Path | None, repo_file: Path | None, repo_root: Path | None = None) -> Loaded:
+def load(
+    user_file: Path | None,
+    repo_file: Path | None,
+    repo_root: Path | None = None,
+    *,
+    records_apply: bool = True,
+) -> Loaded:
     """The effective config; an untrusted repository layer only tightens it.
 
     ``repo_root`` names the repository in the trust records (default: the folder holding
-    ``.pokeralph/``).
+    ``.pokeralph/``); ``records_apply=False`` weighs the layer as if nobody trusted it.
     """
-    return _load(user_file, repo_file, repo_root, records_apply=True)
-
-
-def _load(
-    user_file: Path | None, repo_file: Path | None, repo_root: Path | None, records_apply: bool
-) -> Loaded:
     if repo_root is None and repo_file is not None:
         repo_root = repo_file.parent.parent
-    user, records, _ = _user(user_file)
+    user, records, _ = user_layer(user_file)
     user_rules = layer_rules(user, user_file)
     repo_raw = read_raw(repo_file) if repo_file is not None else {}
-    repo_layer, version = _split(repo_raw)
-    _refuse_user_only(repo_layer, repo_file)
+    repo_layer, version = split_document(repo_raw)
+    refuse_user_only(repo_layer, repo_file)
     repo_rules = layer_rules(repo_layer, repo_file)
     trust = repo_trust(repo_raw, records if records_apply else {}, repo_root)
     # below: the defaults, then the user's layer (its rules in place of the defaults' none)
@@ -508,189 +500,11 @@ def _weigh(trust: Trust, below: Config, full: Config) -> Trust:
     return replace(trust, waiting=waiting, tightening=tight)
 
 
-# --------------------------------------------------------------------------- writing
-
-
-def _document(layer: dict[str, Any], version: int) -> dict[str, Any]:
-    return {"schemaVersion": CONFIG_SCHEMA_VERSION, "version": version, **layer}
-
-
-@contextlib.contextmanager
-def _user_write(user_file: Path) -> Iterator[None]:
-    """Hold the user layer for one read-modify-write: against this daemon's other
-    threads (:data:`_user_lock`) and against other processes that write it (a second
-    daemon of the same user, an older ``pokeralph-agent``: the ``flock`` of
-    :func:`pokeralphd.store.locks.file_lock`). The repository layer needs no such lock:
-    one daemon holds the repository (``.pokeralph/daemon.lock``) and writes it under its
-    own write lock."""
-    with _user_lock, file_lock(user_file):
-        yield
-
-
-def write_layer(
-    path: Path, layer: dict[str, Any], expected_version: int | None, mode: int | None = None
-) -> int:
-    """Write a layer with the next version, and return that version: the one this write
-    produced (the caller holds the layer's lock, so no other write comes in between);
-    the file keeps its permissions (``mode`` for a new one, else 0644)."""
-    _, on_disk = read_layer(path)
-    if expected_version is not None and expected_version != on_disk:
-        raise VersionConflict(path, expected_version, on_disk)
-    version = on_disk + 1
-    try:
-        mode = path.stat().st_mode & 0o777
-    except FileNotFoundError:
-        mode = 0o644 if mode is None else mode
-    doc = _document(layer, version)
-    atomic_write(path, (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode(), mode)
-    return version
-
-
-def _record(user_file: Path, root: Path, digest: str | None) -> bool:
-    """Set (or with ``None`` remove) a repository's trust record; whether it changed.
-
-    The caller holds :func:`_user_write`. A user layer edited by hand meanwhile is a
-    :class:`VersionConflict`, never overwritten.
-    """
-    raw = read_raw(user_file)
-    layer, version = _split(raw)
-    records = trust_records(layer, user_file)
-    key = str(root)
-    if records.get(key) == digest:
-        return False
-    if digest is None:
-        records.pop(key)
-    else:
-        records[key] = digest
-    if records:
-        layer[TRUST_KEY] = records
-    else:
-        layer.pop(TRUST_KEY, None)
-    # a new user config is private: it may hold the user's own agent.env secrets
-    write_layer(user_file, layer, version, mode=0o600)
-    return True
-
-
-def update_repo_layer(
-    user_file: Path,
-    repo_file: Path,
-    repo_root: Path,
-    patch: dict[str, Any],
-    expected_version: int | None,
-) -> int:
-    """Apply a user's ``patch`` to the repository layer; its new version.
-
-    The daemon writes this content at the user's request, so a layer the user trusted
-    before (or that set no sensitive key) stays trusted: its new hash is recorded. An
-    untrusted layer stays untrusted; its sensitive keys keep being ignored.
-    """
-    _refuse_user_only(patch, None)
-    with _user_write(user_file):
-        raw = read_raw(repo_file)
-        layer, _ = _split(raw)
-        user, records, _ = _user(user_file)
-        before = repo_trust(raw, records, repo_root)
-        new_layer = merge(layer, patch)
-        layer_rules(new_layer, None)  # names the rule by its index in this layer
-        validate(merge(merge(default_layer(), user), new_layer), None)  # names the field
-        version = write_layer(repo_file, new_layer, expected_version)
-        if before.trusted and sensitive_keys(new_layer):
-            digest = layer_hash(_document(new_layer, version))
-            try:
-                _record(user_file, repo_root, digest)
-            except PokeralphError as exc:  # the write stands; the layer is untrusted now
-                log.warning("could not record trust for %s: %s", repo_root, exc.message)
-    return version
-
-
-def set_trust(
-    user_file: Path,
-    repo_file: Path,
-    repo_root: Path,
-    trusted: bool,
-    expected_hash: str | None = None,
-) -> tuple[Trust, dict[str, Any], bool]:
-    """Trust (or stop trusting) the repository layer as it is now.
-
-    Returns the resulting :class:`Trust`, the values of the keys trust decides on (those
-    that wait while the layer is untrusted), and whether the trust record changed. With
-    ``expected_hash`` the layer is trusted only if it still has that hash (what the user
-    read). A layer that would make the config invalid is refused, nothing recorded.
-    """
-    with _user_write(user_file):
-        raw = read_raw(repo_file)
-        layer, _ = _split(raw)
-        _refuse_user_only(layer, repo_file)
-        digest = layer_hash(raw)
-        if trusted:
-            if expected_hash is not None and expected_hash != digest:
-                raise InvalidParams(
-                    f"{repo_file} changed: its hash is {digest}, not {expected_hash}; "
-                    "read it again",
-                    field="hash",
-                    hash=digest,
-                )
-            user, _, _ = _user(user_file)
-            layer_rules(layer, repo_file)
-            validate(merge(merge(default_layer(), user), layer), repo_file)
-        changed = _record(user_file, repo_root, digest if trusted else None)
-        try:  # weighed against the user's layer: which keys trust decides on
-            untrusted = _load(user_file, repo_file, repo_root, records_apply=False).trust
-            state = load(user_file, repo_file, repo_root).trust
-        except PokeralphError:  # an invalid layer may be untrusted all the same
-            _, records, _ = _user(user_file)
-            untrusted = state = repo_trust(raw, records, repo_root)
-            untrusted = replace(untrusted, trusted_hash=None)
-        values = {key: _lookup(layer, key)[1] for key in untrusted.ignored_keys}
-        return state, values, changed
-
-
-def update_user_layer(
-    user_file: Path, patch: dict[str, Any], expected_version: int | None = None
-) -> int:
-    """Apply a user's ``patch`` to the user layer (trust records kept); its new version.
-
-    Validated before anything is written, alone and under the defaults. A new user
-    config is private (it may hold the user's own ``agent.env`` secrets).
-    """
-    version = edit_user_layer(user_file, lambda _layer: patch, expected_version)
-    assert version is not None
-    return version
-
-
-def edit_user_layer(
-    user_file: Path,
-    edit: Callable[[dict[str, Any]], dict[str, Any] | None],
-    expected_version: int | None = None,
-) -> int | None:
-    """Read the user layer, let ``edit`` make a patch of what it holds now, write that:
-    one read-modify-write under :func:`_user_write`, so that a change derived from the
-    layer (one more rule in its list) is never lost to a write in between, from this
-    daemon or another process. The version written, or ``None`` when ``edit`` returns
-    ``None`` (nothing to change). ``edit`` gets the layer without ``schemaVersion`` and
-    ``version``, its own copy; it may raise to refuse (nothing written).
-    """
-    with _user_write(user_file):
-        raw = read_raw(user_file)
-        layer, version = _split(raw)
-        patch = edit(copy.deepcopy(layer))
-        if patch is None:
-            return None
-        _refuse_trust_key(patch, None)
-        new_layer = merge(layer, patch)
-        layer_rules(new_layer, None)
-        settings = {k: v for k, v in new_layer.items() if k != TRUST_KEY}
-        validate(merge(default_layer(), settings), None)
-        if expected_version is not None and expected_version != version:
-            raise VersionConflict(user_file, expected_version, version)
-        return write_layer(user_file, new_layer, version, mode=0o600)
-
-
 def describe_user(user_file: Path, version: int | None = None) -> dict[str, Any]:
     """The ``config.getUser`` result: the user's layer (trust records aside) and the
     config it makes with the defaults, webhook URLs redacted; ``version`` as given (the
     one a write produced) or as on disk."""
-    layer, _, on_disk = _user(user_file)
+    layer, _, on_disk = user_layer(user_file)
     config = load(user_file, None).config
     return {
         "config": redacted(config.dump()),
@@ -705,4 +519,4 @@ def layer_in_effect(loaded: Loaded, dotted: str) -> Literal["repo", "user"]:
     when that sets the key and is applied (not a sensitive key left out for want of
     trust), else the user's (which the repository layer then does not override)."""
     applied = without(loaded.repo_layer, loaded.trust.ignored_keys)
-    return "repo" if _lookup(applied, dotted)[0] else "user"
+    return "repo" if lookup(applied, dotted)[0] else "user"

@@ -24,7 +24,7 @@ from pokeralphd.domain.models import PRD, Battle, Progress, Task, check_dependen
 from pokeralphd.domain.statuses import TaskStatus, check_task_transition
 from pokeralphd.errors import InvalidParams, PokeralphError, RepoNotFound, TaskNotFound
 from pokeralphd.protocol import events as ev
-from pokeralphd.store import config_layers, local_defaults
+from pokeralphd.store import config_layers, config_writes, local_defaults
 from pokeralphd.store.commit import DocumentFile
 from pokeralphd.store.filemanager import HISTORY_KIND, PRD_KIND, PROGRESS_KIND, FileManager
 from pokeralphd.store.locks import RepoLock
@@ -136,7 +136,7 @@ class RepoStore:
         return result
 
     def _config_update(self, patch: dict[str, Any], expected: int | None) -> dict[str, Any]:
-        version = config_layers.update_repo_layer(
+        version = config_writes.update_repo_layer(
             self._user_config_file, self.files.config_path, self.path, patch, expected
         )
         result = config_layers.load(
@@ -160,7 +160,7 @@ class RepoStore:
             layer = config_layers.layer_in_effect(loaded, dotted)
             if layer == "repo":
                 await self.io(
-                    config_layers.update_repo_layer,
+                    config_writes.update_repo_layer,
                     self._user_config_file,
                     self.files.config_path,
                     self.path,
@@ -168,7 +168,7 @@ class RepoStore:
                     None,
                 )
             else:
-                await self.io(config_layers.update_user_layer, self._user_config_file, patch)
+                await self.io(config_writes.update_user_layer, self._user_config_file, patch)
         await self._config_changed()
         return layer
 
@@ -176,7 +176,7 @@ class RepoStore:
         """Record (or remove) the user's trust in the repository layer as it is now."""
         async with self.write_lock:  # no config.update of this repository in between
             trust, values, changed = await self.io(
-                config_layers.set_trust,
+                config_writes.set_trust,
                 self._user_config_file,
                 self.files.config_path,
                 self.path,

@@ -30,7 +30,7 @@ from pokeralph_core.approval import (
 )
 from pokeralph_core.documents import DocumentKind
 from pokeralphd.errors import InvalidParams, InvalidState, NotFound
-from pokeralphd.store import config_layers
+from pokeralphd.store import config_layers, config_writes
 from pokeralphd.store.config_layers import RULES_KEY
 
 if TYPE_CHECKING:
@@ -162,7 +162,7 @@ class RuleStore:
             return {RULES_KEY: [*existing, rule.dump()]}
 
         if scope == "user":
-            config_layers.edit_user_layer(self.user_config_file, appended)
+            config_writes.edit_user_layer(self.user_config_file, appended)
             return EffectiveRule(rule, scope, RuleUsage())
         loaded = config_layers.load(self.user_config_file, self.repo_config_file, self.repo_root)
         if not loaded.trust.trusted:
@@ -172,7 +172,7 @@ class RuleStore:
                 trust=loaded.trust.describe(),
             )
         layer, version = config_layers.read_layer(self.repo_config_file)
-        config_layers.update_repo_layer(
+        config_writes.update_repo_layer(
             self.user_config_file, self.repo_config_file, self.repo_root, appended(layer), version
         )
         return EffectiveRule(rule, scope, RuleUsage())
@@ -191,7 +191,7 @@ class RuleStore:
             raise NotFound(f"no approval rule with id {rule_id!r}", id=rule_id)
         if "repo" in sources:
             kept = [i for i in repo_items if not (isinstance(i, dict) and _id_of(i) == rule_id)]
-            config_layers.update_repo_layer(
+            config_writes.update_repo_layer(
                 self.user_config_file,
                 self.repo_config_file,
                 self.repo_root,
@@ -199,7 +199,7 @@ class RuleStore:
                 repo_version,
             )
         if "user" in sources:
-            config_layers.edit_user_layer(
+            config_writes.edit_user_layer(
                 self.user_config_file, lambda layer: _without_rule(layer, rule_id)
             )
         for source in sources:
@@ -221,7 +221,7 @@ def add_to_user_layer(user_config_file: Path, rules: list[ApprovalRule]) -> list
         added[:] = [rule.id for rule in new]
         return {RULES_KEY: [*existing, *(r.dump() for r in new)]} if new else None
 
-    config_layers.edit_user_layer(user_config_file, appended)
+    config_writes.edit_user_layer(user_config_file, appended)
     return added
 
 

@@ -66,7 +66,7 @@ def test_a_raise_goes_where_it_takes_effect_when_the_repository_is_not_trusted(
     """The cap is the user's, and the repository's file has an untrusted sensitive key: a
     raise written there would be ignored and the battle would stop again at once. It goes
     to the user's config, and the battle goes on."""
-    from pokeralphd.store import config_layers
+    from pokeralphd.store import config_layers, config_writes
     from tests.inproc import paths_for
 
     task = setup_repo(daemon, repo, env={"FAKE_CLAUDE_MODE": "progress"}, phases=["implementation"])
@@ -75,7 +75,7 @@ def test_a_raise_goes_where_it_takes_effect_when_the_repository_is_not_trusted(
     # what the repository's layer sets that loosens (its agent, yolo) waits once it is
     # edited: the user's layer says it too
     mine = {"agent": agent, "mode": "yolo", "budget": {"perBattleUsd": 0.02}}
-    config_layers.update_user_layer(user_file, mine)
+    config_writes.update_user_layer(user_file, mine)
     repo_file = repo / ".pokeralph" / "config.json"
     edited = json.loads(repo_file.read_text())
     edited["budget"] = {"perRepoPerDayUsd": 100}  # a hand edit no one trusted

@@ -302,12 +302,12 @@ def test_the_command_follows_permissions_unmatched_as_a_battle_does(
 ) -> None:
     """Standalone, a call no rule decides gets what permissions.unmatched says (it was
     always asked, or refused for want of a terminal)."""
-    from pokeralphd.store import config_layers
+    from pokeralphd.store import config_writes
 
     work = home / "work"
     work.mkdir()
     user = home / "config" / "pokeralph" / "config.json"
-    config_layers.update_user_layer(user, {"permissions": {"unmatched": unmatched}})
+    config_writes.update_user_layer(user, {"permissions": {"unmatched": unmatched}})
     script: list[Any] = [Tools([Call("run_in_terminal", {"command": "touch x"})]), Text("ok")]
     with OllamaAPI(script) as api:
         done = _json(_agent(home, work, "--model", MODEL, "--base-url", api.url, "-p", "go"))

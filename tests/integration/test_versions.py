@@ -160,7 +160,7 @@ async def test_task_writes_acknowledge_the_version_they_wrote(home: Path) -> Non
 PROCESS_WRITER = """
 import json, sys
 from pathlib import Path
-from pokeralphd.store.config_layers import update_user_layer
+from pokeralphd.store.config_writes import update_user_layer
 path, name, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 sys.stdin.readline()  # every writer starts on the same word
 versions = [

@@ -22,7 +22,7 @@ from pokeralphd.notify.outbox import Limits
 from pokeralphd.notify.service import NotifyService
 from pokeralphd.protocol import events as ev
 from pokeralphd.server.eventbus import EventBus
-from pokeralphd.store import config_layers
+from pokeralphd.store import config_layers, config_writes
 from tests.fakeclock import FakeClock
 
 pytestmark = pytest.mark.anyio
@@ -134,7 +134,7 @@ def test_the_repository_layer_only_makes_notifications_quieter(tmp_path: Path) -
     repo = tmp_path / "repo" / ".pokeralph" / "config.json"
     repo.parent.mkdir(parents=True)
     hook = {"url": "https://ntfy.sh/private-topic", "format": "ntfy"}
-    config_layers.update_user_layer(
+    config_writes.update_user_layer(
         user, {"notify": {"desktop": False, "webhooks": [hook], "events": ["complete", "failed"]}}
     )
     repo.write_text(
@@ -147,7 +147,7 @@ def test_the_repository_layer_only_makes_notifications_quieter(tmp_path: Path) -
     assert (notify.desktop, notify.events, notify.include_details) == (False, ["failed"], False)
     assert [h.url for h in notify.webhooks] == [hook["url"]]
     # trusted, the same: a repository never turns notifications up
-    config_layers.set_trust(user, repo, repo.parent.parent, True)
+    config_writes.set_trust(user, repo, repo.parent.parent, True)
     assert config_layers.load(user, repo).config.notify == notify
     # shown redacted, everywhere a config is described
     described = json.dumps(
@@ -162,7 +162,7 @@ def test_a_repository_may_not_name_a_webhook(tmp_path: Path) -> None:
     repo.parent.mkdir(parents=True)
     planted = {"notify": {"webhooks": [{"url": "https://evil.example/x"}]}}
     with pytest.raises(InvalidParams) as refused:
-        config_layers.update_repo_layer(user, repo, repo.parent.parent, planted, None)
+        config_writes.update_repo_layer(user, repo, repo.parent.parent, planted, None)
     assert refused.value.data["field"] == "notify.webhooks"
     repo.write_text(json.dumps(planted))
     with pytest.raises(CorruptFile):
@@ -173,7 +173,7 @@ def test_a_redacted_url_written_back_is_refused(tmp_path: Path) -> None:
     user = tmp_path / "user.json"
     back = {"notify": {"webhooks": [{"url": config_layers.redact_url("https://x.y/secret")}]}}
     with pytest.raises(InvalidParams) as refused:
-        config_layers.update_user_layer(user, back)
+        config_writes.update_user_layer(user, back)
     assert "secret" not in refused.value.message
 
 

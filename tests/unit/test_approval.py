@@ -28,6 +28,7 @@ from pokeralph_core.approval import (
 )
 from pokeralphd.errors import CorruptFile, InvalidParams, InvalidState, NotFound
 from pokeralphd.store import config_layers as layers
+from pokeralphd.store import config_writes as writes
 from pokeralphd.store.rules import RuleStore, read_usage
 
 GIT_STATUS = r'^\{"command":"git status"\}$'
@@ -279,7 +280,7 @@ def test_usage_is_counted_durably_outside_the_config(files: Files) -> None:
     doc = json.loads(files.repo.read_text())
     doc["approvalRules"][0]["description"] = "edited by hand"
     files.repo.write_text(json.dumps(doc))
-    assert layers.set_trust(files.user, files.repo, files.root, True)[0].trusted
+    assert writes.set_trust(files.user, files.repo, files.root, True)[0].trusted
     assert files.store.current().rules[0].usage.use_count == 2
     removed = files.store.remove(added.rule.id)
     assert [r.rule.id for r in removed] == [added.rule.id]

@@ -295,14 +295,7 @@ def test_the_demo_agent_starts_with_the_standard_library_only() -> None:
 # What writes the files the daemon owns (the user's config layer, the repository's, the
 # daemon's state): the local agent asks the daemon instead (issue 22).
 DAEMON_WRITES = {
-    "pokeralphd.store.config_layers": {
-        "write_layer",
-        "update_repo_layer",
-        "update_user_layer",
-        "edit_user_layer",
-        "set_trust",
-        "_record",
-    },
+    "pokeralphd.store.config_writes": None,  # every name: it writes the config layers
     "pokeralphd.store.rules": None,  # every name: rules are the daemon's to write
     "pokeralphd.store.local_defaults": {"install_defaults"},
     "pokeralphd.store.repo_store": None,

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from pokeralphd.errors import CorruptFile, InvalidParams, VersionConflict
 from pokeralphd.store import config_layers as layers
+from pokeralphd.store import config_writes as writes
 from tests.helpers import fuzz_cases
 
 HOSTILE: dict[str, Any] = {
@@ -106,11 +107,11 @@ class Files:
         return layers.load(self.user, self.repo, self.root)
 
     def trust(self, expected: str | None = None) -> layers.Trust:
-        trust, _, _ = layers.set_trust(self.user, self.repo, self.root, True, expected)
+        trust, _, _ = writes.set_trust(self.user, self.repo, self.root, True, expected)
         return trust
 
     def update(self, patch: dict[str, Any]) -> int:
-        return layers.update_repo_layer(self.user, self.repo, self.root, patch, None)
+        return writes.update_repo_layer(self.user, self.repo, self.root, patch, None)
 
 
 @pytest.fixture
@@ -232,10 +233,10 @@ def test_untrust(files: Files) -> None:
     files.write_user({"mode": "yolo"})
     files.write_repo(HOSTILE)
     files.trust()
-    trust, values, changed = layers.set_trust(files.user, files.repo, files.root, False)
+    trust, values, changed = writes.set_trust(files.user, files.repo, files.root, False)
     assert changed and not trust.trusted and values["agent.env"]
     assert layers.TRUST_KEY not in files.user_doc() and files.user_doc()["mode"] == "yolo"
-    assert layers.set_trust(files.user, files.repo, files.root, False)[2] is False
+    assert writes.set_trust(files.user, files.repo, files.root, False)[2] is False
 
 
 def test_only_the_user_layer_holds_trust_records(files: Files) -> None:
@@ -300,7 +301,7 @@ def test_user_layer_writes_keep_it_private(files: Files) -> None:
     files.trust()
     assert stat.S_IMODE(files.user.stat().st_mode) == 0o600  # created by the daemon
     files.user.chmod(0o640)
-    layers.set_trust(files.user, files.repo, files.root, False)
+    writes.set_trust(files.user, files.repo, files.root, False)
     assert stat.S_IMODE(files.user.stat().st_mode) == 0o640  # kept as the user set it
 
 
@@ -309,7 +310,7 @@ def test_a_user_layer_edited_meanwhile_is_not_overwritten(
 ) -> None:
     files.write_user({"version": 3, "mode": "yolo"})
     files.write_repo(HOSTILE)
-    real = layers.write_layer
+    real = writes.write_layer
 
     def racing(
         path: Path, layer: dict[str, Any], expected: int | None, mode: int | None = None
@@ -318,7 +319,7 @@ def test_a_user_layer_edited_meanwhile_is_not_overwritten(
             files.write_user({"version": 4, "mode": "hitl"})
         return real(path, layer, expected, mode)
 
-    monkeypatch.setattr(layers, "write_layer", racing)
+    monkeypatch.setattr(writes, "write_layer", racing)
     with pytest.raises(VersionConflict):
         files.trust()
     assert files.user_doc() == {"version": 4, "mode": "hitl"}
@@ -329,7 +330,7 @@ def test_a_dotted_key_becomes_the_patch_that_sets_it() -> None:
     assert layers.dotted_patch("mode", "yolo") == {"mode": "yolo"}
     patch = layers.dotted_patch("roles.reviewer.model", "m")
     assert patch == {"roles": {"reviewer": {"model": "m"}}}
-    assert layers._lookup(patch, "roles.reviewer.model") == (True, "m")
+    assert layers.lookup(patch, "roles.reviewer.model") == (True, "m")
 
 
 # ------------------------------------------------- issue 21: only what tightens applies
@@ -402,7 +403,7 @@ def test_a_snake_case_key_is_an_error_naming_it(
     assert patch.value.data["field"] == field and "camelCase" in patch.value.message
     assert files.repo.read_text() == before  # nothing written
     with pytest.raises(InvalidParams):
-        layers.update_user_layer(files.user, layer)
+        writes.update_user_layer(files.user, layer)
     assert files.user_doc() == {}
 
 
@@ -565,7 +566,7 @@ def test_an_untrusted_layer_never_loosens(user: dict[str, Any], repo: dict[str, 
         files.write_repo(repo)
         effective = files.load().config.dump()  # never trusted: nothing is recorded
     for dotted, at_least_as_strict in STRICTER.items():
-        low, high = layers._lookup(below, dotted)[1], layers._lookup(effective, dotted)[1]
+        low, high = layers.lookup(below, dotted)[1], layers.lookup(effective, dotted)[1]
         assert at_least_as_strict(low, high), (dotted, low, high)
     for key in ("agent", "roles", "feedbackCommands"):
         assert effective[key] == below[key]

@@ -35,7 +35,7 @@ from pokeralphd.protocol.results import (
     TrustState,
     UserConfigResult,
 )
-from pokeralphd.store import config_layers
+from pokeralphd.store import config_layers, config_writes
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -139,7 +139,7 @@ def register(table: MethodTable) -> None:
         path = _user_file(ctx)
 
         def write() -> dict[str, Any]:
-            version = config_layers.update_user_layer(path, params.patch, params.expected_version)
+            version = config_writes.update_user_layer(path, params.patch, params.expected_version)
             return config_layers.describe_user(path, version)
 
         described = await anyio.to_thread.run_sync(write)
