@@ -37,6 +37,7 @@ from pokeralphd.protocol.framing import (
 from pokeralphd.server.context import CallContext
 from pokeralphd.server.eventbus import Event, overflow_notice
 from pokeralphd.server.outbox import JoinCache, Outbox
+from pokeralphd.server.replies import BatchReply, ReplyEncoder, invalid, request_id
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -59,12 +60,6 @@ REPLY_BACKLOG = 4 << 20
 FLUSH_BYTES = 1 << 20  # replies gathered before they are sent, at most
 TIME_SLICE = 0.002  # seconds of one connection's work before the others get a turn
 SHUTDOWN_GRACE = 5.0  # seconds a client gets to take its last replies at shutdown
-_ENCODE_ERRORS = (TypeError, ValueError, OverflowError, RecursionError, msgspec.MsgspecError)
-
-
-def _request_id(reply: dict[str, Any]) -> jsonrpc.Id:
-    rid: jsonrpc.Id = reply.get("id")
-    return rid
 
 
 class ConnectionHost(Protocol):
@@ -139,7 +134,7 @@ class ClientConnection:
             host.joins,
         )
         self.max_batch = settings.max_batch
-        self.max_reply = settings.max_reply
+        self.replies = ReplyEncoder(f"connection {self.id}", settings.max_reply)
         self.max_pending = settings.max_pending
         self.pending = 0  # long waits running beside the reader
         self._refused = 0
@@ -168,55 +163,8 @@ class ClientConnection:
         return False
 
     # -- replies
-    def _encode(self, reply: dict[str, Any], *, log_too_large: bool = True) -> bytes:
-        """One reply's bytes; an unencodable or oversized reply becomes an error."""
-        rid = _request_id(reply)
-        try:
-            body = jsonrpc.encode(reply)
-        except _ENCODE_ERRORS:
-            log.exception("connection %d: a reply could not be encoded", self.id)
-            return jsonrpc.encode(
-                jsonrpc.error_response(
-                    rid,
-                    ErrorCode.INTERNAL_ERROR,
-                    "Internal error",
-                    {"detail": "the reply could not be encoded", "hint": "see the daemon log"},
-                )
-            )
-        if len(body) > self.max_reply:
-            return self._too_large(rid, len(body), log_it=log_too_large)
-        return body
-
-    def _too_large(self, rid: jsonrpc.Id, size: int, *, log_it: bool = True) -> bytes:
-        if log_it:
-            log.info(
-                "connection %d: a reply of %d bytes is past max_reply (%d); sent an error",
-                self.id,
-                size,
-                self.max_reply,
-            )
-        return jsonrpc.encode(
-            jsonrpc.error_response(
-                rid,
-                ErrorCode.REPLY_TOO_LARGE,
-                f"the reply of {size} bytes exceeds the limit of {self.max_reply} bytes",
-                {
-                    "size": size,
-                    "limit": self.max_reply,
-                    "hint": "ask for less: use paging or limits, or split the batch",
-                },
-            )
-        )
-
-    def _encode_batch(self, replies: list[dict[str, Any]]) -> bytes:
-        """A batch reply within max_reply (see :class:`_BatchReply`)."""
-        batch = _BatchReply(self)
-        for reply in replies:
-            batch.add(reply)
-        return batch.join()
-
     def _add_reply(self, reply: dict[str, Any]) -> None:
-        body = self._encode(reply)
+        body = self.replies.encode(reply)
         self._replies.append(body)
         self._reply_bytes += len(body)
 
@@ -314,17 +262,17 @@ class ClientConnection:
             return
         parsed = jsonrpc.parse_request(obj)
         if isinstance(parsed, jsonrpc.InvalidMessage):
-            self._add_reply(_invalid(parsed.id, parsed.reason))
+            self._add_reply(invalid(parsed.id, parsed.reason))
             return
         await self._handle_requests([parsed])
 
     async def _batch(self, items: list[Any]) -> None:
         if not items:
-            self._add_reply(_invalid(None, "empty batch"))
+            self._add_reply(invalid(None, "empty batch"))
             return
         if len(items) > self.max_batch:
             self._add_reply(
-                _invalid(
+                invalid(
                     None,
                     f"a batch of {len(items)} requests exceeds the limit of {self.max_batch}; "
                     "split it (nothing in it was run)",
@@ -347,10 +295,10 @@ class ClientConnection:
 
     async def _run_batch(self, parsed: Batch, hooks: Hooks, *, inline: bool) -> bytes | None:
         # Each reply is encoded as it comes, inside the time slices, not all at the end.
-        batch = _BatchReply(self)
+        batch = BatchReply(self.replies)
         for item in parsed:
             if isinstance(item, jsonrpc.InvalidMessage):
-                batch.add(_invalid(item.id, item.reason))
+                batch.add(invalid(item.id, item.reason))
             else:
                 try:
                     reply = await self._dispatch(item, hooks)
@@ -379,7 +327,7 @@ class ClientConnection:
         replies: list[dict[str, Any]] = []
         for item in items:
             if isinstance(item, jsonrpc.InvalidMessage):
-                replies.append(_invalid(item.id, item.reason))
+                replies.append(invalid(item.id, item.reason))
             elif not item.is_notification:
                 replies.append(
                     jsonrpc.error_response(
@@ -406,14 +354,14 @@ class ClientConnection:
         if isinstance(work, jsonrpc.Request):
             self._add_reply(replies[0])
         else:
-            self._add_body(self._encode_batch(replies))
+            self._add_body(self.replies.batch(replies))
 
     async def _run_wait(self, work: jsonrpc.Request | Batch) -> None:
         try:
             hooks: Hooks = []
             if isinstance(work, jsonrpc.Request):
                 reply = await self._dispatch(work, hooks)
-                body = None if reply is None else self._encode(reply)
+                body = None if reply is None else self.replies.encode(reply)
             else:
                 body = await self._run_batch(work, hooks, inline=False)
             if body is not None:
@@ -522,7 +470,7 @@ class ClientConnection:
         waits :meth:`_run_wait`): a long wait starts beside the reader; any other is
         called (synchronous handlers without a coroutine), its reply encoded and
         gathered. The hot loop of a pipelining client, so :meth:`_dispatch`,
-        :meth:`_add_reply` and :meth:`_encode` are inlined, the reply bytes counted in a
+        :meth:`_add_reply` and the reply's encoding are inlined, the reply bytes counted in a
         local (written back whenever another method may add replies, so the bounds stay
         exact)."""
         concurrent = self._concurrent
@@ -532,7 +480,8 @@ class ClientConnection:
         services = self.host.services
         encode = jsonrpc.encode
         clock = monotonic
-        max_reply = self.max_reply
+        max_reply = self.replies.max_reply
+        too_large = self.replies.too_large
         replies = self._replies  # _take_replies empties it in place: the same list
         gathered = self._reply_bytes
         slice_end = self._slice_end
@@ -564,7 +513,7 @@ class ClientConnection:
                     elif answer is not None:
                         body = encode(answer)
                         if len(body) > max_reply:
-                            body = self._too_large(_request_id(answer), len(body))
+                            body = too_large(request_id(answer), len(body))
                         replies.append(body)
                         gathered += len(body)
             except Exception:
@@ -614,44 +563,3 @@ class EventDelivery:
     def put_line(self) -> Callable[[bytes], bool] | None:
         conn = self._conn
         return conn.outbox.put_event if conn.decoder.mode == "line" else None
-
-
-class _BatchReply:
-    """A batch's reply within max_reply: the items past the limit become errors, so every
-    request still gets an answer with its id; joined with one copy."""
-
-    __slots__ = ("conn", "parts", "replaced", "total")
-
-    def __init__(self, conn: ClientConnection) -> None:
-        self.conn = conn
-        self.parts: list[bytes] = []
-        self.total = 2
-        self.replaced = 0
-
-    def add(self, reply: dict[str, Any]) -> None:
-        body = self.conn._encode(reply, log_too_large=False)
-        if self.total + len(body) + 1 > self.conn.max_reply:
-            body = self.conn._too_large(_request_id(reply), len(body), log_it=False)
-            self.replaced += 1
-        self.parts += (body, b",")
-        self.total += len(body) + 1
-
-    def join(self) -> bytes:
-        if self.replaced:
-            log.info(
-                "connection %d: %d replies of a batch past max_reply (%d) sent as errors",
-                self.conn.id,
-                self.replaced,
-                self.conn.max_reply,
-            )
-        if not self.parts:
-            return b"[]"
-        pieces = [b"[", *self.parts]
-        pieces[-1] = b"]"  # in place of the last separator
-        return b"".join(pieces)
-
-
-def _invalid(rid: jsonrpc.Id, reason: str, **data: Any) -> dict[str, Any]:
-    return jsonrpc.error_response(
-        rid, ErrorCode.INVALID_REQUEST, "Invalid Request", {"detail": reason, **data}
-    )
