@@ -2,14 +2,13 @@
 
 A test's ``pokeralphd`` process spends ~0.45 s of CPU importing before it listens, and the
 suite starts ~30 of them. Each test process keeps one *fork server*: a Python process that
-imports ``pokeralphd.cli`` (and GitPython, which the daemon loads at its first git step)
-once, then forks a child per request. The child is a real process in its own session,
+imports ``pokeralphd.cli`` once, then forks a child per request. The child is a real process in its own session,
 with the test's environment, working directory, log file and argv, running the same
 ``main`` that ``python -m pokeralphd`` runs; signals, ``kill -9`` and exit codes behave as
 for an exec'd daemon. What only an exec shows (the entry point itself, its imports,
 socket activation, a client's autostart) is still tested by exec'ing. So is anything
-decided as a module is imported: GitPython, for one, finds its ``git`` executable then, from
-the server's environment; a test that gives a daemon another must use ``fork=False``.
+decided as a module is imported, from the server's environment: a test that needs the
+daemon to import under another environment must use ``fork=False``.
 
 The server is the child's parent, so it reaps it; the test process waits on a pidfd and
 then asks the server for the exit status. Where pidfds are missing (not Linux), callers
@@ -31,7 +30,6 @@ from typing import IO, Any
 _SERVER = r"""
 import os, sys, json, signal, traceback
 import pokeralphd.cli  # what a daemon imports before it listens
-import git  # GitPython: the daemon imports it lazily at its first git step
 # no thread may run here: each request forks this process
 
 def child(req):

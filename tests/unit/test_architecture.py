@@ -265,9 +265,9 @@ def test_the_client_loads_only_standard_library_core_modules() -> None:
         assert tops <= set(sys.stdlib_module_names), (module, sorted(tops))
 
 
-# What the daemon loads only when first needed: GitPython (a sixth of its imports) when a
-# repository is first asked something, the web stack when the dashboard starts, httpx
-# with the local agent. A daemon that starts to answer a client pays for none of them.
+# What the daemon never loads to start answering: GitPython (nothing imports it: git runs
+# through pokeralphd.gitcmd), the web stack (loaded when the dashboard starts), httpx
+# (with the local agent or a webhook).
 LAZY = ("git", "starlette", "hypercorn", "httpx")
 
 
