@@ -129,38 +129,43 @@ def _check_depth(body: bytes) -> None:
         raise ParseError(f"arrays and objects nested deeper than {MAX_NESTING} levels")
 
 
-def decode_request_fast(body: bytes) -> Request | None:
-    """A single well-formed request object, or None (let :func:`decode` judge it)."""
-    if _brackets(body) > MAX_NESTING:
-        return None  # possibly too deep: the careful path decides
-    try:
-        return _fast_decoder.decode(body)
-    except _DECODE_ERRORS:
-        return None
+def decode_fast(frames: bytes | list[bytes]) -> list[Request] | None:
+    """The requests of one read, if every message in it is a single well-formed request
+    object; else None, and the caller judges message by message (:func:`decode`,
+    :func:`parse_request`). The one quick way in, whatever the framing:
 
-
-def decode_many_fast(bodies: list[bytes]) -> list[Request] | None:
-    """Several message bodies at once, if each is a single well-formed request; else None.
-
-    Bodies without a newline (line framing always; LSP bodies mostly) are decoded as one
-    block of lines (:func:`decode_block_fast`); others one by one.
+    - ``bytes``: a block of lines ending with a newline (line framing), decoded in one
+      pass (:func:`_block`);
+    - a list of bodies (LSP framing, or a single message): bodies without a newline are
+      joined into such a block; others are decoded one by one (:func:`_one`).
     """
-    if len(bodies) == 1:
-        one = decode_request_fast(bodies[0])
+    if isinstance(frames, bytes):
+        return _block(frames)
+    if len(frames) == 1:
+        one = _one(frames[0])
         return None if one is None else [one]
-    block = b"\n".join(bodies) + b"\n"
-    if block.count(b"\n") == len(bodies):
-        return decode_block_fast(block)
+    block = b"\n".join(frames) + b"\n"
+    if block.count(b"\n") == len(frames):
+        return _block(block)
     requests = []
-    for body in bodies:
-        request = decode_request_fast(body)
+    for body in frames:
+        request = _one(body)
         if request is None:
             return None
         requests.append(request)
     return requests
 
 
-def decode_block_fast(block: bytes) -> list[Request] | None:
+def _one(body: bytes) -> Request | None:
+    if body[:1] != b"{" or _brackets(body) > MAX_NESTING:
+        return None  # not an object, or possibly too deep: the careful path decides
+    try:
+        return _fast_decoder.decode(body)
+    except _DECODE_ERRORS:
+        return None
+
+
+def _block(block: bytes) -> list[Request] | None:
     """The requests of a block of lines ending with a newline, if each line holds exactly
     one well-formed request object (and maybe whitespace); else None: then split it
     (:func:`~pokeralphd.protocol.framing.split_block`) and judge line by line.

@@ -174,9 +174,9 @@ class Acceptor:
                 while True:
                     bodies = decoder.feed(await stream.receive(1 << 16))
                     if bodies:
-                        first = jsonrpc.decode_request_fast(bodies[0])
-                        if first is not None and not isinstance(first.id, msgspec.UnsetType):
-                            request_id = first.id
+                        first = jsonrpc.decode_fast(bodies[:1])
+                        if first and not isinstance(first[0].id, msgspec.UnsetType):
+                            request_id = first[0].id
                         break
             frame = encode_frame(jsonrpc.encode(refusal(self.limit, request_id)), decoder.mode)
             with anyio.move_on_after(1):

@@ -244,9 +244,9 @@ class ClientConnection:
         """One message body, whatever its bytes: a reply (or none) is gathered. A single
         request goes the one way every single request goes (:meth:`_handle_requests`);
         a batch its own (:meth:`_batch`)."""
-        fast = jsonrpc.decode_request_fast(body) if body[:1] == b"{" else None
+        fast = jsonrpc.decode_fast([body])
         if fast is not None:
-            await self._handle_requests([fast])
+            await self._handle_requests(fast)
             return
         try:
             obj = jsonrpc.decode(body)
@@ -446,17 +446,11 @@ class ClientConnection:
         :meth:`FrameDecoder.feed_block`)."""
         # Fast path: every message of the read is a single well-formed request: decode
         # them all in one pass.
-        many = None
-        if isinstance(frames, bytes):
-            many = jsonrpc.decode_block_fast(frames)
-            bodies = [] if many is not None else split_block(frames)  # blank lines, or worse
-        else:
-            bodies = frames
-        if many is None and bodies:
-            many = jsonrpc.decode_many_fast(bodies)
+        many = jsonrpc.decode_fast(frames)
         if many is not None:
             await self._handle_requests(many)
             return
+        bodies = split_block(frames) if isinstance(frames, bytes) else frames
         for body in bodies:
             try:
                 await self._body(body)

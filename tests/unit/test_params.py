@@ -396,8 +396,9 @@ def test_a_huge_multiple_select_answer_is_refused_at_once() -> None:
 @pytest.mark.parametrize("depth", [2000, 100_000])
 def test_json_nested_too_deep_is_a_decode_error_not_a_crash(depth: int) -> None:
     body = b'{"jsonrpc":"2.0","id":1,"method":"m","params":[' + b"[" * depth + b"]" * depth + b"]}"
-    assert jsonrpc.decode_request_fast(body) is None
-    assert jsonrpc.decode_many_fast([body, body]) is None
+    assert jsonrpc.decode_fast([body]) is None
+    assert jsonrpc.decode_fast(body + b"\n") is None
+    assert jsonrpc.decode_fast([body, body]) is None
     with pytest.raises(jsonrpc.ParseError, match="nested deeper than"):
         jsonrpc.decode(body)
 

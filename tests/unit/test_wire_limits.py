@@ -137,8 +137,9 @@ INVALID_UTF8 = [
 def test_invalid_utf8_is_a_parse_error(body: bytes) -> None:
     with pytest.raises(jsonrpc.ParseError):
         jsonrpc.decode(body)
-    assert jsonrpc.decode_request_fast(body) is None
-    assert jsonrpc.decode_many_fast([body, b'{"jsonrpc":"2.0","method":"x"}']) is None
+    assert jsonrpc.decode_fast([body]) is None
+    assert jsonrpc.decode_fast(body + b"\n") is None
+    assert jsonrpc.decode_fast([body, b'{"jsonrpc":"2.0","method":"x"}']) is None
 
 
 def deep(depth: int, opener: bytes = b"[", closer: bytes = b"]", closed: bool = True) -> bytes:
@@ -160,8 +161,9 @@ def deep(depth: int, opener: bytes = b"[", closer: bytes = b"]", closed: bool = 
 def test_nesting_deeper_than_the_limit_is_a_parse_error(body: bytes) -> None:
     with pytest.raises(jsonrpc.ParseError, match=str(jsonrpc.MAX_NESTING)):
         jsonrpc.decode(body)
-    assert jsonrpc.decode_request_fast(body) is None
-    assert jsonrpc.decode_many_fast([body, b"{}"]) is None
+    assert jsonrpc.decode_fast([body]) is None
+    assert jsonrpc.decode_fast(body + b"\n") is None
+    assert jsonrpc.decode_fast([body, b"{}"]) is None
 
 
 def test_nesting_up_to_the_limit_is_decoded() -> None:
@@ -170,7 +172,7 @@ def test_nesting_up_to_the_limit_is_decoded() -> None:
         b'{"jsonrpc":"2.0","id":1,"method":"m","params":' + deep(jsonrpc.MAX_NESTING - 1) + b"}"
     )
     assert jsonrpc.decode(request)["id"] == 1
-    many = jsonrpc.decode_many_fast([request, request])
+    many = jsonrpc.decode_fast([request, request])
     assert many is not None and len(many) == 2
 
 
