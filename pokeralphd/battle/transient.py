@@ -27,10 +27,12 @@ if TYPE_CHECKING:
     from pokeralphd.agents.base import AgentOutcome
 
 TRANSIENT_EXIT_CODES = frozenset({23, 124})
+# Whole words only: "FileNotFoundError" holds "enotfound", and an agent's own crash must
+# count as its failure, not be retried as the API's.
 CONNECTION_RE = re.compile(
-    r"connection error|connection (?:reset|refused|closed|timed out)|econnreset|econnrefused"
-    r"|etimedout|eai_again|enotfound|socket hang up|fetch failed|network error"
-    r"|stream disconnected|could not resolve host|unable to connect",
+    r"\b(?:connection error|connection (?:reset|refused|closed|timed out)|econnreset"
+    r"|econnrefused|etimedout|eai_again|enotfound|socket hang up|fetch failed|network error"
+    r"|stream disconnected|could not resolve host|unable to connect)\b",
     re.IGNORECASE,
 )
 

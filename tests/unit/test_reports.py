@@ -272,6 +272,19 @@ def result(text: str, is_error: bool = True) -> AgentResult:
         (AgentOutcome(1, "exited", error="the agent exited with status 1: boom"), None),
         (AgentOutcome(0, "exited", texts=["fixing the ECONNRESET handling"]), None),
         (AgentOutcome(None, "timeout", error="ran past the timeout"), None),
+        # the agent's own crash: "FileNotFoundError" holds "enotfound", "my_econnreset_
+        # handler" an error code, "reconnection error" a phrase: words only, not pieces
+        (
+            AgentOutcome(1, "exited", error="status 1: FileNotFoundError: [Errno 2] No such"),
+            None,
+        ),
+        (AgentOutcome(1, "exited", error="NameError: name 'my_econnreset_x' is not"), None),
+        (AgentOutcome(1, "exited", error="AssertionError: no reconnection errors"), None),
+        (AgentOutcome(1, "exited", error="getaddrinfo ENOTFOUND api.anthropic.com"), "connection"),
+        (
+            AgentOutcome(1, "exited", error="Error: connect ECONNREFUSED 127.0.0.1:443"),
+            "connection",
+        ),
     ],
 )
 def test_transient_failures(outcome: AgentOutcome, kind: str | None) -> None:
