@@ -356,6 +356,10 @@ def run(
         wait_until(lambda: Path(info_path(socket_path)).exists(), 30, "the dashboard")
         url = json.loads(Path(info_path(socket_path)).read_text())["url"]
         secret = Path(token_path(socket_path)).read_bytes().strip().decode()
+        # the agents write what they printed here: outside their working trees, so the
+        # sandbox must be told (the user's layer, as a person would)
+        sandbox = {"filesystem": {"readWrite": [str(out_dir)]}}
+        daemon.call("config.updateUser", {"patch": {"sandbox": sandbox}})
         paths, tasks = [], 0
         for r in range(repos):
             count = min(per_repo, battles - tasks)
