@@ -37,6 +37,15 @@ class AgentText:
 
 
 @dataclass(frozen=True, slots=True)
+class AgentLines:
+    """Several of the agent's own words at once, each an :class:`AgentText` in meaning:
+    a plain-text agent's lines of one read, handled together (a flood of output costs a
+    step a read, not a step a line through every layer)."""
+
+    texts: list[str]
+
+
+@dataclass(frozen=True, slots=True)
 class AgentToolUse:
     name: str
     summary: str
@@ -141,6 +150,7 @@ PermissionHandler = Callable[[AgentPermissionRequest], Awaitable[PermissionAnswe
 AgentEvent = (
     AgentStarted
     | AgentText
+    | AgentLines
     | AgentToolUse
     | AgentToolResult
     | AgentRateLimit
@@ -212,6 +222,13 @@ class AgentOutcome:
     rate_limited_until: float | None = None  # a rejected rate_limit_event's reset
     api_failure: ApiFailure | None = None  # a transient API failure (see ApiFailure)
     _chars: int = field(default=0, repr=False, compare=False)
+
+    def add_texts(self, texts: list[str]) -> None:
+        """:meth:`add_text` for each of ``texts``, in one step."""
+        self.texts.extend(texts)
+        self._chars += sum(map(len, texts))
+        if self._chars > 2 * TEXT_TAIL + TEXT_MARKED:
+            self._trim()
 
     def add_text(self, text: str) -> None:
         """Keep the agent's words: the latest TEXT_TAIL characters whole, and of older
@@ -312,6 +329,10 @@ class AgentBackend(abc.ABC):
     @abc.abstractmethod
     def parse_line(self, line: bytes) -> list[AgentEvent]:
         """Events in one stdout line; never raises."""
+
+    def parse_lines(self, lines: list[bytes]) -> list[AgentEvent]:
+        """Events in the stdout lines of one read, blank lines skipped; never raises."""
+        return [event for line in lines if line.strip() for event in self.parse_line(line)]
 
     def conversation(self, request: AgentRequest) -> Conversation | None:
         """A two-way exchange with the agent over its stdio (ACP), or None: the agent is

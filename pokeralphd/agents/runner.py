@@ -29,6 +29,7 @@ import anyio
 from pokeralphd.agents.base import (
     AgentBackend,
     AgentEvent,
+    AgentLines,
     AgentOutcome,
     AgentPermissionDecision,
     AgentPermissionRequest,
@@ -47,6 +48,7 @@ from pokeralphd.proc import (
     child_env,
     end_run,
     end_tree,
+    iter_line_blocks,
     iter_lines,
     reap,
     spawn,
@@ -118,7 +120,7 @@ async def run_agent(
     backend: AgentBackend,
     request: AgentRequest,
     on_event: Callable[[AgentEvent], None],
-    on_raw: Callable[[bytes], None],
+    on_raw: Callable[[list[bytes]], None],
     *,
     confine: Wrap | None = None,
 ) -> AgentOutcome:
@@ -137,7 +139,7 @@ async def _run_agent(
     backend: AgentBackend,
     request: AgentRequest,
     on_event: Callable[[AgentEvent], None],
-    on_raw: Callable[[bytes], None],
+    on_raw: Callable[[list[bytes]], None],
     token: str,
     run: TrackedRun | None,
     confine: Wrap | None = None,
@@ -184,6 +186,8 @@ async def _run_agent(
     def handle(event: AgentEvent) -> None:
         if isinstance(event, AgentText):
             outcome.add_text(event.text)
+        elif isinstance(event, AgentLines):
+            outcome.add_texts(event.texts)
         elif isinstance(event, AgentResult):
             outcome.result = event
             outcome.session_id = event.session_id or outcome.session_id
@@ -281,14 +285,17 @@ async def _run_agent(
             await process.wait()
 
     async def read_stdout() -> None:
+        # a read at a time: a chatty agent's lines are handled together (a plain-text
+        # agent's become one text), not one by one through every layer
         assert process.stdout is not None
-        async for line in iter_lines(process.stdout):
+        async for lines in iter_line_blocks(process.stdout):
             last_activity[0] = clock.monotonic()
-            on_raw(line)
+            on_raw(lines)
             if conversation is not None:
-                conversation.receive(line)
-            elif line.strip():
-                for event in backend.parse_line(line):
+                for line in lines:
+                    conversation.receive(line)
+            else:
+                for event in backend.parse_lines(lines):
                     handle(event)
         if conversation is not None:
             conversation.closed()
@@ -297,7 +304,7 @@ async def _run_agent(
         assert process.stderr is not None
         async for line in iter_lines(process.stderr):
             last_activity[0] = clock.monotonic()
-            on_raw(b"[stderr] " + line)
+            on_raw([b"[stderr] " + line])
             text = line.decode("utf-8", errors="replace")
             stderr_tail.append(text)
             del stderr_tail[:-STDERR_TAIL]

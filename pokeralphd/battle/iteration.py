@@ -21,6 +21,7 @@ from pokeralph_core.timeutil import utcnow
 from pokeralphd.agents import get_backend
 from pokeralphd.agents.base import (
     AgentEvent,
+    AgentLines,
     AgentOutcome,
     AgentResult,
     AgentStarted,
@@ -147,6 +148,10 @@ class IterationRun:
         match event:
             case AgentText(text=text):
                 self._texts.append(text)
+                if not self._progress_dirty.is_set():
+                    self._progress_dirty.set()
+            case AgentLines(texts=texts):
+                self._texts.extend(texts)
                 if not self._progress_dirty.is_set():
                     self._progress_dirty.set()
             case AgentStarted(pid=pid):
@@ -320,7 +325,9 @@ class IterationRun:
                 iteration=self.number,
                 env=box.env,
             )
-            return await run_agent(backend, request, self.on_event, self.stream.raw, confine=box)
+            return await run_agent(
+                backend, request, self.on_event, self.stream.raw_lines, confine=box
+            )
 
     def _sandbox(
         self, on_refused: Callable[[str], object], *, agent: bool

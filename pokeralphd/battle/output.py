@@ -30,6 +30,7 @@ import anyio
 from pokeralph_core import safefs
 from pokeralphd.agents.base import (
     AgentEvent,
+    AgentLines,
     AgentNotice,
     AgentPermissionDecision,
     AgentPermissionDenied,
@@ -118,6 +119,14 @@ class OutputStream:
             return
         self._file = os.fdopen(fd, "ab")
 
+    def raw_lines(self, lines: list[bytes]) -> None:
+        """The lines of one read of the agent's output, for the log (as :meth:`raw`)."""
+        if self._file is not None:
+            self._log_lines.extend(lines)
+            self._log_bytes += sum(map(len, lines))
+            if self._log_bytes > LOG_BUFFER:
+                self._write_log()
+
     def raw(self, line: bytes) -> None:
         """A line for the log: kept and written with the others of its window (one
         write a tick, not one call a line), sooner past LOG_BUFFER bytes."""
@@ -158,12 +167,29 @@ class OutputStream:
             self._due = next_tick(self._now(), self._window) if self._window else 0.0
             self._wake.set()
 
+    def lines(self, texts: list[str]) -> None:
+        """Lines of the agent's words shown together: one chunk of them (several if they
+        pass :data:`MAX_CHUNK_TEXT` characters; a line that long is cut as any text is)."""
+        piece: list[str] = []
+        size = 0
+        for text in texts:
+            if piece and size + len(text) > MAX_CHUNK_TEXT:
+                self.chunk("text", "\n".join(piece))
+                piece, size = [], 0
+            piece.append(text)
+            size += len(text) + 1
+        if piece:
+            self.chunk("text", "\n".join(piece))
+            self.last_text = texts[-1][-500:]
+
     def show(self, event: AgentEvent) -> None:
         """What an agent's event shows in the output (the same for an implementer's
         iteration and a verifier's or reviewer's run); other events show nothing."""
         match event:
             case AgentText(text=text):
                 self.chunk("text", text)
+            case AgentLines(texts=texts):
+                self.lines(texts)
             case AgentToolUse(name=name, summary=summary):
                 self.chunk("tool_use", f"{name}: {summary}" if summary else name)
             case AgentToolResult(text=text, is_error=is_error):

@@ -34,6 +34,7 @@ from pokeralph_core.timeutil import utcnow
 from pokeralphd.agents import get_backend
 from pokeralphd.agents.base import (
     AgentEvent,
+    AgentLines,
     AgentStarted,
     AgentText,
 )
@@ -123,6 +124,8 @@ class RoleRun:
         match event:
             case AgentText(text=text):
                 progress.last_output = text.strip()[-500:]
+            case AgentLines(texts=texts):
+                progress.last_output = texts[-1].strip()[-500:]
             case AgentStarted(pid=pid):
                 progress.agent_pid = pid
                 progress.agent_started = create_time(pid)
@@ -230,7 +233,9 @@ class RoleRun:
                 iteration=self.iteration,
                 env={"POKERALPH_ROLE": ROLE_NAME[self.role], **box.env},
             )
-            return await run_agent(backend, request, self.on_event, self.stream.raw, confine=box)
+            return await run_agent(
+                backend, request, self.on_event, self.stream.raw_lines, confine=box
+            )
 
     async def _put_back(self, snapshot: dict[str, str]) -> None:
         """Undo what the role changed in the working tree (see the module docstring)."""

@@ -16,7 +16,14 @@ import anyio
 from pokeralph_core import documents
 from pokeralph_core.documents import DocumentKind
 from pokeralphd.agents import get_backend
-from pokeralphd.agents.base import AgentEvent, AgentRequest, AgentResult, AgentText, AgentToolUse
+from pokeralphd.agents.base import (
+    AgentEvent,
+    AgentLines,
+    AgentRequest,
+    AgentResult,
+    AgentText,
+    AgentToolUse,
+)
 from pokeralphd.agents.runner import run_agent
 from pokeralphd.battle.judging import sole
 from pokeralphd.battle.output import OutputStream
@@ -246,7 +253,7 @@ class RepoPlanner:
         ) as box:
             request = dataclasses.replace(request, env={**request.env, **box.env})
             return await run_agent(
-                get_backend(config.agent), request, on_event, stream.raw, confine=box
+                get_backend(config.agent), request, on_event, stream.raw_lines, confine=box
             )
 
     async def _turn_once(self, session: PlanningSession, prompt: str) -> None:
@@ -264,6 +271,9 @@ class RepoPlanner:
             if isinstance(event, AgentText):
                 texts.append(event.text)
                 stream.chunk("text", event.text)
+            elif isinstance(event, AgentLines):
+                texts.extend(event.texts)
+                stream.lines(event.texts)
             elif isinstance(event, AgentToolUse):
                 stream.chunk("tool_use", f"{event.name}: {event.summary}")
             elif isinstance(event, AgentResult):

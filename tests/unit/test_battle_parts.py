@@ -310,6 +310,38 @@ def test_an_agents_events_show_the_same_for_every_role(tmp_path: Path) -> None:
     ]
 
 
+def test_a_plain_text_agents_read_is_one_step_and_its_lines_stay_lines(tmp_path: Path) -> None:
+    """The command backend's lines of one read: one event, shown as one chunk (or as few
+    as fit MAX_CHUNK_TEXT, never cut), each line still one of the agent's words."""
+    from pokeralphd.agents.base import AgentLines, AgentOutcome
+    from pokeralphd.agents.command import CommandBackend
+    from pokeralphd.battle.output import MAX_CHUNK_TEXT, OutputStream
+    from pokeralphd.protocol.events import Chunk
+
+    backend = CommandBackend()
+    lines = [b"  first  ", b"", b"caf\xc3\xa9 \xff", b"   ", SIGIL.encode()]
+    events = backend.parse_lines(lines)
+    assert events == [AgentLines(["  first  ", "caf\u00e9 \ufffd", SIGIL])]
+    assert backend.parse_lines([b"", b" "]) == []
+    outcome = AgentOutcome(exit_code=0, reason="exited")
+    outcome.add_texts(["a", SIGIL])
+    assert detect_completion(list(outcome.texts)) is not None
+
+    published: list[list[Chunk]] = []
+    stream = OutputStream(tmp_path / "run.log", published.append, 0)
+    stream.open()
+    stream.raw_lines(lines)
+    stream.show(events[0])
+    long = ["x" * 6000] * 7  # 42,000 characters: three chunks, no line cut
+    stream.show(AgentLines(long))
+    stream.close()
+    texts = [c.text for chunks in published for c in chunks]
+    assert texts[0] == "  first  \ncaf\u00e9 \ufffd\n" + SIGIL
+    assert [t.split("\n") for t in texts[1:]] == [["x" * 6000] * 2] * 3 + [["x" * 6000]]
+    assert all(len(t) <= MAX_CHUNK_TEXT for t in texts)
+    assert (tmp_path / "run.log").read_bytes() == b"\n".join(lines) + b"\n"
+
+
 def test_git_that_cannot_run_is_a_clear_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

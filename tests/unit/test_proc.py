@@ -13,8 +13,18 @@ from typing import Any
 import anyio
 import psutil
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from pokeralphd.proc import OWNER_VAR, TOKEN_VAR, ProcessOwner, iter_lines, marked, spawn
+from pokeralphd.proc import (
+    OWNER_VAR,
+    TOKEN_VAR,
+    ProcessOwner,
+    iter_line_blocks,
+    iter_lines,
+    marked,
+    spawn,
+)
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.anyio
@@ -45,6 +55,51 @@ async def test_an_endless_line_comes_in_bounded_pieces() -> None:
     assert max(map(len, pieces)) <= 1 << 18
     assert b"".join(pieces[:-1]) == b"x" * 2_000_000 + b"y"
     assert pieces[-1] == b"short"
+
+
+def _lines_one_by_one(reads: list[bytes], max_line: int) -> list[bytes]:
+    """What a child's output means, read by read: the reference the blocks must match."""
+    out: list[bytes] = []
+    buf = b""
+    for read in reads:
+        buf += read
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            out.extend(line[at : at + max_line] for at in range(0, max(len(line), 1), max_line))
+        while len(buf) > max_line:
+            out.append(buf[:max_line])
+            buf = buf[max_line:]
+    if buf:
+        out.append(buf)
+    return out
+
+
+class _Reads:
+    def __init__(self, reads: list[bytes]) -> None:
+        self.reads = list(reads)
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        if not self.reads:
+            raise anyio.EndOfStream
+        return self.reads.pop(0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    reads=st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\r", b"\n")), max_size=12),
+    max_line=st.integers(1, 12),
+)
+def test_blocks_of_lines_are_the_lines_read_by_read(reads: list[bytes], max_line: int) -> None:
+    blocks: list[list[bytes]] = []
+
+    async def read() -> None:
+        async for lines in iter_line_blocks(_Reads(reads), max_line):  # type: ignore[arg-type]
+            assert lines, "an empty block"
+            blocks.append(lines)
+
+    anyio.run(read)
+    assert [line for block in blocks for line in block] == _lines_one_by_one(reads, max_line)
+    assert len(blocks) <= len(reads) + 1  # a block per read at most (and the rest at the end)
 
 
 def _marked_sleeper(mark: str) -> subprocess.Popen[bytes]:
