@@ -36,9 +36,9 @@ NonEmptyStr = Annotated[str, StringConstraints(min_length=1)]
 LoopName = Annotated[str, StringConstraints(pattern=LOOP_NAME_RE)]
 
 
+# hitl: a person approves each iteration; yolo: iterations run on. (No docstring: it
+# would become the description of ExecutionMode in the generated contract.)
 class ExecutionMode(StrEnum):
-    """``hitl``: a person approves each iteration; ``yolo``: iterations run on."""
-
     HITL = "hitl"
     YOLO = "yolo"
 
