@@ -1,6 +1,6 @@
 """Approval on its own (no daemon): the same rules and the same decision as in a battle
 (:func:`pokeralph_core.approval.decide` over the repository's rules, then the user's,
-read with :func:`pokeralphd.store.config_layers.load`, trust included), then a person at
+read with :func:`pokeralph_core.config.layers.load`, trust included), then a person at
 the terminal for a call no rule decides: allow once, allow always (a user rule matching
 exactly this input, as the inbox's "allow always" makes one), or deny with a note.
 

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from pokeralph_agent.chat import ChatClient, Reply
     from pokeralph_agent.session import ToolCall, ToolResult
     from pokeralph_agent.toolspec import ToolSpec
+    from pokeralph_core.config.model import Config
     from pokeralph_core.local_config import LocalAgentConfig
     from pokeralph_core.userdirs import Paths
 
@@ -195,9 +196,9 @@ class Settings:
             flag = FLAGS.get(field, f"agent.local.{field}")
             raise UsageError(f"{flag}: {error['msg']}") from None
 
-    def _config(self) -> Any:
-        # the daemon's own reading of the layers (issue 22: the one import of it left)
-        from pokeralphd.store.config_layers import load
+    def _config(self) -> Config:
+        # the layers read as the daemon reads them (trust included), from the shared core
+        from pokeralph_core.config.layers import load
 
         repo_file = None
         for folder in (self.cwd, *self.cwd.parents):

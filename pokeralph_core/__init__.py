@@ -9,11 +9,14 @@ module, kept apart because the client loads the first kind on every start:
   :mod:`.weblink` (the dashboard's link files and login MACs). ``pokeralphctl`` imports
   these and nothing else of the core (tests/cli/test_imports.py).
 - **The shared models and files** (pydantic, regex): :mod:`.userdirs` (the user's state
-  and config folders), :mod:`.errors` (the error base and the file errors),
-  :mod:`.timeutil`, :mod:`.model_base`, :mod:`.approval` (rules and their matching),
-  :mod:`.input_view`, :mod:`.local_config` (``agent.local``), :mod:`.local_defaults`
-  (the local agent's default rules), :mod:`.safefs`, :mod:`.atomic` and
-  :mod:`.documents` (atomic, versioned documents).
+  and config folders), :mod:`.errors` (the error base, the file errors and
+  ``InvalidParams``), :mod:`.timeutil`, :mod:`.model_base`, :mod:`.approval` (rules and
+  their matching), :mod:`.input_view`, :mod:`.local_config` (``agent.local``),
+  :mod:`.local_defaults` (the local agent's default rules), :mod:`.safefs`,
+  :mod:`.atomic` and :mod:`.documents` (atomic, versioned documents), and the
+  :mod:`.config` package (the ``Config`` model and reading its layers, trust included:
+  the daemon and the standalone local agent read the config the same way; writing the
+  layers is the daemon's).
 
 This ``__init__`` imports nothing, so ``import pokeralph_core.paths`` stays cheap.
 """

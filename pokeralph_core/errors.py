@@ -1,10 +1,12 @@
 """The errors the shared code raises, each with a stable code and a ``data`` dict: the
 base of every error a client may see (the daemon's own are in :mod:`pokeralphd.errors`,
-built on this base) and the three a shared document or file write may raise.
+built on this base), the three a shared document or file write may raise, and the one a
+change to the config asked for (:mod:`.config.layers`) may raise.
 
 ::
 
     PokeralphError                 any error a client may see, with .code and .data
+    ├── InvalidParams              a param is missing, of the wrong type, or out of range
     ├── VersionConflict            expectedVersion is stale
     ├── CorruptFile                a document on disk does not parse or validate
     └── StorageError               a write failed (ENOSPC, EACCES); nothing changed
@@ -27,6 +29,12 @@ class PokeralphError(Exception):
         super().__init__(message)
         self.message = message
         self.data = {k: v for k, v in data.items() if v is not None}
+
+
+class InvalidParams(PokeralphError):
+    """Raised when a method's params fail validation; ``data.field`` names the field."""
+
+    code = ErrorCode.INVALID_PARAMS
 
 
 class VersionConflict(PokeralphError):

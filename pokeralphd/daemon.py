@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 
+from pokeralph_core.config import layers as config_layers
 from pokeralph_core.timeutil import utcnow
 from pokeralphd import __version__
 from pokeralphd.battle.costs import LedgerRecorder
@@ -45,7 +46,6 @@ from pokeralphd.server.notify import Notifier
 from pokeralphd.server.runsocket import RunSockets
 from pokeralphd.server.server import Server
 from pokeralphd.settings import DaemonSettings
-from pokeralphd.store import config_layers
 from pokeralphd.store.ledger import Ledger
 from pokeralphd.store.registry import RegistryStore
 from pokeralphd.store.repo_store import RepoStore
@@ -54,8 +54,8 @@ from pokeralphd.web.service import WebService
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from pokeralph_core.config.model import NotifyConfig
     from pokeralph_core.userdirs import Paths
-    from pokeralphd.domain.config import NotifyConfig
     from pokeralphd.ports import Lifecycle
     from pokeralphd.proc import AgentScope
     from pokeralphd.store.registry import RepoEntry

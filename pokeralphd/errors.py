@@ -1,6 +1,7 @@
 """The daemon's exceptions; each carries a stable JSON-RPC error code and a ``data`` dict.
-The base and the file errors are the core's (:mod:`pokeralph_core.errors`), shared with
-the local agent; they are named here too, so the daemon has one module of errors.
+The base, the file errors and :class:`InvalidParams` are the core's
+(:mod:`pokeralph_core.errors`), shared with the local agent and the config it reads; they
+are named here too, so the daemon has one module of errors.
 
 ::
 
@@ -23,7 +24,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pokeralph_core.errors import CorruptFile, PokeralphError, StorageError, VersionConflict
+from pokeralph_core.errors import (
+    CorruptFile,
+    InvalidParams,
+    PokeralphError,
+    StorageError,
+    VersionConflict,
+)
 from pokeralphd.protocol.codes import ErrorCode
 
 if TYPE_CHECKING:
@@ -46,12 +53,6 @@ __all__ = [
     "TaskNotFound",
     "VersionConflict",
 ]
-
-
-class InvalidParams(PokeralphError):
-    """Raised when a method's params fail validation; ``data.field`` names the field."""
-
-    code = ErrorCode.INVALID_PARAMS
 
 
 class RepoNotFound(PokeralphError):

@@ -7,7 +7,7 @@ things stricter: its sensitive keys that would loosen (all of ``agent``, ``roles
 ``feedbackCommands``, allow rules, a looser ``permissions.unmatched``, a higher cap or
 bound, ``yolo``) wait, while those that only tighten (deny rules, a stricter
 ``unmatched``, a lower cap) apply; the daemon decides which is which
-(``pokeralphd.domain.tightening``) and says so. The daemon records the trusted content's
+(``pokeralph_core.config.tightening``) and says so. The daemon records the trusted content's
 hash in the user's config, and a changed file needs trust again. Changes made through the
 daemon (``config set``) keep a trusted file trusted.
 """

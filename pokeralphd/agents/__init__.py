@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pokeralph_core.config.model import AgentConfig
     from pokeralphd.agents.base import AgentBackend
-    from pokeralphd.domain.config import AgentConfig
 
 __all__ = ["get_backend"]
 

@@ -26,7 +26,7 @@ from pokeralphd.agents.base import (
 from pokeralphd.errors import AgentError
 
 if TYPE_CHECKING:
-    from pokeralphd.domain.config import AgentConfig
+    from pokeralph_core.config.model import AgentConfig
 
 
 class AcpBackend(AgentBackend):

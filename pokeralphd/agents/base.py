@@ -16,7 +16,7 @@ from pokeralphd.clock import SYSTEM_CLOCK
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from pokeralphd.domain.config import AgentConfig
+    from pokeralph_core.config.model import AgentConfig
     from pokeralphd.domain.models import Usage
     from pokeralphd.ports import Clock
     from pokeralphd.proc import AgentScope, ProcessOwner

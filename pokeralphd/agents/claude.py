@@ -35,7 +35,7 @@ from pokeralphd.agents.base import (
 from pokeralphd.domain.models import Usage
 
 if TYPE_CHECKING:
-    from pokeralphd.domain.config import AgentConfig
+    from pokeralph_core.config.model import AgentConfig
 
 PLANNING_TOOLS = "Read,Grep,Glob"  # what a planning run may use: reading only
 MAX_DENIALS = 500  # entries of a result's permission_denials read, at most

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 from pokeralphd.agents.claude import ClaudeBackend
 
 if TYPE_CHECKING:
+    from pokeralph_core.config.model import AgentConfig
     from pokeralphd.agents.base import AgentEvent, AgentRequest
-    from pokeralphd.domain.config import AgentConfig
 
 
 class DemoBackend(ClaudeBackend):

@@ -26,8 +26,8 @@ from pokeralphd.domain.ids import validate_task_id
 from pokeralphd.errors import AgentError
 
 if TYPE_CHECKING:
+    from pokeralph_core.config.model import AgentConfig
     from pokeralphd.agents.base import AgentEvent, AgentRequest
-    from pokeralphd.domain.config import AgentConfig
 
 MODULE = "pokeralph_agent"
 

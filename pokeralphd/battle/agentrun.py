@@ -21,10 +21,10 @@ if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
     from pathlib import Path
 
+    from pokeralph_core.config.model import AgentConfig, Config
     from pokeralphd.agents.base import AgentEvent
     from pokeralphd.battle.output import OutputStream
     from pokeralphd.battle.state import ActiveBattle, BattleControl
-    from pokeralphd.domain.config import AgentConfig, Config
     from pokeralphd.sandbox.proxy import Decision, NetworkRequest
     from pokeralphd.sandbox.service import SandboxRun
 

@@ -21,8 +21,8 @@ from pokeralphd.errors import PokeralphError
 from pokeralphd.protocol import events as ev
 
 if TYPE_CHECKING:
+    from pokeralph_core.config.model import Config
     from pokeralphd.battle.state import ActiveBattle, BattleControl
-    from pokeralphd.domain.config import Config
     from pokeralphd.domain.inbox import Delivery, Feedback
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 if TYPE_CHECKING:
-    from pokeralphd.domain.config import AgentConfig
+    from pokeralph_core.config.model import AgentConfig
     from pokeralphd.ports import Clock
 
 SPACING = 2.0  # seconds between battles let go after a reset

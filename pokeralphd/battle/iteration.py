@@ -57,8 +57,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from contextlib import AbstractAsyncContextManager
 
+    from pokeralph_core.config.model import Config
     from pokeralphd.battle.state import ActiveBattle, BattleControl
-    from pokeralphd.domain.config import Config
     from pokeralphd.sandbox.service import SandboxRun
 
 log = logging.getLogger(__name__)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from pokeralph_core import safefs
+from pokeralph_core.config.model import ExecutionMode
 from pokeralph_core.timeutil import now_iso, utcnow
 from pokeralphd.agents import get_backend
 from pokeralphd.agents.base import AgentRequest
@@ -49,7 +50,6 @@ from pokeralphd.domain.statuses import (
     BATTLE_TO_PROGRESS_STATUS,
     TERMINAL_BATTLE_STATUSES,
     BattleStatus,
-    ExecutionMode,
     TaskStatus,
     check_battle_transition,
     check_progress_transition,
@@ -66,8 +66,8 @@ from pokeralphd.errors import (
 from pokeralphd.protocol import events as ev
 
 if TYPE_CHECKING:
+    from pokeralph_core.config.model import Config
     from pokeralphd.battle.state import BattleHost
-    from pokeralphd.domain.config import Config
     from pokeralphd.domain.models import Escalation, EscalationAction, Task
     from pokeralphd.ports import Inbox
     from pokeralphd.store.repo_store import RepoStore

@@ -47,9 +47,9 @@ if TYPE_CHECKING:
 
     import anyio
 
+    from pokeralph_core.config.model import AgentConfig, BattlePhase, Config, Phase
     from pokeralphd.agents.base import ApiFailure
     from pokeralphd.battle.state import ActiveBattle, BattleControl
-    from pokeralphd.domain.config import AgentConfig, BattlePhase, Config, Phase
     from pokeralphd.domain.models import EscalationReason
     from pokeralphd.domain.reports import ReviewReport
 

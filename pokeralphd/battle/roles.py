@@ -61,9 +61,9 @@ from pokeralphd.proc import create_time
 from pokeralphd.protocol import events as ev
 
 if TYPE_CHECKING:
+    from pokeralph_core.config.model import Config
     from pokeralphd.agents.base import AgentOutcome, ApiFailure
     from pokeralphd.battle.state import ActiveBattle, BattleControl
-    from pokeralphd.domain.config import Config
     from pokeralphd.domain.models import FeedbackResult, PhaseCycles
 
 log = logging.getLogger(__name__)

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from pokeralph_core.config.model import ExecutionMode
 from pokeralph_core.timeutil import utcnow
 from pokeralphd.battle import budget, phases
 from pokeralphd.battle.commands import Answered, Approve, Mailbox, Pause, Resume, Stop
@@ -35,16 +36,16 @@ from pokeralphd.battle.iteration import IterationRun
 from pokeralphd.battle.roles import RoleRun, cycles_of
 from pokeralphd.clock import wait_or_timeout
 from pokeralphd.domain.models import EscalationResolution
-from pokeralphd.domain.statuses import BattleStatus, ExecutionMode, IterationResult, battle_path
+from pokeralphd.domain.statuses import BattleStatus, IterationResult, battle_path
 from pokeralphd.errors import InvalidState
 from pokeralphd.protocol import events as ev
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
+    from pokeralph_core.config.model import Config, Phase
     from pokeralphd.battle.commands import Command
     from pokeralphd.battle.state import ActiveBattle, BattleControl
-    from pokeralphd.domain.config import Config, Phase
     from pokeralphd.domain.models import Blocked, Escalation, EscalationAction
 
 log = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ pydantic validates what people edit and what lives on disk; JSON uses the seed's
 camelCase names. Fields marked "ours" extend the seed (agent backend, feedback commands,
 cost and usage); every seed field keeps its seed meaning. The camelCase base
 :class:`Model` (:mod:`pokeralph_core.model_base`) is re-exported here; the repository's
-configuration (``Config`` and its parts) is :mod:`pokeralphd.domain.config`.
+configuration (``Config`` and its parts) is :mod:`pokeralph_core.config.model`.
 """
 
 from __future__ import annotations
@@ -22,13 +22,12 @@ from pydantic import (
     model_validator,
 )
 
+from pokeralph_core.config.model import PHASE_ORDER, BattlePhase, ExecutionMode, NonEmptyStr, Phase
 from pokeralph_core.model_base import Model as Model
 from pokeralph_core.timeutil import Timestamp, utcnow
-from pokeralphd.domain.config import PHASE_ORDER, BattlePhase, NonEmptyStr, Phase
 from pokeralphd.domain.ids import validate_task_id
 from pokeralphd.domain.statuses import (
     BattleStatus,
-    ExecutionMode,
     IterationResult,
     ProgressStatus,
     TaskStatus,

@@ -59,11 +59,6 @@ class IterationResult(StrEnum):
     CANCELLED = "cancelled"
 
 
-class ExecutionMode(StrEnum):
-    HITL = "hitl"
-    YOLO = "yolo"
-
-
 class IllegalTransition(ValueError):
     """Raised when a status change is not an edge of its state machine."""
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pokeralphd.domain.config import NotifyKind
+    from pokeralph_core.config.model import NotifyKind
 
 #: The bus events that may notify, and the kind each is.
 EVENT_KINDS: dict[str, NotifyKind] = {

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup, TaskStatus
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-    from pokeralphd.domain.config import NotifyConfig
+    from pokeralph_core.config.model import NotifyConfig
     from pokeralphd.notify.channel import Channel
     from pokeralphd.ports import Clock
 

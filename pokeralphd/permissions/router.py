@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pokeralph_core.approval import Decision
-    from pokeralphd.domain.config import Config, PermissionPolicy
+    from pokeralph_core.config.model import Config, PermissionPolicy
     from pokeralphd.domain.inbox import Delivery, Feedback
     from pokeralphd.ports import Clock, Inbox
     from pokeralphd.store.repo_store import RepoStore

@@ -46,8 +46,8 @@ if TYPE_CHECKING:
 
     from anyio.abc import TaskGroup, TaskStatus
 
+    from pokeralph_core.config.model import Config
     from pokeralphd.agents.base import AgentOutcome
-    from pokeralphd.domain.config import Config
     from pokeralphd.domain.models import PRD
     from pokeralphd.ports import Inbox
     from pokeralphd.proc import ProcessOwner

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from pokeralphd.domain.config import Config
+from pokeralph_core.config.model import Config
 from pokeralphd.domain.inbox import AnnotationList, Delivery, FeedbackList, Index
 from pokeralphd.domain.models import PRD, Battle, Progress
 from pokeralphd.domain.planning import PlanningSession

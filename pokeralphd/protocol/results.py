@@ -28,12 +28,12 @@ import msgspec
 from msgspec import UNSET, UnsetType
 from pydantic.json_schema import models_json_schema
 
-from pokeralphd.domain.config import Config
+from pokeralph_core.config.model import Config, ExecutionMode
 from pokeralphd.domain.inbox import Annotation, Delivery, DeliveryMode, DeliveryStatus, Feedback
 from pokeralphd.domain.models import PRD, Battle, Progress, Task
 from pokeralphd.domain.planning import PlanningState
 from pokeralphd.domain.reports import ReviewReport, VerificationReport
-from pokeralphd.domain.statuses import BattleStatus, ExecutionMode
+from pokeralphd.domain.statuses import BattleStatus
 
 if TYPE_CHECKING:
     from pydantic import BaseModel

@@ -32,7 +32,7 @@ from pokeralphd.errors import InvalidParams
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from pokeralphd.domain.sandbox_config import HostPattern, NetworkMode, SandboxConfig
+    from pokeralph_core.config.sandbox import HostPattern, NetworkMode, SandboxConfig
     from pokeralphd.sandbox.backends import BackendNeeds
 
 # Fixed paths inside the sandbox.
@@ -253,7 +253,7 @@ def build_policy(
     the daemon (the agent CLI's installation, a toolchain). Raises InvalidParams when a
     user listing names a secret or the tree itself is private.
     """
-    from pokeralphd.domain.sandbox_config import parse_host_pattern
+    from pokeralph_core.config.sandbox import parse_host_pattern
 
     real_home = _real(home, home)
     tree_real = _real(tree, home)

@@ -4,7 +4,7 @@ any other.
 
 The run's network namespace has no route out; its only way is the bridge
 (:mod:`.bridge`) to this proxy's socket. A target on the allowlist (a
-:class:`~pokeralphd.domain.sandbox_config.HostPattern`: the backend's model endpoint and
+:class:`~pokeralph_core.config.sandbox.HostPattern`: the backend's model endpoint and
 ``sandbox.network.allow``) is connected at once. Any other goes to the ``decide`` hook
 with a :class:`NetworkRequest` (the permission request ``network {host, port}`` the daemon
 puts to its approval rules or a person): ``allow_once`` lets this connection through,
@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 import anyio
 import anyio.abc
 
-from pokeralphd.domain.sandbox_config import HostPattern, normalize_host
+from pokeralph_core.config.sandbox import HostPattern, normalize_host
 from pokeralphd.unixstream import on_transport
 
 if TYPE_CHECKING:

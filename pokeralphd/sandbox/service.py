@@ -50,7 +50,7 @@ if TYPE_CHECKING:
         Sequence,
     )
 
-    from pokeralphd.domain.sandbox_config import SandboxConfig
+    from pokeralph_core.config.sandbox import SandboxConfig
     from pokeralphd.proc import AgentScope
     from pokeralphd.sandbox.policy import SandboxPolicy
     from pokeralphd.sandbox.proxy import Decision, NetworkRequest

@@ -1,7 +1,7 @@
 """Writing the config layers: the repository's ``.pokeralph/config.json`` and the user's
 file, each with the next version and atomically, and the user's trust records.
 
-Reading, merging, validating and weighing trust are :mod:`pokeralphd.store.config_layers`;
+Reading, merging, validating and weighing trust are :mod:`pokeralph_core.config.layers`;
 this module writes what a person asked for, validated the same way before anything is
 written. The user layer is also written by other processes (a second daemon of the same
 user, an older ``pokeralph-agent``), so each read-modify-write of it holds a thread lock
@@ -19,8 +19,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pokeralph_core.atomic import atomic_write
-from pokeralphd.errors import InvalidParams, PokeralphError, VersionConflict
-from pokeralphd.store.config_layers import (
+from pokeralph_core.config.layers import (
     CONFIG_SCHEMA_VERSION,
     TRUST_KEY,
     Trust,
@@ -41,6 +40,7 @@ from pokeralphd.store.config_layers import (
     user_layer,
     validate,
 )
+from pokeralphd.errors import InvalidParams, PokeralphError, VersionConflict
 from pokeralphd.store.locks import file_lock
 
 if TYPE_CHECKING:

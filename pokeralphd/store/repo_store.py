@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Any, Self, SupportsIndex, TypeVar, overload
 import anyio
 from pydantic import ValidationError
 
+from pokeralph_core.config import layers as config_layers
 from pokeralph_core.timeutil import utcnow
 from pokeralphd.domain.ids import next_task_id, validate_task_id
 from pokeralphd.domain.models import PRD, Battle, Progress, Task, check_dependencies
 from pokeralphd.domain.statuses import TaskStatus, check_task_transition
 from pokeralphd.errors import InvalidParams, PokeralphError, RepoNotFound, TaskNotFound
 from pokeralphd.protocol import events as ev
-from pokeralphd.store import config_layers, config_writes, local_defaults
+from pokeralphd.store import config_writes, local_defaults
 from pokeralphd.store.commit import DocumentFile
 from pokeralphd.store.filemanager import HISTORY_KIND, PRD_KIND, PROGRESS_KIND, FileManager
 from pokeralphd.store.locks import RepoLock
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from pokeralph_core.approval import ApprovalRule, RuleSource, RuleUsage
-    from pokeralphd.domain.config import Config
+    from pokeralph_core.config.model import Config
     from pokeralphd.ports import EventSink
     from pokeralphd.store.registry import RepoEntry
 

@@ -1,7 +1,7 @@
 """The approval rules of one repository as stored: in the config layers, with usage apart.
 
 Rules live in the config people edit (``approvalRules`` of the repository layer and of
-the user's, see :mod:`pokeralphd.store.config_layers`). How often each rule decided a
+the user's, see :mod:`pokeralph_core.config.layers`). How often each rule decided a
 call, and when last, lives in a state file the daemon alone writes, so that those config
 files do not change on every use:
 
@@ -28,10 +28,11 @@ from pokeralph_core.approval import (
     RuleUsage,
     decide,
 )
+from pokeralph_core.config import layers as config_layers
+from pokeralph_core.config.layers import RULES_KEY
 from pokeralph_core.documents import DocumentKind
 from pokeralphd.errors import InvalidParams, InvalidState, NotFound
-from pokeralphd.store import config_layers, config_writes
-from pokeralphd.store.config_layers import RULES_KEY
+from pokeralphd.store import config_writes
 
 if TYPE_CHECKING:
     from datetime import datetime

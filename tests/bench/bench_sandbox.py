@@ -20,7 +20,7 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
-from pokeralphd.domain.sandbox_config import SandboxConfig, parse_host_pattern
+from pokeralph_core.config.sandbox import SandboxConfig, parse_host_pattern
 from pokeralphd.proc import AgentScope, ProcessOwner, spawn
 from pokeralphd.sandbox import (
     EgressProxy,

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from pokeralph_core.config.model import AgentConfig
 from pokeralphd.agents import acp_session, get_backend
 from pokeralphd.agents.base import AgentEvent, AgentPermissionDecision, AgentRequest
 from pokeralphd.agents.runner import run_agent
-from pokeralphd.domain.config import AgentConfig
 from tests.helpers import FAKES, make_git_repo
 from tests.inproc import InProcDaemon, running_daemon, setup_task
 

@@ -66,7 +66,8 @@ def test_a_raise_goes_where_it_takes_effect_when_the_repository_is_not_trusted(
     """The cap is the user's, and the repository's file has an untrusted sensitive key: a
     raise written there would be ignored and the battle would stop again at once. It goes
     to the user's config, and the battle goes on."""
-    from pokeralphd.store import config_layers, config_writes
+    from pokeralph_core.config import layers as config_layers
+    from pokeralphd.store import config_writes
     from tests.inproc import paths_for
 
     task = setup_repo(daemon, repo, env={"FAKE_CLAUDE_MODE": "progress"}, phases=["implementation"])

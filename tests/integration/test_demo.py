@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from pokeralph_core.config.model import AgentConfig
 from pokeralphctl.cli import build_parser
 from pokeralphctl.commands import demo as demo_command
 from pokeralphctl.commands.demo import agent_config
 from pokeralphd.agents import demo_agent
 from pokeralphd.agents.base import AgentRequest
 from pokeralphd.agents.demo import DemoBackend
-from pokeralphd.domain.config import AgentConfig
 from tests.helpers import DaemonProcess
 
 

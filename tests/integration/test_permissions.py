@@ -223,7 +223,7 @@ async def test_the_allow_policy_is_shown_as_a_warning(home: Path) -> None:
 
 
 def test_policy_warnings() -> None:
-    from pokeralphd.domain.config import Config
+    from pokeralph_core.config.model import Config
     from pokeralphd.permissions.router import policy_warnings
 
     assert policy_warnings(Config()) == []

@@ -22,7 +22,7 @@ import anyio
 import psutil
 import pytest
 
-from pokeralphd.domain.sandbox_config import SandboxConfig
+from pokeralph_core.config.sandbox import SandboxConfig
 from pokeralphd.sandbox import (
     EgressProxy,
     NetworkRequest,

@@ -14,7 +14,7 @@ import anyio
 import psutil
 import pytest
 
-from pokeralphd.domain.sandbox_config import SandboxConfig
+from pokeralph_core.config.sandbox import SandboxConfig
 from pokeralphd.proc import (
     TOKEN_VAR,
     AgentScope,

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from anyio import wait_all_tasks_blocked
 
-from pokeralphd.domain.config import NotifyConfig
+from pokeralph_core.config import layers as config_layers
+from pokeralph_core.config.model import NotifyConfig
 from pokeralphd.errors import CorruptFile, InvalidParams
 from pokeralphd.notify import macos
 from pokeralphd.notify.channel import SendFailed
@@ -22,7 +23,7 @@ from pokeralphd.notify.outbox import Limits
 from pokeralphd.notify.service import NotifyService
 from pokeralphd.protocol import events as ev
 from pokeralphd.server.eventbus import EventBus
-from pokeralphd.store import config_layers, config_writes
+from pokeralphd.store import config_writes
 from tests.fakeclock import FakeClock
 
 pytestmark = pytest.mark.anyio

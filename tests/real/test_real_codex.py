@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from pokeralph_core.config.model import AgentConfig
 from pokeralphd.agents.base import (
     AgentEvent,
     AgentNotice,
@@ -39,7 +40,6 @@ from pokeralphd.agents.base import (
     AgentToolUse,
 )
 from pokeralphd.agents.codex import QUIET_OVERRIDES, CodexBackend
-from pokeralphd.domain.config import AgentConfig
 from pokeralphd.domain.models import Usage
 from tests.fakes.responses_api import (
     RATE_LIMITED,

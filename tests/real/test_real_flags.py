@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from pokeralph_core.config.model import AgentConfig
 from pokeralphd.agents.base import AgentRequest
 from pokeralphd.agents.codex import CodexBackend
-from pokeralphd.domain.config import AgentConfig
 
 CODEX = Path(__file__).resolve().parents[2] / ".tools" / "node_modules" / ".bin" / "codex"
 

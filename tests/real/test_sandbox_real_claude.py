@@ -20,7 +20,7 @@ import anyio.from_thread
 import anyio.lowlevel
 import pytest
 
-from pokeralphd.domain.sandbox_config import SandboxConfig
+from pokeralph_core.config.sandbox import SandboxConfig
 from pokeralphd.sandbox import EgressProxy, NetworkRequest, build_policy, bwrap_argv, needs_for
 from pokeralphd.sandbox import probe as sandbox_probe
 from tests.fakes.messages_api import MessagesAPI, Text, ToolUse

@@ -16,10 +16,10 @@ from pathlib import Path
 import anyio
 import pytest
 
+from pokeralph_core.config.model import AgentConfig
+from pokeralph_core.config.sandbox import SandboxConfig
 from pokeralphd.agents.base import AgentRequest
 from pokeralphd.agents.codex import CodexBackend
-from pokeralphd.domain.config import AgentConfig
-from pokeralphd.domain.sandbox_config import SandboxConfig
 from pokeralphd.sandbox import (
     CONFINED_ENV,
     EgressProxy,

@@ -12,6 +12,7 @@ import anyio
 import pytest
 
 from pokeralph_core.approval import ApprovalRule
+from pokeralph_core.config.model import AgentConfig
 from pokeralphd.agents import get_backend
 from pokeralphd.agents.acp_map import ToolCalls, choose_option, result_of
 from pokeralphd.agents.acp_rpc import MAX_INBOUND, Peer, PeerClosed
@@ -27,7 +28,6 @@ from pokeralphd.agents.base import (
 )
 from pokeralphd.agents.claude import ClaudeBackend
 from pokeralphd.agents.codex import CodexBackend
-from pokeralphd.domain.config import AgentConfig
 from pokeralphd.errors import AgentError
 from pokeralphd.proc import MAX_LINE
 

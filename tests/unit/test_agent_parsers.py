@@ -8,6 +8,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pokeralph_core.config.model import AgentConfig
 from pokeralphd.agents.base import (
     AgentNotice,
     AgentRateLimit,
@@ -22,7 +23,6 @@ from pokeralphd.agents.claude import ClaudeBackend
 from pokeralphd.agents.codex import CodexBackend
 from pokeralphd.agents.command import CommandBackend
 from pokeralphd.agents.runner import classify_api_failure, reset_from_text
-from pokeralphd.domain.config import AgentConfig
 from pokeralphd.domain.models import Usage
 
 

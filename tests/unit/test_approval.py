@@ -26,8 +26,8 @@ from pokeralph_core.approval import (
     known_tool,
     rule_id,
 )
+from pokeralph_core.config import layers
 from pokeralphd.errors import CorruptFile, InvalidParams, InvalidState, NotFound
-from pokeralphd.store import config_layers as layers
 from pokeralphd.store import config_writes as writes
 from pokeralphd.store.rules import RuleStore, read_usage
 

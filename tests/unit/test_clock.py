@@ -7,11 +7,11 @@ from pathlib import Path
 import anyio
 import pytest
 
+from pokeralph_core.config.model import AgentConfig
 from pokeralphd.agents import get_backend
 from pokeralphd.agents.base import AgentEvent, AgentRequest, AgentStarted, AgentText
 from pokeralphd.agents.runner import run_agent
 from pokeralphd.clock import wait_or_timeout
-from pokeralphd.domain.config import AgentConfig
 from tests.fakeclock import FakeClock
 from tests.helpers import FAKES
 

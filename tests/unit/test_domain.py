@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from pokeralphd.domain.config import Config
+from pokeralph_core.config.model import Config
 from pokeralphd.domain.ids import InvalidId, next_task_id, slugify, validate_task_id
 from pokeralphd.domain.models import PRD, Battle, Iteration, Progress, Task
 from pokeralphd.domain.statuses import (

@@ -17,10 +17,10 @@ import pytest
 from pydantic import BaseModel
 
 from pokeralph_core import documents
+from pokeralph_core.config import layers as config_layers
 from pokeralph_core.documents import DocumentKind
 from pokeralphd.errors import CorruptFile
 from pokeralphd.planning.service import SESSION_KIND
-from pokeralphd.store import config_layers
 from pokeralphd.store.filemanager import (
     HISTORY_KIND,
     PRD_KIND,

@@ -14,6 +14,7 @@ from pokeralph_agent.chat import Reply, ToolCallRequest
 from pokeralph_agent.loop import Outcome
 from pokeralph_agent.session import Message, Session, ToolCall, ToolResult
 from pokeralph_agent.streamjson import StreamJsonOut
+from pokeralph_core.config.model import AgentConfig
 from pokeralphd.agents import get_backend
 from pokeralphd.agents.base import (
     AgentRequest,
@@ -25,7 +26,6 @@ from pokeralphd.agents.base import (
     PermissionAnswer,
 )
 from pokeralphd.agents.local import LocalBackend
-from pokeralphd.domain.config import AgentConfig
 from pokeralphd.errors import AgentError
 
 
@@ -243,8 +243,8 @@ def test_a_flag_agent_local_refuses_is_an_error_naming_the_flag(flag: str, tmp_p
 
 
 def test_the_config_refuses_an_api_key_with_a_line_break() -> None:
+    from pokeralph_core.config.layers import validate
     from pokeralphd.errors import InvalidParams
-    from pokeralphd.store.config_layers import validate
 
     with pytest.raises(InvalidParams) as caught:
         validate({"agent": {"local": {"apiKey": "sk-secret\n"}}}, None)

@@ -115,7 +115,7 @@ def test_a_rule_the_user_wrote_without_an_id_is_not_added_again(tmp_path: Path) 
     its terminal) skip one the user already has, also when written by hand without an id
     (it is derived): appended again, the layer would hold the id twice and be refused."""
     from pokeralph_core.approval import ApprovalRule
-    from pokeralphd.store import config_layers
+    from pokeralph_core.config import layers as config_layers
     from pokeralphd.store.rules import add_to_user_layer
 
     by_hand = {

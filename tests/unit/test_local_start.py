@@ -24,7 +24,7 @@ NOT_IN_A_BATTLE = (
     "trio",
     "pokeralph_core.approval",
     "pokeralphd.domain.models",
-    "pokeralphd.store.config_layers",
+    "pokeralph_core.config.layers",
     "pokeralph_core.local_defaults",
     "pokeralphd.store.rules",
     "pokeralph_agent.approve",

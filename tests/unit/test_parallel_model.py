@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from pokeralph_core import documents
+from pokeralph_core.config.model import Config
 from pokeralphd.battle import worktrees
-from pokeralphd.domain.config import Config
 from pokeralphd.domain.models import PRD, Task
 from pokeralphd.store.filemanager import HISTORY_KIND, PRD_KIND
 from tests.helpers import make_git_repo

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from pokeralph_core.config.model import Config
 from pokeralphd.agents.base import AgentOutcome, AgentResult
 from pokeralphd.battle.phases import backoff_delay, findings_of, next_phase
 from pokeralphd.battle.prompt import build_task_prompt
@@ -20,7 +21,6 @@ from pokeralphd.battle.reports import (
     verification_passed,
 )
 from pokeralphd.battle.transient import transient_failure
-from pokeralphd.domain.config import Config
 from pokeralphd.domain.models import PRD, Task
 from pokeralphd.domain.statuses import (
     BATTLE_TRANSITIONS,

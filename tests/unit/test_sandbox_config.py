@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from pokeralphd.domain.sandbox_config import (
+from pokeralph_core.config.sandbox import (
     MAX_HOSTS,
     MAX_PATHS,
     HostPattern,

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from pokeralph_core.config.model import AgentConfig
+from pokeralph_core.config.sandbox import SandboxConfig
 from pokeralphd.agents.base import AgentRequest
 from pokeralphd.agents.codex import CodexBackend
-from pokeralphd.domain.config import AgentConfig
-from pokeralphd.domain.sandbox_config import SandboxConfig
 from pokeralphd.errors import InvalidParams
 from pokeralphd.sandbox import (
     CONFINED_ENV,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import anyio
 import pytest
 
-from pokeralphd.domain.sandbox_config import parse_host_pattern
+from pokeralph_core.config.sandbox import parse_host_pattern
 from pokeralphd.sandbox.proxy import (
     MAX_HEAD,
     EgressProxy,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pokeralphd.domain.sandbox_config import SandboxConfig
+from pokeralph_core.config.sandbox import SandboxConfig
 from pokeralphd.sandbox import SandboxPolicy, build_policy, needs_for
 from pokeralphd.sandbox.seatbelt import profile, quote, sandbox_exec_argv
 from tests.helpers import make_git_repo, short_tmpdir

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import pytest
 
-from pokeralphd.domain.sandbox_config import SandboxConfig
+from pokeralph_core.config.sandbox import SandboxConfig
 from pokeralphd.sandbox import seatbelt
 from pokeralphd.sandbox.bwrap import Probe
 from pokeralphd.sandbox.proxy import Decision, NetworkRequest

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from pokeralph_core import atomic, documents
+from pokeralph_core.config import layers as config_layers
 from pokeralph_core.documents import DocumentKind, decode_document, load, save
 from pokeralphd.domain.models import PRD, Progress, Task
 from pokeralphd.errors import CorruptFile, InvalidParams, RepoLocked, StorageError, VersionConflict
-from pokeralphd.store import config_layers
 from pokeralphd.store.filemanager import PRD_KIND, FileManager
 from pokeralphd.store.locks import RepoLock
 

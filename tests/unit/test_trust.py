@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pokeralph_core.config import layers
 from pokeralphd.errors import CorruptFile, InvalidParams, VersionConflict
-from pokeralphd.store import config_layers as layers
 from pokeralphd.store import config_writes as writes
 from tests.helpers import fuzz_cases
 

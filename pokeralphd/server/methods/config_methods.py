@@ -2,7 +2,7 @@
 
 A repository's ``.pokeralph/config.json`` comes with the repository; until the user
 trusted its content (``config.trust``) it may only make things stricter
-(:mod:`pokeralphd.domain.tightening`): ``config.get`` says which of its keys wait for
+(:mod:`pokeralph_core.config.tightening`): ``config.get`` says which of its keys wait for
 trust (``ignoredKeys``) and which apply because they only tighten (``tighteningKeys``).
 A layer or a patch with a snake_case key is refused, naming it.
 
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import msgspec
 
+from pokeralph_core.config import layers as config_layers
 from pokeralphd.errors import InvalidParams, PokeralphError
 from pokeralphd.protocol import events as ev
 from pokeralphd.protocol.params import (
@@ -35,7 +36,7 @@ from pokeralphd.protocol.results import (
     TrustState,
     UserConfigResult,
 )
-from pokeralphd.store import config_layers, config_writes
+from pokeralphd.store import config_writes
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -15,19 +15,21 @@ naming it (:func:`validate`).
 pull or an agent's edit wrote it, not the user. Until the user trusted that exact content
 (``pokeralphctl trust``: the user layer records the sha256 of the repository layer's
 canonical content, every key but the ``version`` counter, under :data:`TRUST_KEY`, per
-repository root), it may only make things stricter: :mod:`pokeralphd.domain.tightening`
+repository root), it may only make things stricter: :mod:`pokeralph_core.config.tightening`
 says, key by key, what only tightens (a deny rule, a stricter ``permissions.unmatched``,
 a lower cap or bound) and so applies, and what waits for trust (all of ``agent``,
 ``roles`` and ``feedbackCommands``, allow rules, anything that loosens). It is decided on
 validated models: the layers below (defaults, user), and those with the whole repository
 layer merged over them; :class:`Trust` names the keys of each kind. Keys that are not
 sensitive apply as they are. Changes the daemon writes at the user's request keep a
-trusted layer trusted (:func:`pokeralphd.store.config_writes.update_repo_layer`).
+trusted layer trusted (the daemon's ``pokeralphd.store.config_writes.update_repo_layer``).
 
-Writing the layers is :mod:`pokeralphd.store.config_writes`.
+Reading is shared: the daemon and the standalone ``pokeralph-agent`` both load the
+effective config with :func:`load`. Writing the layers is the daemon's alone
+(``pokeralphd.store.config_writes``, built on what this module reads and checks).
 
 **Notifications** (``notify``): a repository layer may only make its own quieter, trusted
-or not (:func:`pokeralphd.domain.tightening.quieter_notify`), and may not name a webhook
+or not (:func:`pokeralph_core.config.tightening.quieter_notify`), and may not name a webhook
 at all. A webhook's URL is a secret of the user's layer: whatever describes a config
 (``config.get``, ``config_updated`` events, the user layer's own description) shows it
 redacted (:func:`redacted`).
@@ -42,7 +44,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import logging
 import types
 import typing
 from dataclasses import dataclass, replace
@@ -53,15 +54,13 @@ from pydantic import BaseModel, ValidationError
 from pydantic.alias_generators import to_camel
 
 from pokeralph_core.approval import ApprovalRule, RuleError, check_rules
+from pokeralph_core.config import tightening
+from pokeralph_core.config.model import Config
 from pokeralph_core.documents import META_KEYS, field_path, first_error, read_json
-from pokeralphd.domain import tightening
-from pokeralphd.domain.config import Config
-from pokeralphd.errors import CorruptFile, InvalidParams, PokeralphError
+from pokeralph_core.errors import CorruptFile, InvalidParams, PokeralphError
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-log = logging.getLogger(__name__)
 
 CONFIG_SCHEMA_VERSION = 1
 
@@ -238,7 +237,7 @@ def layer_keys(layer: dict[str, Any], model: type[BaseModel] = Config) -> list[s
 
 def sensitive_keys(layer: dict[str, Any]) -> list[str]:
     """The keys a layer sets that need trust unless they only tighten
-    (:func:`pokeralphd.domain.tightening.sensitive`; an empty value counts: ``[]``
+    (:func:`pokeralph_core.config.tightening.sensitive`; an empty value counts: ``[]``
     replaces)."""
     return [key for key in layer_keys(layer) if tightening.sensitive(key)]
 

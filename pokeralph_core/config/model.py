@@ -1,16 +1,18 @@
 """A repository's configuration: the ``Config`` document people edit (layered: defaults,
 the user's layer, the repository's ``.pokeralph/config.json``), with its agent, roles,
-permissions, budget, notifications and sandbox, every field bounded and validated.
+permissions, budget, notifications and sandbox, every field bounded and validated; and
+:class:`ExecutionMode`, its ``mode``, which each battle then carries.
 
 The data-model seed's Config, with "ours" extensions (backends, feedback commands,
 phases, approval rules, caps); camelCase on disk through :class:`Model`. How layers
-merge and which keys an untrusted layer may set is :mod:`pokeralphd.store.config_layers`
-and :mod:`pokeralphd.domain.tightening`.
+merge and which keys an untrusted layer may set is :mod:`pokeralph_core.config.layers`
+and :mod:`pokeralph_core.config.tightening`.
 """
 
 from __future__ import annotations
 
 import re
+from enum import StrEnum
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
@@ -25,14 +27,20 @@ from pydantic import (
 )
 
 from pokeralph_core.approval import RULES_MAX, ApprovalRule
+from pokeralph_core.config.sandbox import SandboxConfig
 from pokeralph_core.local_config import LocalAgentConfig
 from pokeralph_core.model_base import Model
-from pokeralphd.domain.sandbox_config import SandboxConfig
-from pokeralphd.domain.statuses import ExecutionMode
 
 LOOP_NAME_RE = r"^[a-z0-9][a-z0-9_-]{0,39}$"
 NonEmptyStr = Annotated[str, StringConstraints(min_length=1)]
 LoopName = Annotated[str, StringConstraints(pattern=LOOP_NAME_RE)]
+
+
+# hitl: a person approves each iteration; yolo: iterations run on. (No docstring: it
+# would become the description of ExecutionMode in the generated contract.)
+class ExecutionMode(StrEnum):
+    HITL = "hitl"
+    YOLO = "yolo"
 
 
 #: ``acp`` is any Agent Client Protocol agent (``agent.command``); ``gemini``, ``opencode``

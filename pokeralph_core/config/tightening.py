@@ -3,7 +3,7 @@
 Pure: no I/O. A repository's ``.pokeralph/config.json`` comes with the repository (a
 clone, a pull, an agent's edit); until the user trusts its content, it applies only where
 it cannot loosen what the layers below it (the defaults, the user's) say. Each key falls
-in one of four kinds, decided on validated :class:`~pokeralphd.domain.models.Config`
+in one of four kinds, decided on validated :class:`~pokeralph_core.config.model.Config`
 models (the layer below, and the layer below with the whole repository layer merged
 over it), never on how a key is spelled:
 
@@ -35,7 +35,7 @@ over it), never on how a key is spelled:
   where the user has it on, the kinds both list, details only where both opt in); its
   layer may not
   name a webhook at all (a URL is the user's secret, and a webhook a repository chose
-  would carry the user's notifications away: ``config_layers`` refuses it).
+  would carry the user's notifications away: :mod:`.layers` refuses it).
 - **Rules** (``approvalRules``): the layer's ``deny`` rules apply (a deny wins over any
   allow, so they only take power away); its ``allow`` rules wait.
 - **Free**: everything else (``feedbackLoops``, ``phases``, ``autoCommit``,
@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pokeralphd.domain.config import Config, NotifyConfig
+from pokeralph_core.config.model import Config, NotifyConfig
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -3,7 +3,7 @@
 Pure and bounded: paths are checked for their form only (absolute or ``~/…``, no ``..``,
 no NUL, at most :data:`MAX_PATH_LEN` bytes, at most :data:`MAX_PATHS` of each kind); what
 they mean on this machine (and that none of them opens a secret) is the policy's job
-(:mod:`pokeralphd.sandbox.policy`). A host pattern is ``host``, ``host:port``,
+(the daemon's ``pokeralphd.sandbox.policy``). A host pattern is ``host``, ``host:port``,
 ``*.domain`` or ``*.domain:port``, or an IP literal (``[v6]`` with a port); a pattern
 without a port allows ports 80 and 443 only (``127.0.0.1`` does not open every local
 service: name the port).
