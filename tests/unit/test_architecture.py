@@ -171,6 +171,7 @@ FORBIDDEN_IMPORTS: dict[str, tuple[str, ...]] = {
     "pokeralph_agent": ("pokeralphd", "pokeralph_acp"),
     "pokeralph_core": ("pokeralphd", "pokeralph_agent", "pokeralphctl", "pokeralph_acp"),
     "pokeralphctl": ("pokeralphd", "pokeralph_agent", "pokeralph_acp"),
+    "pokeralph_acp": ("pokeralphd", "pokeralph_agent"),
 }
 
 
