@@ -64,6 +64,7 @@ from pokeralphd.errors import (
     PokeralphError,
 )
 from pokeralphd.protocol import events as ev
+from pokeralphd.protocol.results import BattleSummary, RepoBattle
 
 if TYPE_CHECKING:
     from pokeralphd.battle.state import BattleHost
@@ -143,31 +144,33 @@ class BattleOrchestrator:
                 status=active.battle.status.value,
             )
 
-    def summary(self) -> dict[str, Any] | None:
+    def summary(self) -> BattleSummary | None:
         """The first active battle in brief (see :meth:`summaries` for all of them)."""
-        summaries = self.summaries()
-        return summaries[0] if summaries else None
+        actives = self.actives()
+        return BattleSummary(**self._summary(actives[0])) if actives else None
 
-    def summaries(self) -> list[dict[str, Any]]:
-        return [self._summary(active) for active in self.actives()]
+    def summaries(self) -> list[RepoBattle]:
+        """Every active battle in brief, with its repository's name."""
+        return [RepoBattle(repo=self.repo.name, **self._summary(a)) for a in self.actives()]
 
     def _summary(self, active: ActiveBattle) -> dict[str, Any]:
+        """The fields of a :class:`BattleSummary` (and of a :class:`RepoBattle`)."""
         b = active.battle
         escalation = open_escalation(active)
         return {
-            "taskId": b.task_id,
-            "status": b.status.value,
+            "task_id": b.task_id,
+            "status": b.status,
             "iteration": active.progress.current_iteration,
-            "mode": b.mode.value,
-            "maxIterations": b.max_iterations,
-            "costUsd": round(b.cost_usd, 6),
-            "pausedReason": b.paused_reason,
+            "mode": b.mode,
+            "max_iterations": b.max_iterations,
+            "cost_usd": float(round(b.cost_usd, 6)),  # a float on the wire, even when 0
+            "paused_reason": b.paused_reason,
             "phase": b.phase,
             "phases": list(b.phases),
-            "verificationCycle": b.verification.count,
-            "reviewCycle": b.review.count,
-            "blockedReason": b.blocked.reason if b.blocked else None,
-            "retryAt": b.blocked.retry_at if b.blocked else None,
+            "verification_cycle": b.verification.count,
+            "review_cycle": b.review.count,
+            "blocked_reason": b.blocked.reason if b.blocked else None,
+            "retry_at": _seconds(b.blocked.retry_at) if b.blocked else None,
             "escalation": escalation.dump() if escalation else None,
             "warnings": list(active.warnings),
             "worktree": b.worktree.path if b.worktree else None,
@@ -571,6 +574,10 @@ class BattleOrchestrator:
         new_hash = await anyio.to_thread.run_sync(git.revert_last, prefix)
         self.publish(ev.BattleReverted(task_id=task_id, commit_hash=new_hash, title=task.title))
         return {"taskId": task_id, "revertCommit": new_hash}
+
+
+def _seconds(value: float | None) -> float | None:
+    return None if value is None else float(value)
 
 
 def _archive_attempt(folder: Path, attempt: int) -> None:

@@ -24,6 +24,7 @@ from pokeralphd.domain.models import PRD, Battle, Progress, Task, check_dependen
 from pokeralphd.domain.statuses import TaskStatus, check_task_transition
 from pokeralphd.errors import InvalidParams, PokeralphError, RepoNotFound, TaskNotFound
 from pokeralphd.protocol import events as ev
+from pokeralphd.protocol.results import RepoRef
 from pokeralphd.store import config_layers, config_writes, local_defaults
 from pokeralphd.store.commit import DocumentFile
 from pokeralphd.store.filemanager import HISTORY_KIND, PRD_KIND, PROGRESS_KIND, FileManager
@@ -99,8 +100,8 @@ class RepoStore:
     def error(self) -> str | None:
         return self.failure.message if self.failure else None
 
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "path": str(self.path), "error": self.error}
+    def describe(self) -> RepoRef:
+        return RepoRef(name=self.name, path=str(self.path), error=self.error)
 
     # -- config
     def _config(self) -> tuple[Config, dict[str, str], int]:

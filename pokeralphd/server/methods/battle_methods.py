@@ -27,11 +27,9 @@ from pokeralphd.protocol.results import (
     BattleResult,
     BattleStartResult,
     DiffResult,
-    EngineSummary,
     HistoryResult,
     LogResult,
     ProgressResult,
-    RepoBattle,
     ReportResult,
     RevertResult,
 )
@@ -126,13 +124,8 @@ def register(table: MethodTable) -> None:
         result=BattleCurrentResult,
     )
     async def current(ctx: CallContext, p: RepoParams) -> BattleCurrentResult:
-        out = [
-            msgspec.convert({"repo": repo.name, **summary}, RepoBattle)
-            for repo in ctx.repos.scope(p.repo)
-            for summary in repo.battles.summaries()
-        ]
-        engine = msgspec.convert(ctx.services.battles.summary(), EngineSummary)
-        return BattleCurrentResult(battles=out, engine=engine)
+        out = [summary for repo in ctx.repos.scope(p.repo) for summary in repo.battles.summaries()]
+        return BattleCurrentResult(battles=out, engine=ctx.services.battles.summary())
 
     @table.add(
         "battle.progress",
