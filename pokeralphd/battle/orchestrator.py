@@ -64,7 +64,15 @@ from pokeralphd.errors import (
     PokeralphError,
 )
 from pokeralphd.protocol import events as ev
-from pokeralphd.protocol.results import BattleSummary, RepoBattle
+from pokeralphd.protocol.results import (
+    BattleApproveResult,
+    BattlePauseResult,
+    BattleResult,
+    BattleStartResult,
+    BattleSummary,
+    RepoBattle,
+    RevertResult,
+)
 
 if TYPE_CHECKING:
     from pokeralphd.battle.state import BattleHost
@@ -353,7 +361,7 @@ class BattleOrchestrator:
     # ------------------------------------------------------------------ control
     async def start(
         self, task_id: str, mode: str | None, max_iterations: int | None
-    ) -> dict[str, Any]:
+    ) -> BattleStartResult:
         validate_task_id(task_id)
         if max_iterations is not None and not 0 < max_iterations <= 100:
             raise InvalidParams("maxIterations must be between 1 and 100", field="maxIterations")
@@ -399,7 +407,7 @@ class BattleOrchestrator:
 
     async def _start(
         self, task_id: str, mode: str | None, max_iterations: int | None, config: Config
-    ) -> dict[str, Any]:
+    ) -> BattleStartResult:
         task, _ = await self.repo.task(task_id)
         if task.status == TaskStatus.COMPLETED:
             raise InvalidState(f"task {task_id} is already completed", taskId=task_id)
@@ -475,7 +483,7 @@ class BattleOrchestrator:
                 )
             )
         self.host.launch(run)
-        return {"battle": battle.dump(), "queued": active.queued}
+        return BattleStartResult(battle=battle.dump(), queued=active.queued)
 
     async def _unmet_dependencies(self, task: Task) -> list[str]:
         if not task.depends_on:
@@ -493,31 +501,33 @@ class BattleOrchestrator:
         request = AgentRequest(prompt="", cwd=self.repo.path, mode="execute", config=config.agent)
         await anyio.to_thread.run_sync(check_executable, backend, request)
 
-    async def pause(self, task_id: str | None, now: bool) -> dict[str, Any]:
+    async def pause(self, task_id: str | None, now: bool) -> BattlePauseResult:
         run = self._resolve(task_id)
         if not run.pause(now):
-            return {"battle": run.state.battle.dump()}
-        return {"battle": run.state.battle.dump(), "pauseRequested": True}
+            return BattlePauseResult(battle=run.state.battle.dump())
+        return BattlePauseResult(battle=run.state.battle.dump(), pause_requested=True)
 
-    async def resume(self, task_id: str | None) -> dict[str, Any]:
+    async def resume(self, task_id: str | None) -> BattleResult:
         run = self._resolve(task_id)
         run.resume()
-        return {"battle": run.state.battle.dump()}
+        return BattleResult(battle=run.state.battle.dump())
 
-    async def cancel(self, task_id: str | None) -> dict[str, Any]:
+    async def cancel(self, task_id: str | None) -> BattleResult:
         run = self._resolve(task_id)
         return await self._cancel(run)
 
-    async def _cancel(self, run: BattleRun, answer: Escalation | None = None) -> dict[str, Any]:
+    async def _cancel(self, run: BattleRun, answer: Escalation | None = None) -> BattleResult:
         run.stop(Stop("cancel"), answer)
         with anyio.fail_after(60):
             await run.finished.wait()
-        return {"battle": run.state.battle.dump()}
+        return BattleResult(battle=run.state.battle.dump())
 
-    async def approve(self, task_id: str | None, approve: bool, note: str | None) -> dict[str, Any]:
+    async def approve(
+        self, task_id: str | None, approve: bool, note: str | None
+    ) -> BattleApproveResult:
         run = self._resolve(task_id)
         run.approve(approve, note)
-        return {"battle": run.state.battle.dump(), "approved": approve}
+        return BattleApproveResult(battle=run.state.battle.dump(), approved=approve)
 
     async def resolve_escalation(
         self,
@@ -526,7 +536,7 @@ class BattleOrchestrator:
         action: EscalationAction,
         guidance: str | None,
         delivery_id: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> BattleResult:
         """A person's answer to the open escalation (seed 003: not idempotent): recorded
         in the battle's record at once, acted on by the runner once; a second answer,
         or one to an escalation already answered, is refused."""
@@ -559,9 +569,9 @@ class BattleOrchestrator:
         if action == "cancel":
             return await self._cancel(run, escalation)
         run.answered()
-        return {"battle": active.battle.dump()}
+        return BattleResult(battle=active.battle.dump())
 
-    async def revert(self, task_id: str) -> dict[str, Any]:
+    async def revert(self, task_id: str) -> RevertResult:
         """Undo the task's last PokéRalph commit with a revert commit."""
         active = self.battle_of(task_id)
         if active is not None and active.battle.status == B.RUNNING:
@@ -573,7 +583,7 @@ class BattleOrchestrator:
         prefix = git.format_commit_message(task_id, "").rstrip(": ").rstrip()
         new_hash = await anyio.to_thread.run_sync(git.revert_last, prefix)
         self.publish(ev.BattleReverted(task_id=task_id, commit_hash=new_hash, title=task.title))
-        return {"taskId": task_id, "revertCommit": new_hash}
+        return RevertResult(task_id=task_id, revert_commit=new_hash)
 
 
 def _seconds(value: float | None) -> float | None:
