@@ -18,7 +18,7 @@ import os
 import signal
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
@@ -34,6 +34,7 @@ from pokeralphd.inbox.service import InboxService
 from pokeralphd.notify.service import NotifyService
 from pokeralphd.planning.service import PlanService
 from pokeralphd.proc import ProcessOwner
+from pokeralphd.protocol.results import DaemonStatus
 from pokeralphd.repositories import Repositories
 from pokeralphd.repository import Repository
 from pokeralphd.sandbox.service import SandboxService
@@ -199,20 +200,20 @@ class Daemon:
         return self.ledger.day_total(utcnow().date().isoformat(), repo).cost_usd
 
     # -- status
-    def status(self) -> dict[str, Any]:
-        return {
-            "version": __version__,
-            "pid": os.getpid(),
-            "uptime": round(time.monotonic() - self.started, 3),
-            "socket": str(self.paths.socket),
-            "activated": bool(self.bound and self.bound.activated),
-            "repositories": [r.describe() for r in self.repos],
-            "clients": self._clients(),
-            "seq": self.bus.seq,
-            "epoch": self.epoch,
-            "spendToday": self.ledger.day_total(utcnow().date().isoformat()).to_json(),
-            "sandbox": self.sandbox.status(),
-        }
+    def status(self) -> DaemonStatus:
+        return DaemonStatus(
+            version=__version__,
+            pid=os.getpid(),
+            uptime=round(time.monotonic() - self.started, 3),
+            socket=str(self.paths.socket),
+            activated=bool(self.bound and self.bound.activated),
+            repositories=[r.describe() for r in self.repos],
+            clients=self._clients(),
+            seq=self.bus.seq,
+            epoch=self.epoch,
+            spend_today=self.ledger.day_total(utcnow().date().isoformat()).spend(),
+            sandbox=self.sandbox.status(),
+        )
 
     def _clients(self) -> int:
         return len(self.server.connections) + (len(self.web.connections) if self.web else 0)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from pokeralphd.errors import PokeralphError
     from pokeralphd.inbox.service import RepoInbox
     from pokeralphd.planning.service import RepoPlanner
+    from pokeralphd.protocol.results import RepoRef
     from pokeralphd.store.repo_store import RepoStore
 
 
@@ -44,7 +45,7 @@ class Repository:
     def error(self) -> str | None:
         return self.store.error
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> RepoRef:
         return self.store.describe()
 
     async def update_task(

@@ -146,7 +146,7 @@ def battle_line(out: Output, battle: dict[str, Any]) -> str:
     iterations = battle.get("iterations") or []
     limit = battle.get("maxIterations")
     return (
-        f"{out.style(clean(battle.get('taskId')), 'bold')} {out.status(battle.get('status'))}, "
+        f"{out.style(clean(battle['taskId']), 'bold')} {out.status(battle['status'])}, "
         f"{clean(battle.get('mode'))}, {len(iterations)}/{clean(limit or '?')} iterations, "
         f"{money(battle.get('costUsd'))}{phase_text(battle)}"
     )
@@ -167,12 +167,12 @@ def escalation_lines(out: Output, battle: dict[str, Any]) -> list[str]:
     """What a blocked or escalated battle waits for."""
     lines = []
     blocked = battle.get("blocked")
-    if battle.get("status") == "blocked" and isinstance(blocked, dict):
-        lines.append(f"blocked:     {clean(blocked.get('reason'))}")
+    if battle["status"] == "blocked" and isinstance(blocked, dict):
+        lines.append(f"blocked:     {clean(blocked['reason'])}")
     escalations = battle.get("escalations") or []
     last = escalations[-1] if escalations else None
-    if battle.get("status") == "escalated" and isinstance(last, dict):
-        lines.append(f"escalated:   {out.style(clean(last.get('message')), 'magenta')}")
+    if battle["status"] == "escalated" and isinstance(last, dict):
+        lines.append(f"escalated:   {out.style(clean(last['message']), 'magenta')}")
         if last.get("deliveryId"):
             lines.append(
                 f"             answer it: `pokeralphctl inbox show {clean(last['deliveryId'])}`"
@@ -205,7 +205,7 @@ def start(ctx: Context, args: argparse.Namespace) -> int:
     if args.all:
         return _started_all(out, result)
     battle = result["battle"]
-    queued = " (queued: waiting for a free slot)" if result.get("queued") else ""
+    queued = " (queued: waiting for a free slot)" if result["queued"] else ""
     out.line(f"started: {battle_line(out, battle)}{queued}")
     out.note(
         f"follow it with `pokeralphctl battle log -f {clean(battle['taskId'])}` "
@@ -235,12 +235,12 @@ def control(ctx: Context, args: argparse.Namespace) -> int:
         out.ok(result)
         return 0
     battle = result["battle"]
-    if result.get("pauseRequested") and battle.get("status") != "paused":
+    if result.get("pauseRequested") and battle["status"] != "paused":
         out.line(f"pause requested: {battle_line(out, battle)}")
         out.note("it pauses at the end of the running iteration (--now stops it at once)", "dim")
     else:
         out.line(battle_line(out, battle))
-    if battle.get("status") == "paused":
+    if battle["status"] == "paused":
         out.note(f"resume with `pokeralphctl battle resume {battle['taskId']}`", "dim")
     return 0
 
@@ -290,11 +290,11 @@ def show(ctx: Context, args: argparse.Namespace) -> int:
     out = ctx.out
     if args.task_id:
         result = ctx.call("battle.progress", ctx.params(taskId=args.task_id))
-        battle = ctx.call("battle.history", ctx.params(taskId=args.task_id)).get("battle")
+        battle = ctx.call("battle.history", ctx.params(taskId=args.task_id))["battle"]
         if out.json:
             out.ok({**result, "battle": battle})
         else:
-            print_progress(out, args.task_id, result.get("progress"))
+            print_progress(out, args.task_id, result["progress"])
             if battle:
                 print_phases(out, battle)
                 runs = [it.get("sandbox") for it in battle.get("iterations") or []]
@@ -305,19 +305,19 @@ def show(ctx: Context, args: argparse.Namespace) -> int:
     if out.json:
         out.ok(result)
         return 0
-    battles = result.get("battles") or []
+    battles = result["battles"]
     if not battles:
         out.line("no active battle: start one with `pokeralphctl battle start TASK`")
         return 0
     rows = [
         [
-            clean(b.get("repo")),
-            clean(b.get("taskId")),
-            out.status(b.get("status")),
+            clean(b["repo"]),
+            clean(b["taskId"]),
+            out.status(b["status"]),
             clean(_summary_phase(b)),
-            clean(f"{b.get('iteration')}/{b.get('maxIterations') or '?'}"),
-            clean(b.get("mode")),
-            money(b.get("costUsd")),
+            clean(f"{b['iteration']}/{b['maxIterations'] or '?'}"),
+            clean(b["mode"]),
+            money(b["costUsd"]),
             clean(_waits_for(b)),
         ]
         for b in battles
@@ -327,12 +327,12 @@ def show(ctx: Context, args: argparse.Namespace) -> int:
         if b.get("worktree"):
             out.line(
                 out.style(
-                    clean(f"  {b.get('taskId')}: branch {b.get('branch')} in {b['worktree']}"),
+                    clean(f"  {b['taskId']}: branch {b.get('branch')} in {b['worktree']}"),
                     "dim",
                 )
             )
         for warning in b.get("warnings") or []:
-            out.line(out.style(clean(f"! {b.get('taskId')}: {warning}"), "yellow"))
+            out.line(out.style(clean(f"! {b['taskId']}: {warning}"), "yellow"))
     return 0
 
 
@@ -364,7 +364,7 @@ def _waits_for(b: dict[str, Any]) -> str:
     escalation = b.get("escalation")
     if isinstance(escalation, dict):
         return f"escalated: answer inbox item {escalation.get('deliveryId')}"
-    return str(b.get("blockedReason") or b.get("pausedReason") or "")
+    return str(b.get("blockedReason") or b["pausedReason"] or "")
 
 
 def print_phases(out: Output, battle: dict[str, Any]) -> None:
@@ -392,7 +392,7 @@ def report_rows(out: Output, battle: dict[str, Any]) -> list[list[Any]]:
             rows.append(
                 [
                     clean(name),
-                    r.get("cycle"),
+                    r["cycle"],
                     out.status(r.get("outcome")),
                     "yes" if r.get("passed") else "no",
                     clean(r.get("iteration") or "-"),
@@ -433,12 +433,12 @@ def history(ctx: Context, args: argparse.Namespace) -> int:
     if out.json:
         out.ok(result)
         return 0
-    battle = result.get("battle")
+    battle = result["battle"]
     if not battle:
         out.line(f"no battle for {args.task_id} yet: `pokeralphctl battle start {args.task_id}`")
         return 0
     out.line(f"{battle_line(out, battle)}, attempt {battle.get('attempt', 1)}")
-    out.line(out.style(clean(f"started {battle.get('startedAt')}"), "dim"))
+    out.line(out.style(clean(f"started {battle['startedAt']}"), "dim"))
     if battle.get("error"):
         out.line(f"error: {out.style(clean(battle['error'], multiline=True), 'red')}")
     iterations = battle.get("iterations") or []
@@ -447,8 +447,8 @@ def history(ctx: Context, args: argparse.Namespace) -> int:
     out.line()
     rows = [
         [
-            it.get("number"),
-            out.status(it.get("result")),
+            it["number"],
+            out.status(it["result"]),
             duration(it.get("durationMs")),
             money(it.get("costUsd")),
             len(it.get("filesChanged") or []),
@@ -463,7 +463,7 @@ def history(ctx: Context, args: argparse.Namespace) -> int:
     for it in iterations:  # each run's sandbox, once per change
         box = it.get("sandbox")
         if isinstance(box, dict) and box != shown:
-            out.line(f"iteration {it.get('number')}: " + sandbox_line(out, box))
+            out.line(f"iteration {it['number']}: " + sandbox_line(out, box))
             shown = box
     if getattr(args, "calls", False):
         for it in iterations:
@@ -471,7 +471,7 @@ def history(ctx: Context, args: argparse.Namespace) -> int:
             if not calls:
                 continue
             out.line()
-            out.line(out.style(f"iteration {it.get('number')}: {len(calls)} tool calls", "bold"))
+            out.line(out.style(f"iteration {it['number']}: {len(calls)} tool calls", "bold"))
             for call in calls:
                 out.line("  " + call_line(out, call))
             if it.get("toolCallsOmitted"):
@@ -492,12 +492,12 @@ def history(ctx: Context, args: argparse.Namespace) -> int:
     for e in escalations:
         resolution = e.get("resolution") or {}
         answer = (
-            f"answered {clean(resolution.get('action'))}"
+            f"answered {clean(resolution['action'])}"
             + (f": {clean(resolution['guidance'])}" if resolution.get("guidance") else "")
             if resolution
             else "waiting for an answer"
         )
-        out.line(f"escalation {e.get('number')} ({clean(e.get('reason'))}): {answer}")
+        out.line(f"escalation {e['number']} ({clean(e['reason'])}): {answer}")
     for line in escalation_lines(out, battle):
         out.line(line)
     return 0
@@ -514,7 +514,7 @@ def report(ctx: Context, args: argparse.Namespace) -> int:
         return 0
     r = result["report"]
     outcome = r.get("recommendation") or r.get("assessment")
-    head = f"{clean(args.phase)} report {r.get('cycle')} of {clean(r.get('taskId'))}: "
+    head = f"{clean(args.phase)} report {r['cycle']} of {clean(r['taskId'])}: "
     out.line(head + (out.status(outcome) if r.get("valid") else out.status("invalid")))
     if not r.get("valid"):
         out.line(f"problem: {out.style(clean(r.get('problem')), 'red')}")

@@ -145,7 +145,7 @@ def lookup(tree: Any, parts: list[str]) -> tuple[bool, Any]:
 
 
 def _ignored_keys(result: dict[str, Any]) -> list[str]:
-    return [str(k) for k in (result.get("trust") or {}).get("ignoredKeys") or []]
+    return [str(k) for k in result["trust"]["ignoredKeys"]]
 
 
 def ignored(result: dict[str, Any], parts: list[str]) -> bool:
@@ -153,7 +153,7 @@ def ignored(result: dict[str, Any], parts: list[str]) -> bool:
     dotted = ".".join(parts)
     return (
         any(dotted == k or dotted.startswith(k + ".") for k in _ignored_keys(result))
-        and (lookup(result.get("repoLayer", {}), parts)[0])
+        and (lookup(result["repoLayer"], parts)[0])
     )
 
 
@@ -170,10 +170,10 @@ def source_of(result: dict[str, Any], parts: list[str]) -> str:
     """Which layer set a key: ``sources`` names top-level keys; nested keys are looked up."""
     if ignored(result, parts):
         return "user or default; repo value ignored: not trusted"
-    top = result.get("sources", {}).get(parts[0], "default")
+    top = result["sources"].get(parts[0], "default")
     if len(parts) == 1 or top == "default":
         return str(top)
-    found, _ = lookup(result.get("repoLayer", {}), parts)
+    found, _ = lookup(result["repoLayer"], parts)
     return "repo" if found else "user or default"
 
 
@@ -212,7 +212,7 @@ def _set_user(ctx: Context, parts: list[str], value: Any) -> int:
         return 0
     found, now = lookup(result["config"], parts)
     shown = show_value(now) if found else "(not set)"
-    where = f"user layer, version {result.get('version')}"
+    where = f"user layer, version {result['version']}"
     ctx.out.line(f"{clean('.'.join(parts))} = {shown}  " + ctx.out.style(f"({where})", "dim"))
     return 0
 
@@ -233,7 +233,7 @@ def get(ctx: Context, args: argparse.Namespace) -> int:
             for key, value in flatten(config)
         ]
         out.table(["key", "value", "source"], rows)
-        warn(out, result.get("trust"))
+        warn(out, result["trust"])
         return 0
     parts = split_key(args.key)
     found, value = lookup(config, parts)
@@ -242,7 +242,7 @@ def get(ctx: Context, args: argparse.Namespace) -> int:
             f"{args.key} is set only by the repository's config, which is not trusted: "
             "it is ignored",
             "read .pokeralph/config.json, then run `pokeralphctl trust`",
-            data={"key": args.key, "trust": result.get("trust")},
+            data={"key": args.key, "trust": result["trust"]},
         )
     if not found:
         raise CommandError(
@@ -256,7 +256,7 @@ def get(ctx: Context, args: argparse.Namespace) -> int:
     else:
         out.line(f"{show_value(value)}  {out.style(f'({source})', 'dim')}")
         if touches_ignored(result, parts):
-            warn(out, result.get("trust"))
+            warn(out, result["trust"])
     return 0
 
 
@@ -275,13 +275,13 @@ def set_(ctx: Context, args: argparse.Namespace) -> int:
     if ctx.out.json:
         ctx.out.ok(result)
     else:
-        where = f"repo layer, version {result.get('version')}"
+        where = f"repo layer, version {result['version']}"
         if ignored(result, parts):  # written, but not in effect
             shown, where = show_value(value), where + ", ignored: not trusted"
         else:
             shown = show_value(lookup(result["config"], parts)[1])
         ctx.out.line(f"{clean('.'.join(parts))} = {shown}  " + ctx.out.style(f"({where})", "dim"))
-        warn(ctx.out, result.get("trust"))
+        warn(ctx.out, result["trust"])
     return 0
 
 
@@ -298,5 +298,5 @@ def unset(ctx: Context, args: argparse.Namespace) -> int:
         now = show_value(effective) if found else "(not set)"
         source = source_of(result, parts)
         ctx.out.line(f"{clean('.'.join(parts))} = {now}  " + ctx.out.style(f"({source})", "dim"))
-        warn(ctx.out, result.get("trust"))
+        warn(ctx.out, result["trust"])
     return 0

@@ -58,30 +58,30 @@ def cost(ctx: Context, args: argparse.Namespace) -> int:
     if out.json:
         out.ok(result)
         return 0
-    groups = result.get("groups") or []
+    groups = result["groups"]
     if not groups:
         out.line("nothing spent yet (in the days asked)")
         return 0
     rows = [
         [
-            clean(g.get("key")),
-            money(g.get("costUsd")),
-            g.get("iterations"),
-            tokens(g.get("tokens") or {}),
+            clean(g["key"]),
+            money(g["costUsd"]),
+            g["iterations"],
+            tokens(g["tokens"]),
         ]
         for g in groups
     ]
-    total = result.get("total") or {}
+    total = result["total"]
     rows.append(
         [
             out.style("total", "bold"),
-            out.style(money(total.get("costUsd")), "bold"),
-            total.get("iterations"),
-            tokens(total.get("tokens") or {}),
+            out.style(money(total["costUsd"]), "bold"),
+            total["iterations"],
+            tokens(total["tokens"]),
         ]
     )
     out.table([args.by, "cost", "iterations", "tokens"], rows)
-    if result.get("skipped"):
+    if result["skipped"]:
         out.line(
             out.style(
                 f"{result['skipped']} ledger lines could not be read (see the daemon log)", "yellow"

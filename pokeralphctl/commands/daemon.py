@@ -174,7 +174,7 @@ def stop(ctx: Context, args: argparse.Namespace) -> int:
         return 0
     deadline = time.monotonic() + STOP_DEADLINE
     with conn:
-        pid = conn.call("daemon.status").get("pid")
+        pid = conn.call("daemon.status")["pid"]
         conn.call("daemon.shutdown")
         try:  # it closes our connection as it goes
             for _ in conn.messages():

@@ -107,4 +107,4 @@ def deliver(ctx: Context, args: argparse.Namespace) -> int:
         ctx.out.ok(result)
     else:
         ctx.out.line(json.dumps(result))  # {"status", "id", "repo", "answer": {"values", "note"…}}
-    return 0 if result.get("status") == "answered" else EXIT_TIMEOUT
+    return 0 if result["status"] == "answered" else EXIT_TIMEOUT

@@ -94,12 +94,12 @@ def show(ctx: Context, item: dict[str, Any]) -> None:
     if schema:
         out.line("")
         out.line(f"answer: {describe(schema)}")
-    for fb in item.get("feedback") or []:
+    for fb in item["feedback"]:
         out.line(
             clean(f"answered {fb['createdAt']}: {json.dumps(fb['values'])}")
             + (f" — {clean(fb['note'], multiline=True)}" if fb.get("note") else "")
         )
-    for note in item.get("annotations") or []:
+    for note in item["annotations"]:
         out.line(clean(f"note {note['createdAt']}: ") + clean(note["content"], multiline=True))
 
 

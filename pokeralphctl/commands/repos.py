@@ -48,7 +48,7 @@ def list_repos(ctx: Context, args: argparse.Namespace) -> int:
         return 0
     rows = []
     for repo in repos:
-        if repo.get("error"):
+        if repo["error"]:
             error = out.style(clean(repo["error"]), "red")
             rows.append([clean(repo["name"]), clean(repo["path"]), "-", error, "-"])
         else:

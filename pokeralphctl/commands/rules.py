@@ -87,10 +87,10 @@ def list_(ctx: Context, args: argparse.Namespace) -> int:
         )
     else:
         out.line("no approval rules: every tool call is left to the policy")
-    if result.get("ignoredRepoRules"):
+    if result["ignoredRepoRules"]:
         out.note(
             f"{result['ignoredRepoRules']} rule(s) of the repository's config ignored: "
-            f"{clean(result.get('trustMessage') or 'not trusted')}",
+            f"{clean(result['trustMessage'] or 'not trusted')}",
             "yellow",
         )
     return 0

@@ -85,45 +85,45 @@ def battle_summary(out: Output, battle: dict[str, Any] | None) -> str:
     """``running 001-x it 3/10 $0.12`` for a battle summary, or ``-``."""
     if not battle:
         return "-"
-    iteration = battle.get("iteration")
-    limit = battle.get("maxIterations")
+    iteration = battle["iteration"]
+    limit = battle["maxIterations"]
     it = f"it {iteration}/{limit}" if limit else f"it {iteration}"
-    parts = [out.status(battle.get("status")), clean(battle.get("taskId", "?")), it]
-    parts.append(money(battle.get("costUsd")))
-    if battle.get("pausedReason"):
+    parts = [out.status(battle["status"]), clean(battle["taskId"]), it]
+    parts.append(money(battle["costUsd"]))
+    if battle["pausedReason"]:
         parts.append(clean(f"({battle['pausedReason']})"))
     return " ".join(parts)
 
 
 def print_status(out: Output, result: dict[str, Any]) -> None:
     daemon = result["daemon"]
-    clients = daemon.get("clients", 0)
+    clients = daemon["clients"]
     out.line(
-        f"{out.style('pokeralphd', 'bold')} {daemon.get('version', '?')}: "
-        f"pid {daemon.get('pid')}, up {uptime(daemon.get('uptime'))}, "
-        f"{clients} client{'s' if clients != 1 else ''}, socket {daemon.get('socket')}"
+        f"{out.style('pokeralphd', 'bold')} {daemon['version']}: "
+        f"pid {daemon['pid']}, up {uptime(daemon['uptime'])}, "
+        f"{clients} client{'s' if clients != 1 else ''}, socket {daemon['socket']}"
     )
     sandbox = daemon.get("sandbox")
     if isinstance(sandbox, dict) and sandbox.get("warning"):
         out.line(out.style(clean(f"! sandbox: {sandbox['warning']}"), "yellow"))
     spent = daemon.get("spendToday")
-    if isinstance(spent, dict) and spent.get("iterations"):
-        out.line(f"today: {money(spent.get('costUsd'))} over {spent['iterations']} iterations")
+    if isinstance(spent, dict) and spent["iterations"]:
+        out.line(f"today: {money(spent['costUsd'])} over {spent['iterations']} iterations")
     repos = result["repos"]
     if not repos:
         out.line("no repositories: register one with `pokeralphctl init [PATH]`")
         return
     rows = []
     for repo in repos:
-        if repo.get("error"):
+        if repo["error"]:
             detail = out.style(clean(f"unavailable: {repo['error']}"), "red")
             name = out.style(clean(repo["name"]), "bold")
-            rows.append([name, clean(repo.get("path")), detail, "-"])
+            rows.append([name, clean(repo["path"]), detail, "-"])
             continue
         rows.append(
             [
                 out.style(clean(repo["name"]), "bold"),
-                clean(repo.get("path")),
+                clean(repo["path"]),
                 counts(repo.get("tasks")),
                 battle_summary(out, repo.get("battle")),
             ]
@@ -132,14 +132,12 @@ def print_status(out: Output, result: dict[str, Any]) -> None:
     for repo in repos:
         battle = repo.get("battle") or {}
         for warning in battle.get("warnings") or []:
-            out.line(
-                out.style(clean(f"! {repo['name']} {battle.get('taskId')}: {warning}"), "yellow")
-            )
+            out.line(out.style(clean(f"! {repo['name']} {battle['taskId']}: {warning}"), "yellow"))
     for entry in result.get("trust") or []:
         state = entry.get("trust")
-        if isinstance(state, dict) and state.get("ignoredKeys"):
-            repo = clean(entry.get("repo"))
-            ignored = clean(", ".join(str(k) for k in state.get("ignoredKeys") or []))
+        if isinstance(state, dict) and state["ignoredKeys"]:
+            repo = clean(entry["repo"])
+            ignored = clean(", ".join(str(k) for k in state["ignoredKeys"]))
             out.line(
                 out.style(f"{repo}: .pokeralph/config.json is not trusted", "yellow")
                 + f": {ignored} ignored; read it, then `pokeralphctl trust {repo}`"

@@ -87,8 +87,8 @@ def trust(ctx: Context, args: argparse.Namespace) -> int:
     state = result["trust"]
     where = f"{clean(result['path'])}/.pokeralph/config.json"
     out.line(f"trusted {where} ({clean(state['hash'])[:19]}…)")
-    values = result.get("sensitiveValues") or {}
-    already = [k for k in state.get("sensitiveKeys") or [] if k not in values]
+    values = result["sensitiveValues"]
+    already = [k for k in state["sensitiveKeys"] if k not in values]
     if not values:
         out.line("nothing of it waited for trust: it sets no key that loosens your config")
     else:
@@ -110,14 +110,14 @@ def untrust(ctx: Context, args: argparse.Namespace) -> int:
         out.ok(result)
         return 0
     where = f"{clean(result['path'])}/.pokeralph/config.json"
-    if not result.get("changed"):
+    if not result["changed"]:
         out.line(f"{where} was not trusted")
     else:
         out.line(f"no longer trusted: {where}")
-    ignored = result["trust"].get("ignoredKeys") or []
+    ignored = result["trust"]["ignoredKeys"]
     if ignored:
         out.line(f"ignored from now on (they would loosen): {clean(', '.join(ignored))}")
-    tight = result["trust"].get("tighteningKeys") or []
+    tight = result["trust"]["tighteningKeys"]
     if tight:
         out.line(f"still applied (they only tighten): {clean(', '.join(tight))}")
     return 0
@@ -127,17 +127,17 @@ def warn(out: Output, state: dict[str, Any] | None, repo: str | None = None) -> 
     """Tell the user (on stderr) what an untrusted repository layer leaves out (it would
     loosen their config), and what of it applies because it only tightens; whether it
     warned (something waits for trust)."""
-    if not isinstance(state, dict) or state.get("trusted", True):
+    if not isinstance(state, dict) or state["trusted"]:
         return False
     where = f"repository {repo}: " if repo else ""
-    tight = ", ".join(str(k) for k in state.get("tighteningKeys") or [])
-    ignored = ", ".join(str(k) for k in state.get("ignoredKeys") or [])
+    tight = ", ".join(str(k) for k in state["tighteningKeys"])
+    ignored = ", ".join(str(k) for k in state["ignoredKeys"])
     if not ignored:
         if tight:
             note = f"{where}.pokeralph/config.json is not trusted: {tight} applied"
             out.note(note + " (they only tighten)", "dim")
         return False
-    changed = " (it changed since you trusted it)" if state.get("trustedHash") else ""
+    changed = " (it changed since you trusted it)" if state["trustedHash"] else ""
     out.note(
         f"warning: {where}.pokeralph/config.json is not trusted{changed}: {ignored} ignored "
         "(they would loosen your config or choose what runs: the user's or default values "

@@ -89,7 +89,7 @@ class Board:
         if status is not None:
             self.status = status
         if current is not None:
-            active = {(b["repo"], b["taskId"]): b for b in current.get("battles", [])}
+            active = {(b["repo"], b["taskId"]): b for b in current["battles"]}
             for key, battle in self.battles.items():
                 if key not in active and battle.get("status") not in ENDED.values():
                     battle["status"] = battle.get("status") or "ended"
@@ -97,7 +97,7 @@ class Board:
             for key, battle in active.items():
                 self.battles[key] = dict(battle)
         if inbox is not None:
-            self.inbox = list(inbox.get("items", []))
+            self.inbox = list(inbox["items"])
 
     # ---------------------------------------------------------------- events
     def apply(self, event: dict[str, Any]) -> tuple[Key, list[tuple[str, str]]] | None:
@@ -150,9 +150,7 @@ class Board:
         )
 
     def open_items(self) -> int:
-        return sum(
-            1 for item in self.inbox if item.get("status") in ("awaiting_feedback", "timeout")
-        )
+        return sum(1 for item in self.inbox if item["status"] in ("awaiting_feedback", "timeout"))
 
     def spend_today(self) -> dict[str, Any] | None:
         spend = (self.status or {}).get("spendToday")

@@ -79,16 +79,12 @@ class StatusLine(Static):
             line.append("● connected", style="green")
             status = board.status or {}
             if status:
-                line.append(
-                    f" · pokeralphd {clean(status.get('version', '?'))} pid {status.get('pid')}"
-                )
+                line.append(f" · pokeralphd {clean(status['version'])} pid {status['pid']}")
         else:
             line.append("○ not connected", style="red")
         spend = board.spend_today()
         if spend is not None:
-            line.append(
-                f" · today {money(spend.get('costUsd'))} ({spend.get('iterations', 0)} runs)"
-            )
+            line.append(f" · today {money(spend['costUsd'])} ({spend['iterations']} runs)")
         waiting = board.open_items()
         line.append(f" · inbox {waiting} waiting", style="magenta" if waiting else "")
         if board.link_note:
@@ -153,9 +149,9 @@ class InboxTable(DataTable[Any]):
             self.add_row(
                 Text(clean(item["repo"])),
                 Text(clean(item["id"])),
-                clean(item.get("mode", "")),
-                status_text(str(item.get("status", ""))),
-                Text(clean(item.get("title", ""))),
+                clean(item["mode"]),
+                status_text(str(item["status"])),
+                Text(clean(item["title"])),
                 key=f"{item['repo']}\0{item['id']}",
             )
         if selected is not None:

@@ -19,6 +19,7 @@ from pokeralphd.battle.governor import RateGovernor
 from pokeralphd.battle.orchestrator import BattleOrchestrator
 from pokeralphd.battle.recovery import recover
 from pokeralphd.clock import SYSTEM_CLOCK
+from pokeralphd.protocol.results import EngineSummary
 from pokeralphd.sandbox.service import SandboxService
 
 if TYPE_CHECKING:
@@ -154,5 +155,5 @@ class BattleEngine:
         if self._tg is not None:
             self._tg.cancel_scope.cancel()
 
-    def summary(self) -> dict[str, Any]:
-        return {"slotsFree": self._slots.value, "waiting": self.waiting}
+    def summary(self) -> EngineSummary:
+        return EngineSummary(slots_free=self._slots.value, waiting=self.waiting)

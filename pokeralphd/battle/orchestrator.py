@@ -64,6 +64,15 @@ from pokeralphd.errors import (
     PokeralphError,
 )
 from pokeralphd.protocol import events as ev
+from pokeralphd.protocol.results import (
+    BattleApproveResult,
+    BattlePauseResult,
+    BattleResult,
+    BattleStartResult,
+    BattleSummary,
+    RepoBattle,
+    RevertResult,
+)
 
 if TYPE_CHECKING:
     from pokeralph_core.config.model import Config
@@ -143,31 +152,33 @@ class BattleOrchestrator:
                 status=active.battle.status.value,
             )
 
-    def summary(self) -> dict[str, Any] | None:
+    def summary(self) -> BattleSummary | None:
         """The first active battle in brief (see :meth:`summaries` for all of them)."""
-        summaries = self.summaries()
-        return summaries[0] if summaries else None
+        actives = self.actives()
+        return BattleSummary(**self._summary(actives[0])) if actives else None
 
-    def summaries(self) -> list[dict[str, Any]]:
-        return [self._summary(active) for active in self.actives()]
+    def summaries(self) -> list[RepoBattle]:
+        """Every active battle in brief, with its repository's name."""
+        return [RepoBattle(repo=self.repo.name, **self._summary(a)) for a in self.actives()]
 
     def _summary(self, active: ActiveBattle) -> dict[str, Any]:
+        """The fields of a :class:`BattleSummary` (and of a :class:`RepoBattle`)."""
         b = active.battle
         escalation = open_escalation(active)
         return {
-            "taskId": b.task_id,
-            "status": b.status.value,
+            "task_id": b.task_id,
+            "status": b.status,
             "iteration": active.progress.current_iteration,
-            "mode": b.mode.value,
-            "maxIterations": b.max_iterations,
-            "costUsd": round(b.cost_usd, 6),
-            "pausedReason": b.paused_reason,
+            "mode": b.mode,
+            "max_iterations": b.max_iterations,
+            "cost_usd": float(round(b.cost_usd, 6)),  # a float on the wire, even when 0
+            "paused_reason": b.paused_reason,
             "phase": b.phase,
             "phases": list(b.phases),
-            "verificationCycle": b.verification.count,
-            "reviewCycle": b.review.count,
-            "blockedReason": b.blocked.reason if b.blocked else None,
-            "retryAt": b.blocked.retry_at if b.blocked else None,
+            "verification_cycle": b.verification.count,
+            "review_cycle": b.review.count,
+            "blocked_reason": b.blocked.reason if b.blocked else None,
+            "retry_at": _seconds(b.blocked.retry_at) if b.blocked else None,
             "escalation": escalation.dump() if escalation else None,
             "warnings": list(active.warnings),
             "worktree": b.worktree.path if b.worktree else None,
@@ -350,7 +361,7 @@ class BattleOrchestrator:
     # ------------------------------------------------------------------ control
     async def start(
         self, task_id: str, mode: str | None, max_iterations: int | None
-    ) -> dict[str, Any]:
+    ) -> BattleStartResult:
         validate_task_id(task_id)
         if max_iterations is not None and not 0 < max_iterations <= 100:
             raise InvalidParams("maxIterations must be between 1 and 100", field="maxIterations")
@@ -396,7 +407,7 @@ class BattleOrchestrator:
 
     async def _start(
         self, task_id: str, mode: str | None, max_iterations: int | None, config: Config
-    ) -> dict[str, Any]:
+    ) -> BattleStartResult:
         task, _ = await self.repo.task(task_id)
         if task.status == TaskStatus.COMPLETED:
             raise InvalidState(f"task {task_id} is already completed", taskId=task_id)
@@ -472,7 +483,7 @@ class BattleOrchestrator:
                 )
             )
         self.host.launch(run)
-        return {"battle": battle.dump(), "queued": active.queued}
+        return BattleStartResult(battle=battle.dump(), queued=active.queued)
 
     async def _unmet_dependencies(self, task: Task) -> list[str]:
         if not task.depends_on:
@@ -490,31 +501,33 @@ class BattleOrchestrator:
         request = AgentRequest(prompt="", cwd=self.repo.path, mode="execute", config=config.agent)
         await anyio.to_thread.run_sync(check_executable, backend, request)
 
-    async def pause(self, task_id: str | None, now: bool) -> dict[str, Any]:
+    async def pause(self, task_id: str | None, now: bool) -> BattlePauseResult:
         run = self._resolve(task_id)
         if not run.pause(now):
-            return {"battle": run.state.battle.dump()}
-        return {"battle": run.state.battle.dump(), "pauseRequested": True}
+            return BattlePauseResult(battle=run.state.battle.dump())
+        return BattlePauseResult(battle=run.state.battle.dump(), pause_requested=True)
 
-    async def resume(self, task_id: str | None) -> dict[str, Any]:
+    async def resume(self, task_id: str | None) -> BattleResult:
         run = self._resolve(task_id)
         run.resume()
-        return {"battle": run.state.battle.dump()}
+        return BattleResult(battle=run.state.battle.dump())
 
-    async def cancel(self, task_id: str | None) -> dict[str, Any]:
+    async def cancel(self, task_id: str | None) -> BattleResult:
         run = self._resolve(task_id)
         return await self._cancel(run)
 
-    async def _cancel(self, run: BattleRun, answer: Escalation | None = None) -> dict[str, Any]:
+    async def _cancel(self, run: BattleRun, answer: Escalation | None = None) -> BattleResult:
         run.stop(Stop("cancel"), answer)
         with anyio.fail_after(60):
             await run.finished.wait()
-        return {"battle": run.state.battle.dump()}
+        return BattleResult(battle=run.state.battle.dump())
 
-    async def approve(self, task_id: str | None, approve: bool, note: str | None) -> dict[str, Any]:
+    async def approve(
+        self, task_id: str | None, approve: bool, note: str | None
+    ) -> BattleApproveResult:
         run = self._resolve(task_id)
         run.approve(approve, note)
-        return {"battle": run.state.battle.dump(), "approved": approve}
+        return BattleApproveResult(battle=run.state.battle.dump(), approved=approve)
 
     async def resolve_escalation(
         self,
@@ -523,7 +536,7 @@ class BattleOrchestrator:
         action: EscalationAction,
         guidance: str | None,
         delivery_id: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> BattleResult:
         """A person's answer to the open escalation (seed 003: not idempotent): recorded
         in the battle's record at once, acted on by the runner once; a second answer,
         or one to an escalation already answered, is refused."""
@@ -556,9 +569,9 @@ class BattleOrchestrator:
         if action == "cancel":
             return await self._cancel(run, escalation)
         run.answered()
-        return {"battle": active.battle.dump()}
+        return BattleResult(battle=active.battle.dump())
 
-    async def revert(self, task_id: str) -> dict[str, Any]:
+    async def revert(self, task_id: str) -> RevertResult:
         """Undo the task's last PokéRalph commit with a revert commit."""
         active = self.battle_of(task_id)
         if active is not None and active.battle.status == B.RUNNING:
@@ -570,7 +583,11 @@ class BattleOrchestrator:
         prefix = git.format_commit_message(task_id, "").rstrip(": ").rstrip()
         new_hash = await anyio.to_thread.run_sync(git.revert_last, prefix)
         self.publish(ev.BattleReverted(task_id=task_id, commit_hash=new_hash, title=task.title))
-        return {"taskId": task_id, "revertCommit": new_hash}
+        return RevertResult(task_id=task_id, revert_commit=new_hash)
+
+
+def _seconds(value: float | None) -> float | None:
+    return None if value is None else float(value)
 
 
 def _archive_attempt(folder: Path, attempt: int) -> None:

@@ -8,7 +8,7 @@ and ``battle.report``: an active battle is read live from its owner's state (thr
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Literal
 
 import anyio
 
@@ -16,6 +16,13 @@ from pokeralph_core import safefs
 from pokeralphd.battle.gitservice import GitService
 from pokeralphd.domain.ids import validate_task_id
 from pokeralphd.errors import InvalidParams, NotFound
+from pokeralphd.protocol.results import (
+    DiffResult,
+    HistoryResult,
+    LogResult,
+    ProgressResult,
+    ReportResult,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -33,7 +40,9 @@ class BattleQueries:
         self.repo = repo
         self._live = live
 
-    async def report(self, task_id: str, phase: str, cycle: int | None) -> dict[str, Any]:
+    async def report(
+        self, task_id: str, phase: Literal["verification", "review"], cycle: int | None
+    ) -> ReportResult:
         """A verification or review report of the task's battle (default: the latest)."""
         validate_task_id(task_id)
         if phase not in ("verification", "review"):
@@ -49,7 +58,7 @@ class BattleQueries:
         loaded = await self.repo.io(self.repo.files.load_report, task_id, phase, cycle)
         if loaded is None:
             raise NotFound(f"no {phase} report {cycle} for {task_id}", taskId=task_id, cycle=cycle)
-        return {"phase": phase, "report": loaded.value.dump(), "version": loaded.version}
+        return ReportResult(phase=phase, report=loaded.value.dump(), version=loaded.version)
 
     async def _record(self, task_id: str) -> tuple[Battle | None, int | None]:
         """The task's battle record (live while it is active) and its file's version
@@ -60,13 +69,14 @@ class BattleQueries:
         loaded = await self.repo.io(self.repo.files.load_history, task_id)
         return (loaded.value, loaded.version) if loaded else (None, 0)
 
-    async def history(self, task_id: str) -> dict[str, Any]:
+    async def history(self, task_id: str) -> HistoryResult:
         record, version = await self._record(task_id)
-        if version is None:
-            return {"battle": record.dump() if record else None}
-        return {"battle": record.dump() if record else None, "version": version}
+        battle = record.dump() if record else None
+        if version is None:  # live
+            return HistoryResult(battle=battle)
+        return HistoryResult(battle=battle, version=version)
 
-    async def diff(self, task_id: str, iteration: int | None, limit: int) -> dict[str, Any]:
+    async def diff(self, task_id: str, iteration: int | None, limit: int) -> DiffResult:
         """The diff of the commit an iteration made (default: the latest that made one)."""
         record, _ = await self._record(task_id)
         committed = [i for i in (record.iterations if record else []) if i.commit_hash]
@@ -82,24 +92,20 @@ class BattleQueries:
         assert commit is not None
         git = GitService(self.repo.path)
         text, truncated = await anyio.to_thread.run_sync(git.show, commit, limit)
-        return {
-            "taskId": task_id,
-            "iteration": chosen.number,
-            "commit": commit,
-            "diff": text,
-            "truncated": truncated,
-        }
+        return DiffResult(
+            task_id=task_id, iteration=chosen.number, commit=commit, diff=text, truncated=truncated
+        )
 
-    async def progress(self, task_id: str) -> dict[str, Any]:
+    async def progress(self, task_id: str) -> ProgressResult:
         validate_task_id(task_id)
         if (active := self._live(task_id)) is not None:
-            return {"progress": active.progress.dump()}
+            return ProgressResult(progress=active.progress.dump())
         loaded = await self.repo.io(self.repo.files.load_progress, task_id)
-        return {"progress": loaded.value.dump() if loaded else None}
+        return ProgressResult(progress=loaded.value.dump() if loaded else None)
 
     async def log(
         self, task_id: str, iteration: int | None, offset: int | None, tail: int | None, limit: int
-    ) -> dict[str, Any]:
+    ) -> LogResult:
         validate_task_id(task_id)
         files = self.repo.files
         if iteration is None:
@@ -123,13 +129,13 @@ class BattleQueries:
         else:
             data, size = await self.repo.io(files.read_log, task_id, iteration, offset or 0, limit)
             start = max(0, size + (offset or 0)) if (offset or 0) < 0 else min(offset or 0, size)
-        return {
-            "iteration": iteration,
-            "data": data.decode("utf-8", errors="replace"),
-            "offset": start,
-            "nextOffset": start + len(data),
-            "size": size,
-        }
+        return LogResult(
+            iteration=iteration,
+            data=data.decode("utf-8", errors="replace"),
+            offset=start,
+            next_offset=start + len(data),
+            size=size,
+        )
 
 
 def _tail_lines(path: Path, lines: int, limit: int) -> tuple[bytes, int]:

@@ -18,6 +18,7 @@ from pokeralphd.battle.judging import sole
 from pokeralphd.domain.statuses import TaskStatus
 from pokeralphd.errors import InvalidParams, NotFound, PokeralphError
 from pokeralphd.protocol import events as ev
+from pokeralphd.protocol.results import BattleStartResult
 
 if TYPE_CHECKING:
     from pokeralphd.battle.state import ActiveBattle
@@ -43,7 +44,7 @@ class Starter(Protocol):
 
     async def start(
         self, task_id: str, mode: str | None, max_iterations: int | None
-    ) -> dict[str, Any]: ...
+    ) -> BattleStartResult: ...
 
 
 class StartAll:
@@ -58,7 +59,7 @@ class StartAll:
     def on(self) -> bool:
         return self._auto is not None
 
-    async def start_all(self, mode: str | None, max_iterations: int | None) -> dict[str, Any]:
+    async def start_all(self, mode: str | None, max_iterations: int | None) -> BattleStartResult:
         """Start every ready pending task in priority order up to ``parallelBattles``;
         the rest start as battles end (until nothing is ready and nothing runs)."""
         if max_iterations is not None and not 0 < max_iterations <= 100:
@@ -74,15 +75,15 @@ class StartAll:
             self._auto = None
         self._scheduled(started, waiting, refused, done)
         first = self.orch.battle_of(started[0]) if started else None
-        return {
-            "battle": first.battle.dump() if first is not None else None,
-            "queued": any(
+        return BattleStartResult(
+            battle=first.battle.dump() if first is not None else None,
+            queued=any(
                 active.queued for t in started if (active := self.orch.battle_of(t)) is not None
             ),
-            "started": started,
-            "waiting": waiting,
-            "refused": refused,
-        }
+            started=started,
+            waiting=waiting,
+            refused=refused,
+        )
 
     def _scheduled(
         self, started: list[str], waiting: list[str], refused: dict[str, str], done: bool

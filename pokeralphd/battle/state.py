@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from pokeralphd.ports import Clock, Inbox
     from pokeralphd.proc import ProcessOwner
     from pokeralphd.protocol.events import TaskEvent
+    from pokeralphd.protocol.results import BattleApproveResult, BattleResult, BattleStartResult
     from pokeralphd.sandbox.service import SandboxService
     from pokeralphd.store.repo_store import RepoStore
 
@@ -124,15 +125,15 @@ class BattleControl(Protocol):
 
     async def start(
         self, task_id: str, mode: str | None, max_iterations: int | None
-    ) -> dict[str, Any]: ...
+    ) -> BattleStartResult: ...
 
     async def approve(
         self, task_id: str | None, approve: bool, note: str | None
-    ) -> dict[str, Any]: ...
+    ) -> BattleApproveResult: ...
 
-    async def resume(self, task_id: str | None) -> dict[str, Any]: ...
+    async def resume(self, task_id: str | None) -> BattleResult: ...
 
-    async def cancel(self, task_id: str | None) -> dict[str, Any]: ...
+    async def cancel(self, task_id: str | None) -> BattleResult: ...
 
     async def resolve_escalation(
         self,
@@ -141,7 +142,7 @@ class BattleControl(Protocol):
         action: EscalationAction,
         guidance: str | None,
         delivery_id: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> BattleResult:
         """A person's answer to the open escalation: recorded once, a second refused."""
         ...
 

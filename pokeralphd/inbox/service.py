@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic import TypeAdapter, ValidationError
 
-from pokeralph_core.timeutil import utcnow
+from pokeralph_core.timeutil import iso, utcnow
 from pokeralphd.domain.inbox import (
     DELIVERY_TRANSITIONS,
     MAX_WAIT_SECONDS,
@@ -33,6 +33,7 @@ from pokeralphd.domain.inbox import (
 from pokeralphd.errors import InvalidParams, InvalidState, NotFound, PokeralphError
 from pokeralphd.protocol import events as ev
 from pokeralphd.protocol.codes import ErrorCode
+from pokeralphd.protocol.results import InboxGetResult, InboxItem, WaitResult
 from pokeralphd.store.inbox import InboxStore
 from pokeralphd.validation import validated
 
@@ -159,16 +160,32 @@ class RepoInbox:
         self.publish(ev.NewDelivery(id=delivery.id, delivery=delivery.dump()), delivery)
         return delivery
 
-    async def get(self, delivery_id: str) -> dict[str, Any]:
+    async def items(self) -> list[InboxItem]:
+        """The index's entries, with this repository's name (``inbox.list``)."""
+        index = await self.io(self.store.index)
+        return [
+            InboxItem(
+                repo=self.name,
+                id=e.id,
+                mode=e.mode,
+                status=e.status,
+                title=e.title,
+                created_at=iso(e.created_at),
+                completed_at=iso(e.completed_at) if e.completed_at is not None else None,
+            )
+            for e in index.items
+        ]
+
+    async def get(self, delivery_id: str) -> InboxGetResult:
         delivery = await self.io(self.store.load, delivery_id)
         feedback = await self.io(self.store.feedback, delivery_id)
         annotations = await self.io(self.store.annotations, delivery_id)
-        return {
-            "repo": self.repo.name,
-            "delivery": delivery.dump(),
-            "feedback": [f.dump() for f in feedback],
-            "annotations": [a.dump() for a in annotations],
-        }
+        return InboxGetResult(
+            repo=self.repo.name,
+            delivery=delivery.dump(),
+            feedback=[f.dump() for f in feedback],
+            annotations=[a.dump() for a in annotations],
+        )
 
     async def answer(self, delivery_id: str, values: Any, note: str | None) -> Feedback:
         async with self.lock:
@@ -245,7 +262,7 @@ class RepoInbox:
         with contextlib.suppress(InvalidState, NotFound):
             await self.answer(delivery_id, values, note)
 
-    async def wait(self, delivery_id: str, timeout: float | None) -> dict[str, Any]:
+    async def wait(self, delivery_id: str, timeout: float | None) -> WaitResult:
         if timeout is not None and not 0 <= timeout <= MAX_WAIT_SECONDS:
             raise InvalidParams(
                 f"timeout must be 0 to {MAX_WAIT_SECONDS} seconds (a week)", field="timeout"
@@ -270,14 +287,14 @@ class RepoInbox:
                     self.publish(
                         ev.DeliveryTimeout(id=delivery.id, delivery=delivery.dump()), delivery
                     )
-                return {"status": "timeout", "id": delivery_id, "repo": self.repo.name}
+                return WaitResult(status="timeout", id=delivery_id, repo=self.repo.name)
         feedback = await self.io(self.store.feedback, delivery_id)
-        return {
-            "status": "answered" if feedback else "closed",
-            "id": delivery_id,
-            "repo": self.repo.name,
-            "answer": feedback[-1].dump() if feedback else None,
-        }
+        return WaitResult(
+            status="answered" if feedback else "closed",
+            id=delivery_id,
+            repo=self.repo.name,
+            answer=feedback[-1].dump() if feedback else None,
+        )
 
 
 def _move(delivery: Delivery, status: str) -> None:

@@ -34,6 +34,7 @@ from pokeralphd.notify.notice import EVENT_KINDS, notice_of
 from pokeralphd.notify.outbox import Limits, Outbox
 from pokeralphd.notify.webhook import WebhookChannel
 from pokeralphd.protocol import events as ev
+from pokeralphd.protocol.results import NotifyChannelResult, NotifyTestResult
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -250,7 +251,7 @@ class NotifyService:
         self.bus.publish(failed, message.repo, message.task_id)
 
     # -- notify.test
-    async def test(self, name: str | None) -> list[dict[str, Any]]:
+    async def test(self, name: str | None) -> NotifyTestResult:
         """Send one test notification on the channel ``name`` (all when ``None``), one
         attempt each, within their rate limits; what each said."""
         config = await self.config(None)
@@ -277,14 +278,17 @@ class NotifyService:
             link=base or None,
             kinds=(),
         )
-        results: list[dict[str, Any]] = []
+        results: list[NotifyChannelResult] = []
         for outbox, _ in channels:
-            entry: dict[str, Any] = {"channel": outbox.channel.name, "format": outbox.channel.kind}
+            channel = outbox.channel
+            error: str | None = None
             try:
                 await outbox.send_now(message)
             except SendFailed as exc:
-                entry.update(ok=False, error=exc.reason)
+                ok, error = False, exc.reason
             else:
-                entry.update(ok=True, error=None)
-            results.append(entry)
-        return results
+                ok = True
+            results.append(
+                NotifyChannelResult(channel=channel.name, format=channel.kind, ok=ok, error=error)
+            )
+        return NotifyTestResult(results=results)

@@ -39,6 +39,7 @@ from pokeralphd.planning.prompts import (
 )
 from pokeralphd.proc import AgentScope
 from pokeralphd.protocol import events as ev
+from pokeralphd.protocol.results import FinishResult, PlanningStatus, Problem
 from pokeralphd.sandbox.service import SandboxService
 
 if TYPE_CHECKING:
@@ -54,6 +55,12 @@ if TYPE_CHECKING:
     from pokeralphd.store.repo_store import RepoStore
 
 log = logging.getLogger(__name__)
+
+
+def _problems(found: list[Any]) -> list[Problem]:
+    """The draft's problems (as :func:`validate_draft` gives them and the session keeps
+    them: ``{"field", "problem"}``), typed."""
+    return [Problem(field=p["field"], problem=p["problem"]) for p in found]
 
 
 SESSION_KIND = DocumentKind("planning-session", PlanningSession)
@@ -101,16 +108,28 @@ class RepoPlanner:
 
         self.inbox.on_answer(delivery_id, on_answer)
 
-    def status(self) -> dict[str, Any]:
-        data = self.session.dump()
-        data["lastOutput"] = data["lastOutput"][-MAX_LAST_OUTPUT:]
-        return data
+    def status(self) -> PlanningStatus:
+        """The session as ``planning.status`` shows it (its last output cut)."""
+        s = self.session
+        return PlanningStatus(
+            state=s.state,
+            idea=s.idea,
+            breakdown=s.breakdown,
+            session_id=s.session_id,
+            questions=list(s.questions),
+            delivery_id=s.delivery_id,
+            prd=s.prd,
+            problems=_problems(s.problems),
+            error=s.error,
+            turns=s.turns,
+            last_output=s.last_output[-MAX_LAST_OUTPUT:],
+        )
 
     def publish(self, event: ev.Payload) -> None:
         self.repo.publish(event)
 
     # -- control
-    async def start(self, idea: str | None, breakdown: bool) -> dict[str, Any]:
+    async def start(self, idea: str | None, breakdown: bool) -> PlanningStatus:
         if self.session.active:
             raise InvalidState(
                 f"a planning session is {self.session.state} in {self.repo.name}; answer it, "
@@ -140,7 +159,7 @@ class RepoPlanner:
         self.service.spawn(self._turn, prompt)
         return self.status()
 
-    async def answer(self, answer: str, *, from_inbox: bool = False) -> dict[str, Any]:
+    async def answer(self, answer: str, *, from_inbox: bool = False) -> PlanningStatus:
         session = self.session
         if session.state != "waiting_input":
             raise InvalidState(
@@ -158,7 +177,7 @@ class RepoPlanner:
         self.service.spawn(self._turn, build_answer_prompt(answer))
         return self.status()
 
-    async def reset(self) -> dict[str, Any]:
+    async def reset(self) -> PlanningStatus:
         if self._scope is not None:
             self._scope.cancel()
         delivery_id = self.session.delivery_id
@@ -169,7 +188,7 @@ class RepoPlanner:
         self.publish(ev.PlanningReset())
         return self.status()
 
-    async def finish(self, save: bool, merge: str) -> dict[str, Any]:
+    async def finish(self, save: bool, merge: str) -> FinishResult:
         if merge not in ("replace", "merge"):
             raise InvalidParams("merge must be 'replace' or 'merge'", field="merge")
         session = self.session
@@ -180,9 +199,11 @@ class RepoPlanner:
         prd, problems = validate_draft(session.prd, session.idea)
         if prd is None:
             session.problems = problems
-            return {"valid": False, "problems": problems, "saved": False, "prd": session.prd}
+            return FinishResult(
+                valid=False, problems=_problems(problems), saved=False, prd=session.prd
+            )
         if not save:
-            return {"valid": True, "problems": [], "saved": False, "prd": prd.dump()}
+            return FinishResult(valid=True, problems=[], saved=False, prd=prd.dump())
         existing, _ = await self.repo.prd()
         if merge == "merge" and existing is not None:
             ids = [t.id for t in existing.tasks] + await self.repo.io(
@@ -206,13 +227,7 @@ class RepoPlanner:
             saved, version = await self.repo.update_prd(lambda _old: prd, None)
         self.session = PlanningSession()
         await self._persist()
-        return {
-            "valid": True,
-            "problems": [],
-            "saved": True,
-            "prd": saved.dump(),
-            "version": version,
-        }
+        return FinishResult(valid=True, problems=[], saved=True, prd=saved.dump(), version=version)
 
     # -- one agent turn
     async def _turn(self, prompt: str) -> None:

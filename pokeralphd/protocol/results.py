@@ -4,7 +4,10 @@ These are the single source of the results, as :mod:`pokeralphd.protocol.params`
 the params: each method names its result type where it is registered
 (``MethodTable.add(..., result=...)``), its handler returns a value of that type (msgspec
 encodes structs directly), and ``rpc.discover`` / ``shared/openrpc.json`` generate each
-result's JSON Schema from it.
+result's JSON Schema from it. The services build these structs themselves (this module
+sits below them, beside the domain) and the handlers pass them on: no result goes
+through a dict that would be converted back (issue 22). Built by hand, a struct encodes
+what it is given: a ``float`` field gets a float (``0.0``, not ``0``).
 
 A field that holds one of the ``.pokeralph/`` documents (a PRD, a task, a battle, a
 delivery, ...) carries the document as its pydantic model dumps it: typed

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from pokeralphd.errors import InvalidState
+from pokeralphd.protocol.results import SandboxStatus
 from pokeralphd.sandbox import seatbelt
 from pokeralphd.sandbox.backends import CONFINED_ENV, BackendNeeds, needs_for
 from pokeralphd.sandbox.bwrap import Probe, bwrap_argv
@@ -218,13 +219,16 @@ class SandboxService:
             return Probe(False, None, DISABLED)
         return self._probe()
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> SandboxStatus:
         """For ``status``: whether runs are confined here, and if not, why."""
         found = self.available()
-        out: dict[str, Any] = {"available": found.ok, "bwrap": found.bwrap}
-        if not found.ok:
-            out["warning"] = f"battles run unconfined where sandbox.mode is auto: {found.reason}"
-        return out
+        if found.ok:
+            return SandboxStatus(available=True, bwrap=found.bwrap)
+        return SandboxStatus(
+            available=False,
+            bwrap=found.bwrap,
+            warning=f"battles run unconfined where sandbox.mode is auto: {found.reason}",
+        )
 
     def check(self, config: SandboxConfig) -> None:
         """Raise :class:`SandboxUnavailable` when ``config`` requires a sandbox that

@@ -13,7 +13,7 @@ its own repository and task with :meth:`CallContext.own_repo` and
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pokeralphd.errors import OutOfScope
 
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from pokeralphd.inbox.service import InboxService
     from pokeralphd.notify.service import NotifyService
     from pokeralphd.proc import AgentScope
+    from pokeralphd.protocol.results import DaemonStatus
     from pokeralphd.repositories import Repositories
     from pokeralphd.repository import Repository
     from pokeralphd.server.eventbus import Event, EventBus
@@ -50,7 +51,7 @@ class Services:
     inbox: InboxService
     discover: Callable[[], Awaitable[msgspec.Raw]]  # the encoded OpenRPC document
     epoch: str  # names this daemon process: sequence numbers belong to it
-    status: Callable[[], dict[str, Any]]
+    status: Callable[[], DaemonStatus]
     request_shutdown: Callable[[], None]
     ledger: Ledger  # what every iteration cost, daemon-wide
     # Whose a connecting process is: None for a person, else its run's scope (or the

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from pokeralphd.errors import CorruptFile, StorageError
+from pokeralphd.protocol.results import SpendTotals
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -128,12 +129,13 @@ class Totals:
         for name, count in entry.tokens.items():
             self.tokens[name] = self.tokens.get(name, 0) + count
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "costUsd": round(self.cost_usd, 6),
-            "iterations": self.iterations,
-            "tokens": dict(self.tokens),
-        }
+    def spend(self) -> SpendTotals:
+        """As the wire shows them (the cost rounded to a millionth of a dollar)."""
+        return SpendTotals(
+            cost_usd=float(round(self.cost_usd, 6)),
+            iterations=self.iterations,
+            tokens=dict(self.tokens),
+        )
 
 
 def _month_file(folder: Path, at: datetime) -> Path:

@@ -25,7 +25,8 @@ from pokeralphd.domain.models import PRD, Battle, Progress, Task, check_dependen
 from pokeralphd.domain.statuses import TaskStatus, check_task_transition
 from pokeralphd.errors import InvalidParams, PokeralphError, RepoNotFound, TaskNotFound
 from pokeralphd.protocol import events as ev
-from pokeralphd.store import config_writes, local_defaults
+from pokeralphd.protocol.results import ConfigResult, RepoRef, TrustResult
+from pokeralphd.store import config_views, config_writes, local_defaults
 from pokeralphd.store.commit import DocumentFile
 from pokeralphd.store.filemanager import HISTORY_KIND, PRD_KIND, PROGRESS_KIND, FileManager
 from pokeralphd.store.locks import RepoLock
@@ -100,8 +101,8 @@ class RepoStore:
     def error(self) -> str | None:
         return self.failure.message if self.failure else None
 
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "path": str(self.path), "error": self.error}
+    def describe(self) -> RepoRef:
+        return RepoRef(name=self.name, path=str(self.path), error=self.error)
 
     # -- config
     def _config(self) -> tuple[Config, dict[str, str], int]:
@@ -113,16 +114,16 @@ class RepoStore:
         config, _, _ = await self.io(self._config)
         return config
 
-    async def config_get(self) -> dict[str, Any]:
+    async def config_get(self) -> ConfigResult:
         loaded = await self.io(
             config_layers.load,
             self._user_config_file,
             self.files.config_path,
             self.path,
         )
-        return loaded.describe()
+        return config_views.config_result(loaded)
 
-    async def config_update(self, patch: dict[str, Any], expected: int | None) -> dict[str, Any]:
+    async def config_update(self, patch: dict[str, Any], expected: int | None) -> ConfigResult:
         """Apply ``patch`` to the repository layer; the ``config.get`` result as this write
         left it, with the version this write produced.
 
@@ -132,21 +133,18 @@ class RepoStore:
         async with self.write_lock:
             result = await self.io(self._config_update, patch, expected)
             self.publish(
-                ev.ConfigUpdated(config=result["config"], version=result["version"], patch=patch)
+                ev.ConfigUpdated(config=result.config, version=result.version, patch=patch)
             )
         return result
 
-    def _config_update(self, patch: dict[str, Any], expected: int | None) -> dict[str, Any]:
+    def _config_update(self, patch: dict[str, Any], expected: int | None) -> ConfigResult:
         version = config_writes.update_repo_layer(
             self._user_config_file, self.files.config_path, self.path, patch, expected
         )
-        result = config_layers.load(
-            self._user_config_file, self.files.config_path, self.path
-        ).describe()
+        loaded = config_layers.load(self._user_config_file, self.files.config_path, self.path)
         # the layer is this daemon's alone (its lock), so the file holds our version; a
         # hand edit landing in between would show, but the version is the one we wrote
-        result["version"] = version
-        return result
+        return config_views.config_result(loaded, version)
 
     async def config_set_in_effect(self, dotted: str, value: Any) -> str:
         """Set one key where its value takes effect for this repository: its own layer
@@ -173,7 +171,7 @@ class RepoStore:
         await self._config_changed()
         return layer
 
-    async def set_trust(self, trusted: bool, expected_hash: str | None) -> dict[str, Any]:
+    async def set_trust(self, trusted: bool, expected_hash: str | None) -> TrustResult:
         """Record (or remove) the user's trust in the repository layer as it is now."""
         async with self.write_lock:  # no config.update of this repository in between
             trust, values, changed = await self.io(
@@ -186,16 +184,14 @@ class RepoStore:
             )
         if changed:  # the effective config may differ now
             current = await self.config_get()
-            self.publish(
-                ev.ConfigUpdated(config=current["config"], version=current["version"], patch={})
-            )
-        return {
-            "repo": self.name,
-            "path": str(self.path),
-            "changed": changed,
-            "trust": trust.describe(),
-            "sensitiveValues": values,
-        }
+            self.publish(ev.ConfigUpdated(config=current.config, version=current.version, patch={}))
+        return TrustResult(
+            repo=self.name,
+            path=str(self.path),
+            changed=changed,
+            trust=config_views.trust_state(trust),
+            sensitive_values=values,
+        )
 
     # -- approval rules
     async def rules(self) -> Rules:
@@ -231,9 +227,7 @@ class RepoStore:
 
     async def _config_changed(self) -> None:
         current = await self.config_get()
-        self.publish(
-            ev.ConfigUpdated(config=current["config"], version=current["version"], patch={})
-        )
+        self.publish(ev.ConfigUpdated(config=current.config, version=current.version, patch={}))
 
     # -- PRD
     async def prd(self) -> tuple[PRD | None, int]:

@@ -31,7 +31,9 @@ from pokeralph_core.approval import (
 from pokeralph_core.config import layers as config_layers
 from pokeralph_core.config.layers import RULES_KEY
 from pokeralph_core.documents import DocumentKind
+from pokeralph_core.timeutil import iso
 from pokeralphd.errors import InvalidParams, InvalidState, NotFound
+from pokeralphd.protocol.results import RuleView
 from pokeralphd.store import config_writes
 
 if TYPE_CHECKING:
@@ -75,6 +77,10 @@ def forget_usage(path: Path, rule_ids: list[str]) -> None:
             documents.save(USAGE_KIND, path, ApprovalUsage(rules=usage))
 
 
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else iso(moment)
+
+
 @dataclass(frozen=True)
 class EffectiveRule:
     """A rule in effect, the layer it comes from, and its usage."""
@@ -83,9 +89,20 @@ class EffectiveRule:
     source: RuleSource
     usage: RuleUsage
 
-    def describe(self) -> dict[str, Any]:
-        """The wire's ``RuleView``: the rule's fields, its source and usage."""
-        return {**self.rule.dump(), "source": self.source, **self.usage.dump()}
+    def view(self) -> RuleView:
+        """As the wire shows it: the rule's fields, its source and usage."""
+        rule, usage = self.rule, self.usage
+        return RuleView(
+            id=rule.id,
+            tool_name=rule.tool_name,
+            decision=rule.decision,
+            param_pattern=rule.param_pattern,
+            description=rule.description,
+            created_at=_iso(rule.created_at),
+            source=self.source,
+            last_used_at=_iso(usage.last_used_at),
+            use_count=usage.use_count,
+        )
 
 
 @dataclass(frozen=True)

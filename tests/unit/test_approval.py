@@ -275,7 +275,7 @@ def test_usage_is_counted_durably_outside_the_config(files: Files) -> None:
     assert files.repo.read_text() == config_before  # the edited file does not churn
     again = files.store.current().rules[0]
     assert again.usage.use_count == 2
-    assert again.describe()["useCount"] == 2 and again.describe()["source"] == "repo"
+    assert again.view().use_count == 2 and again.view().source == "repo"
     # a hand edit of the description keeps the id, so the usage stays with the rule
     doc = json.loads(files.repo.read_text())
     doc["approvalRules"][0]["description"] = "edited by hand"

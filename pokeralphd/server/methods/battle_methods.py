@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import msgspec
-
 from pokeralphd.errors import InvalidParams
 from pokeralphd.protocol.params import (
     BattleApproveParams,
@@ -27,11 +25,9 @@ from pokeralphd.protocol.results import (
     BattleResult,
     BattleStartResult,
     DiffResult,
-    EngineSummary,
     HistoryResult,
     LogResult,
     ProgressResult,
-    RepoBattle,
     ReportResult,
     RevertResult,
 )
@@ -67,7 +63,7 @@ def register(table: MethodTable) -> None:
             raise InvalidParams("taskId is required (or all: true)", field="taskId")
         else:
             started = await orch.start(p.task_id, p.mode, p.max_iterations)
-        return msgspec.convert(started, BattleStartResult)
+        return started
 
     @table.add(
         "battle.pause",
@@ -77,7 +73,7 @@ def register(table: MethodTable) -> None:
     )
     async def pause(ctx: CallContext, p: BattlePauseParams) -> BattlePauseResult:
         paused = await _orch(ctx, p.repo).pause(p.task_id, p.now)
-        return msgspec.convert(paused, BattlePauseResult)
+        return paused
 
     @table.add(
         "battle.resume",
@@ -86,7 +82,7 @@ def register(table: MethodTable) -> None:
         result=BattleResult,
     )
     async def resume(ctx: CallContext, p: BattleControlParams) -> BattleResult:
-        return msgspec.convert(await _orch(ctx, p.repo).resume(p.task_id), BattleResult)
+        return await _orch(ctx, p.repo).resume(p.task_id)
 
     @table.add(
         "battle.cancel",
@@ -95,7 +91,7 @@ def register(table: MethodTable) -> None:
         result=BattleResult,
     )
     async def cancel(ctx: CallContext, p: BattleControlParams) -> BattleResult:
-        return msgspec.convert(await _orch(ctx, p.repo).cancel(p.task_id), BattleResult)
+        return await _orch(ctx, p.repo).cancel(p.task_id)
 
     @table.add(
         "battle.approve",
@@ -106,7 +102,7 @@ def register(table: MethodTable) -> None:
     )
     async def approve(ctx: CallContext, p: BattleApproveParams) -> BattleApproveResult:
         approved = await _orch(ctx, p.repo).approve(p.task_id, p.approve, p.note)
-        return msgspec.convert(approved, BattleApproveResult)
+        return approved
 
     @table.add(
         "battle.resolve",
@@ -117,7 +113,7 @@ def register(table: MethodTable) -> None:
     )
     async def resolve(ctx: CallContext, p: BattleResolveParams) -> BattleResolveResult:
         out = await _orch(ctx, p.repo).resolve_escalation(p.task_id, None, p.action, p.guidance)
-        return msgspec.convert(out, BattleResolveResult)
+        return BattleResolveResult(battle=out.battle)
 
     @table.add(
         "battle.current",
@@ -126,13 +122,8 @@ def register(table: MethodTable) -> None:
         result=BattleCurrentResult,
     )
     async def current(ctx: CallContext, p: RepoParams) -> BattleCurrentResult:
-        out = [
-            msgspec.convert({"repo": repo.name, **summary}, RepoBattle)
-            for repo in ctx.repos.scope(p.repo)
-            for summary in repo.battles.summaries()
-        ]
-        engine = msgspec.convert(ctx.services.battles.summary(), EngineSummary)
-        return BattleCurrentResult(battles=out, engine=engine)
+        out = [summary for repo in ctx.repos.scope(p.repo) for summary in repo.battles.summaries()]
+        return BattleCurrentResult(battles=out, engine=ctx.services.battles.summary())
 
     @table.add(
         "battle.progress",
@@ -141,13 +132,13 @@ def register(table: MethodTable) -> None:
         result=ProgressResult,
     )
     async def progress(ctx: CallContext, p: TaskRef) -> ProgressResult:
-        return msgspec.convert(await _orch(ctx, p.repo).queries.progress(p.task_id), ProgressResult)
+        return await _orch(ctx, p.repo).queries.progress(p.task_id)
 
     @table.add(
         "battle.history", TaskRef, "The task's battle with every iteration.", result=HistoryResult
     )
     async def history(ctx: CallContext, p: TaskRef) -> HistoryResult:
-        return msgspec.convert(await _orch(ctx, p.repo).queries.history(p.task_id), HistoryResult)
+        return await _orch(ctx, p.repo).queries.history(p.task_id)
 
     @table.add(
         "battle.report",
@@ -157,7 +148,7 @@ def register(table: MethodTable) -> None:
     )
     async def report(ctx: CallContext, p: BattleReportParams) -> ReportResult:
         found = await _orch(ctx, p.repo).queries.report(p.task_id, p.phase, p.cycle)
-        return msgspec.convert(found, ReportResult)
+        return found
 
     @table.add(
         "battle.log",
@@ -170,7 +161,7 @@ def register(table: MethodTable) -> None:
         read = await _orch(ctx, p.repo).queries.log(
             p.task_id, p.iteration, p.offset, p.tail, p.limit
         )
-        return msgspec.convert(read, LogResult)
+        return read
 
     @table.add(
         "battle.diff",
@@ -181,7 +172,7 @@ def register(table: MethodTable) -> None:
     )
     async def diff(ctx: CallContext, p: BattleDiffParams) -> DiffResult:
         read = await _orch(ctx, p.repo).queries.diff(p.task_id, p.iteration, p.limit)
-        return msgspec.convert(read, DiffResult)
+        return read
 
     @table.add(
         "battle.revert",
@@ -190,4 +181,4 @@ def register(table: MethodTable) -> None:
         result=RevertResult,
     )
     async def revert(ctx: CallContext, p: TaskRef) -> RevertResult:
-        return msgspec.convert(await _orch(ctx, p.repo).revert(p.task_id), RevertResult)
+        return await _orch(ctx, p.repo).revert(p.task_id)

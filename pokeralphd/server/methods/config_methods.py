@@ -13,10 +13,9 @@ person never opens the file; webhook URLs come back redacted.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
-import msgspec
 
 from pokeralph_core.config import layers as config_layers
 from pokeralphd.errors import InvalidParams, PokeralphError
@@ -33,10 +32,9 @@ from pokeralphd.protocol.results import (
     TrustEntry,
     TrustListResult,
     TrustResult,
-    TrustState,
     UserConfigResult,
 )
-from pokeralphd.store import config_writes
+from pokeralphd.store import config_views, config_writes
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -55,9 +53,7 @@ def register(table: MethodTable) -> None:
         result=ConfigResult,
     )
     async def get(ctx: CallContext, params: RepoParams) -> ConfigResult:
-        return msgspec.convert(
-            await ctx.repos.resolve(params.repo).store.config_get(), ConfigResult
-        )
+        return await ctx.repos.resolve(params.repo).store.config_get()
 
     @table.add(
         "config.update",
@@ -68,8 +64,7 @@ def register(table: MethodTable) -> None:
     )
     async def update(ctx: CallContext, params: ConfigUpdateParams) -> ConfigResult:
         store = ctx.repos.resolve(params.repo).store
-        updated = await store.config_update(params.patch, params.expected_version)
-        return msgspec.convert(updated, ConfigResult)
+        return await store.config_update(params.patch, params.expected_version)
 
     @table.add(
         "config.trust",
@@ -80,8 +75,7 @@ def register(table: MethodTable) -> None:
         result=TrustResult,
     )
     async def trust(ctx: CallContext, params: ConfigTrustParams) -> TrustResult:
-        changed = await ctx.repos.resolve(params.repo).store.set_trust(True, params.hash)
-        return msgspec.convert(changed, TrustResult)
+        return await ctx.repos.resolve(params.repo).store.set_trust(True, params.hash)
 
     @table.add(
         "config.untrust",
@@ -90,8 +84,7 @@ def register(table: MethodTable) -> None:
         result=TrustResult,
     )
     async def untrust(ctx: CallContext, params: RepoParams) -> TrustResult:
-        changed = await ctx.repos.resolve(params.repo).store.set_trust(False, None)
-        return msgspec.convert(changed, TrustResult)
+        return await ctx.repos.resolve(params.repo).store.set_trust(False, None)
 
     @table.add(
         "config.trustList",
@@ -112,7 +105,7 @@ def register(table: MethodTable) -> None:
                 except PokeralphError as exc:
                     entry.error = exc.message
                 else:
-                    entry.trust = msgspec.convert(config["trust"], TrustState)
+                    entry.trust = config.trust
             repos.append(entry)
         return TrustListResult(repos=repos)
 
@@ -125,8 +118,7 @@ def register(table: MethodTable) -> None:
     )
     async def get_user(ctx: CallContext, params: NoParams) -> UserConfigResult:
         path = _user_file(ctx)
-        described = await anyio.to_thread.run_sync(config_layers.describe_user, path)
-        return msgspec.convert(described, UserConfigResult)
+        return await anyio.to_thread.run_sync(config_views.user_config_result, path)
 
     @table.add(
         "config.updateUser",
@@ -139,20 +131,20 @@ def register(table: MethodTable) -> None:
     async def update_user(ctx: CallContext, params: ConfigUserUpdateParams) -> UserConfigResult:
         path = _user_file(ctx)
 
-        def write() -> dict[str, Any]:
+        def write() -> UserConfigResult:
             version = config_writes.update_user_layer(path, params.patch, params.expected_version)
-            return config_layers.describe_user(path, version)
+            return config_views.user_config_result(path, version)
 
         described = await anyio.to_thread.run_sync(write)
         ctx.services.bus.publish(
             ev.ConfigUpdated(
-                config=described["config"],
-                version=described["version"],
+                config=described.config,
+                version=described.version,
                 patch=config_layers.redacted(params.patch),
             ),
             None,
         )
-        return msgspec.convert(described, UserConfigResult)
+        return described
 
 
 def _user_file(ctx: CallContext) -> Path:

@@ -10,19 +10,12 @@ from msgspec import UNSET
 
 from pokeralphd.errors import InvalidParams
 from pokeralphd.protocol.params import CostSummaryParams
-from pokeralphd.protocol.results import CostGroup, CostPart, CostSummaryResult, SpendTotals
+from pokeralphd.protocol.results import CostGroup, CostPart, CostSummaryResult
 
 if TYPE_CHECKING:
     from pokeralphd.server.context import CallContext
     from pokeralphd.server.dispatch import MethodTable
     from pokeralphd.store.ledger import Totals
-
-
-def spend(totals: Totals) -> SpendTotals:
-    data = totals.to_json()
-    return SpendTotals(
-        cost_usd=data["costUsd"], iterations=data["iterations"], tokens=data["tokens"]
-    )
 
 
 def register(table: MethodTable) -> None:
@@ -57,20 +50,20 @@ def register(table: MethodTable) -> None:
             by=p.by,
             split=UNSET if p.split is None else p.split,
             groups=out,
-            total=spend(total),
+            total=total.spend(),
             skipped=ledger.skipped,
         )
 
 
 def _group(key: str, totals: Totals) -> CostGroup:
-    data = totals.to_json()
+    spent = totals.spend()
     return CostGroup(
-        key=key, cost_usd=data["costUsd"], iterations=data["iterations"], tokens=data["tokens"]
+        key=key, cost_usd=spent.cost_usd, iterations=spent.iterations, tokens=spent.tokens
     )
 
 
 def _part(key: str, totals: Totals) -> CostPart:
-    data = totals.to_json()
+    spent = totals.spend()
     return CostPart(
-        key=key, cost_usd=data["costUsd"], iterations=data["iterations"], tokens=data["tokens"]
+        key=key, cost_usd=spent.cost_usd, iterations=spent.iterations, tokens=spent.tokens
     )

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import msgspec
-
 from pokeralphd.protocol.params import NoParams
 from pokeralphd.protocol.results import DaemonStatus, OpenRpcDocument, Pong, ShutdownResult
 
 if TYPE_CHECKING:
+    import msgspec
+
     from pokeralphd.server.context import CallContext
     from pokeralphd.server.dispatch import MethodTable
 
@@ -26,7 +26,7 @@ def register(table: MethodTable) -> None:
         result=DaemonStatus,
     )
     async def status(ctx: CallContext, params: NoParams) -> DaemonStatus:
-        return msgspec.convert(ctx.services.status(), DaemonStatus)
+        return ctx.services.status()
 
     @table.add(
         "daemon.shutdown",

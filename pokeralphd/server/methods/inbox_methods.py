@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import msgspec
-
 from pokeralphd.domain.ids import validate_delivery_id
 from pokeralphd.domain.inbox import Source
 from pokeralphd.errors import InvalidParams, OutOfScope
@@ -73,13 +71,12 @@ def register(table: MethodTable) -> None:
             raise InvalidParams(f"status must be one of {', '.join(STATUSES)}", field="status")
         items: list[InboxItem] = []
         for repo in ctx.repos.scope(p.repo):
-            index = await repo.inbox.io(repo.inbox.store.index)
-            for entry in index.items:
-                if p.status == "open" and entry.status not in ("awaiting_feedback", "timeout"):
+            for item in await repo.inbox.items():
+                if p.status == "open" and item.status not in ("awaiting_feedback", "timeout"):
                     continue
-                if p.status not in (None, "open") and entry.status != p.status:
+                if p.status not in (None, "open") and item.status != p.status:
                     continue
-                items.append(msgspec.convert({"repo": repo.name, **entry.dump()}, InboxItem))
+                items.append(item)
         items.sort(key=lambda e: (e.created_at, e.id))
         return InboxListResult(items=items)
 
@@ -92,7 +89,7 @@ def register(table: MethodTable) -> None:
     )
     async def get(ctx: CallContext, p: DeliveryRef) -> InboxGetResult:
         inbox = await _find_own(ctx, p.id, p.repo)
-        return msgspec.convert(await inbox.get(p.id), InboxGetResult)
+        return await inbox.get(p.id)
 
     @table.add(
         "inbox.create",
@@ -161,4 +158,4 @@ def register(table: MethodTable) -> None:
         if p.timeout is not None and p.timeout < 0:
             raise InvalidParams("timeout must not be negative", field="timeout")
         inbox = await _find_own(ctx, p.id, p.repo)
-        return msgspec.convert(await inbox.wait(p.id, p.timeout), WaitResult)
+        return await inbox.wait(p.id, p.timeout)

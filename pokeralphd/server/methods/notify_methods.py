@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import msgspec
-
 from pokeralphd.errors import InvalidParams
 from pokeralphd.protocol.params import NotifyTestParams
 from pokeralphd.protocol.results import NotifyTestResult
@@ -29,5 +27,4 @@ def register(table: MethodTable) -> None:
         notify = ctx.services.notify
         if notify is None:
             raise InvalidParams("this daemon runs no notifier", field="channel")
-        results = await notify.test(params.channel)
-        return msgspec.convert({"results": results}, NotifyTestResult)
+        return await notify.test(params.channel)

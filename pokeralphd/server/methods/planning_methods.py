@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import msgspec
-
 from pokeralphd.protocol.params import (
     PlanningAnswerParams,
     PlanningFinishParams,
@@ -34,7 +32,7 @@ def register(table: MethodTable) -> None:
     )
     async def start(ctx: CallContext, p: PlanningStartParams) -> PlanningStatus:
         started = await _planner(ctx, p.repo).start(p.idea, p.breakdown)
-        return msgspec.convert(started, PlanningStatus)
+        return started
 
     @table.add(
         "planning.status",
@@ -43,7 +41,7 @@ def register(table: MethodTable) -> None:
         result=PlanningStatus,
     )
     async def status(ctx: CallContext, p: RepoParams) -> PlanningStatus:
-        return msgspec.convert(_planner(ctx, p.repo).status(), PlanningStatus)
+        return _planner(ctx, p.repo).status()
 
     @table.add(
         "planning.answer",
@@ -52,7 +50,7 @@ def register(table: MethodTable) -> None:
         result=PlanningStatus,
     )
     async def answer(ctx: CallContext, p: PlanningAnswerParams) -> PlanningStatus:
-        return msgspec.convert(await _planner(ctx, p.repo).answer(p.answer), PlanningStatus)
+        return await _planner(ctx, p.repo).answer(p.answer)
 
     @table.add(
         "planning.finish",
@@ -65,7 +63,7 @@ def register(table: MethodTable) -> None:
         repo = ctx.repos.resolve(p.repo)
         if p.save and p.merge == "replace":
             repo.battles.ensure_idle()  # a new PRD would pull the task from under a battle
-        return msgspec.convert(await repo.planner.finish(p.save, p.merge), FinishResult)
+        return await repo.planner.finish(p.save, p.merge)
 
     @table.add(
         "planning.reset",
@@ -74,4 +72,4 @@ def register(table: MethodTable) -> None:
         result=PlanningStatus,
     )
     async def reset(ctx: CallContext, p: RepoParams) -> PlanningStatus:
-        return msgspec.convert(await _planner(ctx, p.repo).reset(), PlanningStatus)
+        return await _planner(ctx, p.repo).reset()

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import msgspec
-
 from pokeralphd.protocol.params import (
     NoParams,
     RepoParams,
     RepoRegisterParams,
 )
-from pokeralphd.protocol.results import BattleSummary, RepoSummary, RepoUnregisterResult
+from pokeralphd.protocol.results import RepoSummary, RepoUnregisterResult
 
 if TYPE_CHECKING:
     from pokeralphd.repository import Repository
@@ -20,7 +18,8 @@ if TYPE_CHECKING:
 
 
 async def repo_summary(repo: Repository) -> RepoSummary:
-    out = msgspec.convert(repo.describe(), RepoSummary)
+    ref = repo.describe()
+    out = RepoSummary(name=ref.name, path=ref.path, error=ref.error)
     if repo.error:
         return out
     prd, version = await repo.store.prd()
@@ -28,8 +27,7 @@ async def repo_summary(repo: Repository) -> RepoSummary:
     for task in prd.tasks if prd else []:
         counts[task.status.value] = counts.get(task.status.value, 0) + 1
     out.prd, out.prd_version, out.tasks = prd.name if prd else None, version, counts
-    battle = repo.battles.summary()
-    out.battle = msgspec.convert(battle, BattleSummary) if battle is not None else None
+    out.battle = repo.battles.summary()
     return out
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import anyio
-import msgspec
 from pydantic import ValidationError
 
 from pokeralph_core import input_view
@@ -38,18 +37,12 @@ from pokeralphd.protocol.results import (
     RulesListResult,
     RulesRemoveResult,
     RulesTestResult,
-    RuleView,
 )
 
 if TYPE_CHECKING:
     from pokeralphd.repository import Repository
     from pokeralphd.server.context import CallContext
     from pokeralphd.server.dispatch import MethodTable
-    from pokeralphd.store.rules import EffectiveRule
-
-
-def view(rule: EffectiveRule) -> RuleView:
-    return msgspec.convert(rule.describe(), RuleView)
 
 
 def user_layer_repo(ctx: CallContext, repo: str | None) -> Repository:
@@ -80,7 +73,7 @@ def register(table: MethodTable) -> None:
     async def list_(ctx: CallContext, params: RepoParams) -> RulesListResult:
         current = await ctx.repos.resolve(params.repo).store.rules()
         return RulesListResult(
-            rules=[view(r) for r in current.rules],
+            rules=[r.view() for r in current.rules],
             ignored_repo_rules=current.ignored_repo_rules,
             trust_message=current.trust_message,
         )
@@ -112,7 +105,7 @@ def register(table: MethodTable) -> None:
         except ValidationError as exc:
             field, message = first_error(exc)
             raise InvalidParams(f"{field}: {message}", field=field) from exc
-        return RuleAddResult(rule=view(await store.add_rule(rule, params.scope)))
+        return RuleAddResult(rule=(await store.add_rule(rule, params.scope)).view())
 
     @table.add(
         "rules.installDefaults",
@@ -133,7 +126,7 @@ def register(table: MethodTable) -> None:
     )
     async def remove(ctx: CallContext, params: RulesRemoveParams) -> RulesRemoveResult:
         removed = await ctx.repos.resolve(params.repo).store.remove_rule(params.id)
-        return RulesRemoveResult(removed=[view(r) for r in removed])
+        return RulesRemoveResult(removed=[r.view() for r in removed])
 
     @table.add(
         "rules.test",
@@ -151,7 +144,7 @@ def register(table: MethodTable) -> None:
         shown = input_view.view(input_view.json_text(params.input))
         return RulesTestResult(
             decision=decision.decision,
-            rule=view(rule) if rule is not None else None,
+            rule=rule.view() if rule is not None else None,
             reason=decision.reason,
             canonical_input=decision.canonical_input,
             input_length=shown.length,
