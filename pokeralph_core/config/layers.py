@@ -407,16 +407,6 @@ class Loaded:
     version: int  # the repository layer's version
     trust: Trust
 
-    def describe(self) -> dict[str, Any]:
-        """The ``config.get`` result."""
-        return {
-            "config": redacted(self.config.dump()),
-            "sources": self.sources,
-            "repoLayer": redacted(self.repo_layer),
-            "version": self.version,
-            "trust": self.trust.describe(),
-        }
-
 
 def user_layer(user_file: Path | None) -> tuple[dict[str, Any], dict[str, str], int]:
     """The user layer's settings (without trust records), its trust records, its version."""
@@ -497,20 +487,6 @@ def _weigh(trust: Trust, below: Config, full: Config) -> Trust:
         else:
             (tight if tightening.applies(key, low, high) else waiting).append(key)
     return replace(trust, waiting=waiting, tightening=tight)
-
-
-def describe_user(user_file: Path, version: int | None = None) -> dict[str, Any]:
-    """The ``config.getUser`` result: the user's layer (trust records aside) and the
-    config it makes with the defaults, webhook URLs redacted; ``version`` as given (the
-    one a write produced) or as on disk."""
-    layer, _, on_disk = user_layer(user_file)
-    config = load(user_file, None).config
-    return {
-        "config": redacted(config.dump()),
-        "layer": redacted(layer),
-        "version": on_disk if version is None else version,
-        "path": str(user_file),
-    }
 
 
 def layer_in_effect(loaded: Loaded, dotted: str) -> Literal["repo", "user"]:

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from anyio import wait_all_tasks_blocked
 
@@ -23,7 +24,7 @@ from pokeralphd.notify.outbox import Limits
 from pokeralphd.notify.service import NotifyService
 from pokeralphd.protocol import events as ev
 from pokeralphd.server.eventbus import EventBus
-from pokeralphd.store import config_writes
+from pokeralphd.store import config_views, config_writes
 from tests.fakeclock import FakeClock
 
 pytestmark = pytest.mark.anyio
@@ -151,9 +152,9 @@ def test_the_repository_layer_only_makes_notifications_quieter(tmp_path: Path) -
     config_writes.set_trust(user, repo, repo.parent.parent, True)
     assert config_layers.load(user, repo).config.notify == notify
     # shown redacted, everywhere a config is described
-    described = json.dumps(
-        [loaded.describe(), config_layers.describe_user(user)], ensure_ascii=False
-    )
+    described = msgspec.json.encode(
+        [config_views.config_result(loaded), config_views.user_config_result(user)]
+    ).decode()
     assert "private-topic" not in described and "<secret: https://ntfy.sh/…>" in described
 
 

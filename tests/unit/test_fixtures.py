@@ -114,9 +114,9 @@ def test_the_frozen_config_layers_still_load(tmp_path: Path) -> None:
     assert loaded.version == 2
     # The trust record names another path: this copy is untrusted, and says which keys
     # wait for trust (its agent, feedback command and yolo).
-    assert not loaded.describe()["trust"]["trusted"]
+    assert not loaded.trust.describe()["trusted"]
     assert loaded.config.mode.value == "hitl" and loaded.config.agent.backend == "claude"
-    assert loaded.describe()["trust"]["ignoredKeys"] == [
+    assert loaded.trust.describe()["ignoredKeys"] == [
         "mode",
         "agent.backend",
         "feedbackCommands",

@@ -171,7 +171,7 @@ def test_an_untrusted_layer_applies_only_what_is_free_or_tightens(files: Files) 
     assert loaded.sources["autoCommit"] == "repo" and loaded.sources["agent"] == "user"
     assert loaded.sources["maxIterationsPerTask"] == "repo"
     assert loaded.repo_layer == HOSTILE  # what the file says, ignored keys included
-    trust = loaded.describe()["trust"]
+    trust = loaded.trust.describe()
     assert trust["trusted"] is False and trust["trustedHash"] is None
     assert trust["sensitiveKeys"] == HOSTILE_KEYS
     assert trust["ignoredKeys"] == [k for k in HOSTILE_KEYS if k not in HOSTILE_TIGHTENING]
@@ -358,7 +358,7 @@ def test_an_untrusted_layer_cannot_touch_the_verifiers_or_reviewers_agent(files:
     assert loaded.config.roles.verifier is None and loaded.config.roles.reviewer is None
     assert loaded.config.agent.backend == "claude"
     assert loaded.config.agent.local.base_url == "http://localhost:11434"
-    trust = loaded.describe()["trust"]
+    trust = loaded.trust.describe()
     assert trust["trusted"] is False and trust["tighteningKeys"] == []
     assert trust["ignoredKeys"] == [
         f"{where}.{key}"
@@ -425,7 +425,7 @@ def test_a_changed_layer_keeps_what_only_tightens(files: Files) -> None:
     assert [rule.decision for rule in config.approval_rules] == ["deny"]
     assert config.permissions.unmatched == "deny" and config.budget.per_battle_usd == 2
     assert config.agent.command is None  # the loosening key waits
-    trust = loaded.describe()["trust"]
+    trust = loaded.trust.describe()
     assert trust["ignoredKeys"] == ["agent.command"]
     assert trust["tighteningKeys"] == [
         "approvalRules",
@@ -468,7 +468,7 @@ def test_an_untrusted_layer_that_loosens_gets_nothing(files: Files) -> None:
     assert [rule.decision for rule in config.approval_rules] == ["deny"]  # the user's
     assert config.mode == "hitl" and config.timeout_minutes == 30
     assert config.max_iterations_per_task == 4 and config.commit_runtime_files is False
-    trust = loaded.describe()["trust"]
+    trust = loaded.trust.describe()
     assert trust["ignoredKeys"] == [
         "mode",
         "timeoutMinutes",
@@ -482,7 +482,7 @@ def test_an_untrusted_layer_that_loosens_gets_nothing(files: Files) -> None:
     files.write_repo({"budget": None, "permissions": None})  # unset: the defaults, looser
     loaded = files.load()
     assert loaded.config.budget.per_day_usd == 3 and loaded.config.permissions.unmatched == "deny"
-    assert loaded.describe()["trust"]["ignoredKeys"] == ["permissions", "budget"]
+    assert loaded.trust.describe()["ignoredKeys"] == ["permissions", "budget"]
 
 
 ORDERED_LAYER = st.fixed_dictionaries(
@@ -605,7 +605,7 @@ def test_an_untrusted_layer_may_only_tighten_the_sandbox(files: Files) -> None:
     assert sandbox.network.allow == ["pypi.org", "example.com"]  # evil.example waits
     assert sandbox.filesystem.read_write == ["~/.cache"]  # the home waits
     assert sandbox.filesystem.read_only == ["~/tools"]  # fewer paths: applies
-    ignored = loose.describe()["trust"]["ignoredKeys"]
+    ignored = loose.trust.describe()["ignoredKeys"]
     assert {"sandbox.mode", "sandbox.network.mode", "sandbox.network.allow"} <= set(ignored)
     assert "sandbox.filesystem.readWrite" in ignored
     files.write_repo(
