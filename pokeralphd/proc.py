@@ -125,12 +125,13 @@ class ProcessOwner:
     scope: str
     pid: int
     started: float
+    nice: int = 0  # how much lower its children's priority is than its own (run_nice)
     _runs: dict[str, TrackedRun] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def for_state_dir(cls, state_dir: object) -> ProcessOwner:
+    def for_state_dir(cls, state_dir: object, nice: int = 0) -> ProcessOwner:
         scope = hashlib.sha256(os.fsencode(str(state_dir))).hexdigest()[:16]
-        return cls(scope, os.getpid(), create_time(os.getpid()) or 0.0)
+        return cls(scope, os.getpid(), create_time(os.getpid()) or 0.0, nice)
 
     @classmethod
     def anonymous(cls) -> ProcessOwner:
@@ -383,6 +384,8 @@ async def spawn(
             env=full_env,
             start_new_session=True,
         )
+    if owner is not None and owner.nice:
+        lower_priority(process.pid, owner.nice)
     try:
         await anyio.lowlevel.checkpoint_if_cancelled()
     except anyio.get_cancelled_exc_class():
@@ -391,6 +394,20 @@ async def spawn(
             await reap(process)
         raise
     return process
+
+
+def lower_priority(pid: int, nice: int) -> None:
+    """Lower a new run's priority ``nice`` steps below ours: its process group (what is in
+    it now, and so whatever they start later) and, on Linux, its session's autogroup. The
+    scheduler shares the CPU between sessions there before processes (each run is a
+    session of its own), so without it a hundred runs would each weigh as much as the
+    whole daemon. Best effort: where the system refuses, the run goes on as it is."""
+    target = min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice)
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PGRP, pid, target)
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/autogroup", "w") as group:
+            group.write(str(target))
 
 
 def check_program(argv: Sequence[str], cwd: str, path: str | None) -> None:

@@ -19,8 +19,8 @@ eventHistoryBytes         32 MiB      oldest events dropped; ``since`` reports `
 sendStallTimeout          30 s        the connection is closed (logged)
 ========================  ==========  =====================================================
 
-Not limits: ``sandbox`` (battles confined as ``sandbox.mode`` says, unless
-``--no-sandbox``), ``web`` (the dashboard on 127.0.0.1, on unless ``--no-web``) and ``webPort``
+Not limits: ``runNice`` (how far below the daemon's priority battles' processes run),
+``sandbox`` (battles confined as ``sandbox.mode`` says, unless ``--no-sandbox``), ``web`` (the dashboard on 127.0.0.1, on unless ``--no-web``) and ``webPort``
 (its port; 0 picks a free one, written to ``pokeralphd.web.json`` beside the socket). Its
 WebSocket connections are bounded as the socket's are (the limits above, per connection,
 and at most ``maxConnections`` of them).
@@ -132,6 +132,14 @@ class DaemonSettings(Model):
         le=256,
         description="Battles running at once, in all repositories (1 to 256); the rest "
         "wait as queued.",
+    )
+    run_nice: int = Field(
+        default=10,
+        ge=0,
+        le=19,
+        description="How much lower than the daemon's the priority of every battle's "
+        "processes is (agents, feedback loops, verifiers; 0 to 19, 0: the same): the daemon, "
+        "its clients and the rest of the machine stay responsive while battles compute.",
     )
     web: bool = Field(
         default=True,

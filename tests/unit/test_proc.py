@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import shutil
@@ -22,6 +23,7 @@ from pokeralphd.proc import (
     ProcessOwner,
     iter_line_blocks,
     iter_lines,
+    kill_group,
     marked,
     spawn,
 )
@@ -145,6 +147,29 @@ async def test_spawn_marks_the_child_and_strips_service_variables(
     await process.wait()
     await process.aclose()
     assert out.decode() == f"{owner.mark} None"
+
+
+async def test_a_runs_processes_run_below_the_daemon(tmp_path: Path) -> None:
+    """run_nice: the run's first process, what it starts (a child forked at once, before
+    the daemon lowered the group, included) and, on Linux, its session's autogroup."""
+    owner = dataclasses.replace(ProcessOwner.anonymous(), nice=7)
+    ours = os.getpriority(os.PRIO_PROCESS, 0)
+    script = "sleep 30 & echo $!; wait"  # the shell forks its child straight away
+    process = await spawn(["/bin/sh", "-c", script], cwd="/", env={}, owner=owner)
+    try:
+        assert process.stdout is not None
+        child = int((await process.stdout.receive()).split()[0])
+        expected = min(19, ours + 7)
+        assert os.getpriority(os.PRIO_PROCESS, process.pid) == expected
+        assert psutil.Process(child).nice() == expected
+        group = Path(f"/proc/{process.pid}/autogroup")
+        if group.exists():
+            assert group.read_text().split()[-1] == str(expected)
+            assert Path("/proc/self/autogroup").read_text() != group.read_text()
+    finally:
+        kill_group(process.pid)
+        await process.wait()
+        await process.aclose()
 
 
 async def test_spawn_says_what_exec_would(tmp_path: Path) -> None:
