@@ -83,7 +83,10 @@ class Cli:
             return GeminiAPI([t for t in script if isinstance(t, Text | Tools)])
         return SideAwareOpenAI(script)
 
-    def env(self, api: ScriptedHTTP[Any], home: Path) -> dict[str, str]:
+    def env(self, api: ScriptedHTTP[Any], home: Path, *, relaunch: bool = False) -> dict[str, str]:
+        """The CLI's environment: its model endpoint, ``HOME`` and the XDG folders in
+        ``home``. Gemini CLI and Qwen Code start Node a second time to give themselves
+        a larger heap (a third of their CPU here) unless ``relaunch``."""
         home.mkdir(parents=True, exist_ok=True)
         env = {
             "HOME": str(home),
@@ -94,10 +97,14 @@ class Cli:
         }
         if self.name == "gemini":
             env.update(GOOGLE_GEMINI_BASE_URL=api.url, GEMINI_API_KEY="test-key")
+            if not relaunch:
+                env["GEMINI_CLI_NO_RELAUNCH"] = "true"
         elif self.name == "qwen":
             env.update(
                 OPENAI_BASE_URL=api.url + "/v1", OPENAI_API_KEY="sk-test", OPENAI_MODEL="fake-model"
             )
+            if not relaunch:
+                env["QWEN_CODE_NO_RELAUNCH"] = "true"
         else:
             config = {
                 "model": "fake/fake-model",
@@ -253,7 +260,9 @@ async def test_cancel_while_asking_ends_the_agents_tree(cli: Cli, home: Path) ->
     repo = make_git_repo(home / "repo")
     with cli.api(_script(cli, repo)) as api:
         async with running_daemon(home) as d:
-            task = await _setup(d, repo, cli, cli.env(api, home / "agent-home"))
+            # relaunched: Gemini CLI and Qwen Code run as a tree of Node processes
+            env = cli.env(api, home / "agent-home", relaunch=True)
+            task = await _setup(d, repo, cli, env)
             async with d.client() as watcher:
                 await watcher.call("events.subscribe", {"repo": str(repo)})
                 await d.call("battle.start", {"repo": str(repo), "taskId": task})
