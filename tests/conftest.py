@@ -6,6 +6,7 @@ import shutil
 import signal
 import sys
 from collections.abc import Iterator
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,35 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return module if module in ONE_WORKER_MODULES else nodeid
 
     return KeepModulesTogether(config, log)
+
+
+# The longest tests, started first under xdist (as ``-n logical`` runs):
+# a worker that takes one of them near the end of a run leaves the others idle while it
+# finishes. Most are real agent CLIs (CPU-bound Node and Bun programs: OpenCode's battles
+# are the longest); the slow reader sleeps on purpose for over 5 s (it must outlast the
+# old fixed 5 s window), which costs no CPU when it overlaps with the rest. Patterns
+# (fnmatch, on the node id) in the order they start; the rest keep their order.
+SLOW_FIRST = (
+    "tests/real/test_real_acp.py::*[[]opencode]",
+    "tests/real/test_real_acp.py::*",
+    "tests/integration/test_hardening_wire.py::test_a_slow_reader_gets_a_whole_large_reply",
+    "tests/tui/test_dashboard.py::*",
+    "tests/real/*",
+    "tests/acp/*",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # one process: the files' own order (the controller schedules a worker's)
+
+    def rank(item: pytest.Item) -> int:
+        return next(
+            (i for i, pattern in enumerate(SLOW_FIRST) if fnmatch(item.nodeid, pattern)),
+            len(SLOW_FIRST),
+        )
+
+    items.sort(key=rank)  # stable: the order within each rank is kept
 
 
 @pytest.fixture

@@ -230,6 +230,8 @@ class IterationRun:
                     tg.start_soon(self.stream.run)
                     tg.start_soon(self._progress_writer)
                     active.iteration_scope = scope
+                    if active.stop_reason == "pause_now":
+                        scope.cancel()  # paused "now" before the agent started
                     with scope:
                         outcome = await self._run_agent(prompt)
                         # exit codes 23/124 and lost connections are transient too

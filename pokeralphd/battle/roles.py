@@ -163,6 +163,8 @@ class RoleRun:
                     tg.start_soon(self.stream.run)
                     tg.start_soon(self._save_pid)
                     active.iteration_scope = scope
+                    if active.stop_reason == "pause_now":
+                        scope.cancel()  # paused "now" before the agent started
                     with scope:
                         outcome = await self._run_agent(prompt)
                     tg.cancel_scope.cancel()

@@ -88,11 +88,13 @@ class BattleRun:
         if status == B.ESCALATED:
             raise InvalidState(phases.escalated_hint(state), taskId=self.task_id)
         self.mailbox.post(Pause(now))
+        # Recorded even with no agent run under way yet: an iteration that began but has
+        # not started its agent starts it cancelled (IterationRun, RoleRun).
         if (
             now
             and status == B.RUNNING
-            and state.iteration_scope is not None
             and state.request_stop("pause_now")
+            and state.iteration_scope is not None
         ):
             state.iteration_scope.cancel()  # the agent is ended; the loop pauses after it
         return True
@@ -523,6 +525,7 @@ class BattleRun:
     # ------------------------------------------------------------------ endings
     async def _pause(self, reason: str) -> None:
         self._pause_pending = False
+        self.state.clear_pause_now()  # however it was reached, the pause took effect
         await self.orch.set_status(self.state, B.PAUSED, paused_reason=reason)
         self.orch.publish(ev.BattlePaused(task_id=self.task_id, reason=reason))
 

@@ -1,8 +1,9 @@
 """Races between clients, against a daemon in the test's own event loop.
 
 Ten clients starting a battle in one repository at once get one battle; a cancel is
-never lost to a pause that arrives at the same moment; two planning starts get one
-session.
+never lost to a pause that arrives at the same moment; a pause "now" that arrives as an
+iteration begins, before its agent runs, still stops that iteration; two planning starts
+get one session.
 """
 
 from __future__ import annotations
@@ -121,6 +122,31 @@ async def test_a_cancel_is_never_lost_to_a_pause_now(home: Path, order: str) -> 
         assert (await d.call("battle.current", {"repo": str(repo)}))["battles"] == []
         history = await d.call("battle.history", {"repo": str(repo), "taskId": task})
         assert history["battle"]["status"] == "cancelled"
+
+
+async def test_a_pause_now_as_the_iteration_begins_stops_that_iteration(home: Path) -> None:
+    """``iteration_start`` is published before the agent starts (its prompt and the git
+    snapshot come first): a pause "now" asked on that event must not wait for the whole
+    iteration (it once did, when no agent run was under way to cancel yet)."""
+    repo = make_git_repo(home / "repo")
+    async with running_daemon(home) as d:
+        task = await _setup(d, repo, mode="complete")  # an iteration that would pass
+        async with d.client() as watcher:
+            await watcher.call("events.subscribe", {"repo": str(repo)})
+            await d.call("battle.start", {"repo": str(repo), "taskId": task})
+            await watcher.events_until({"iteration_start"})
+            await d.call("battle.pause", {"repo": str(repo), "now": True})
+            events = await watcher.events_until({"battle_paused", "battle_complete"})
+        assert events[-1]["type"] == "battle_paused", [e["type"] for e in events]
+        assert events[-1]["payload"]["reason"] == "paused immediately at your request"
+        [iteration] = _history(repo, task)["iterations"]
+        assert iteration["result"] == "cancelled"
+        # Resumed, it runs a new iteration from the start (the "now" was not kept).
+        async with d.client() as watcher:
+            await watcher.call("events.subscribe", {"repo": str(repo)})
+            await d.call("battle.resume", {"repo": str(repo)})
+            events = await watcher.events_until({"battle_paused", "battle_complete"})
+        assert events[-1]["type"] == "battle_complete", [e["type"] for e in events]
 
 
 async def test_two_planning_starts_at_once_get_one_session(home: Path) -> None:
