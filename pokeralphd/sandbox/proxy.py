@@ -154,12 +154,20 @@ class EgressProxy:
         self._on_refused = on_refused
         self._max = max_connections
         self._open = 0
+        self._drained: anyio.Event | None = None  # set when the last connection closes
         self.let_through = 0  # connections let through so far
         self._pending: dict[tuple[str, int], _Ask] = {}
 
     @property
     def connections(self) -> int:
         return self._open
+
+    async def idle(self) -> None:
+        """Until no connection is open (at once if none is)."""
+        if self._open:
+            if self._drained is None:
+                self._drained = anyio.Event()
+            await self._drained.wait()
 
     def allowed(self, host: str, port: int) -> bool:
         return any(p.matches(host, port) for p in self._allow)
@@ -209,6 +217,9 @@ class EgressProxy:
                 pass
             finally:
                 self._open -= 1
+                if not self._open and self._drained is not None:
+                    self._drained.set()
+                    self._drained = None
 
     async def _serve(self, client: anyio.abc.ByteStream) -> None:
         try:

@@ -278,8 +278,7 @@ async def test_the_allowlist_goes_through_the_proxy_and_asks_for_the_rest(
         second = await fetch()
         third = await fetch()
         with anyio.fail_after(10):  # every connection closed before the listener goes
-            while proxy.connections:
-                await anyio.sleep(0.005)
+            await proxy.idle()
         tg.cancel_scope.cancel()
     assert first.splitlines()[0] == f"hello from {allowed}"
     assert first.splitlines()[1] == (

@@ -74,8 +74,7 @@ async def _idle(proxy: EgressProxy) -> None:
     """Until the proxy holds no connection (before its listener is cancelled: a cancel
     landing as a client closes is a race of its own)."""
     with anyio.fail_after(10):
-        while proxy.connections:
-            await anyio.sleep(0.005)
+        await proxy.idle()
 
 
 async def _ask(path: str, head: bytes) -> bytes:
@@ -93,10 +92,11 @@ async def _ask(path: str, head: bytes) -> bytes:
 @pytest.mark.anyio
 async def test_allowed_passes_others_are_asked_once_and_refused_with_the_key(port: int) -> None:
     asked: list[NetworkRequest] = []
-    release = anyio.Event()
+    release, was_asked, both_answered = anyio.Event(), anyio.Event(), anyio.Event()
 
     async def decide(request: NetworkRequest) -> Decision:
         asked.append(request)
+        was_asked.set()
         await release.wait()
         return "deny"
 
@@ -113,6 +113,8 @@ async def test_allowed_passes_others_are_asked_once_and_refused_with_the_key(por
 
     async def other_one() -> None:
         answers.append(await _ask(sock, other))
+        if len(answers) == 2:
+            both_answered.set()
 
     async with anyio.create_task_group() as tg:
         await tg.start(proxy.serve, sock)
@@ -121,12 +123,10 @@ async def test_allowed_passes_others_are_asked_once_and_refused_with_the_key(por
         tg.start_soon(other_one)
         tg.start_soon(other_one)
         with anyio.fail_after(10):
-            while not asked:
-                await anyio.sleep(0.01)
+            await was_asked.wait()
         release.set()
         with anyio.fail_after(10):
-            while len(answers) < 2:
-                await anyio.sleep(0.01)
+            await both_answered.wait()
         await _idle(proxy)
         tg.cancel_scope.cancel()
     assert asked == [NetworkRequest("example.invalid", 443)]  # two asks, one question

@@ -481,9 +481,10 @@ async def test_a_failing_connection_ends_only_itself(caplog: pytest.LogCaptureFi
 @pytest.mark.anyio
 async def test_past_the_cap_a_client_is_told_by_id_and_in_its_framing() -> None:
     path = short_tmpdir() / "a.sock"
-    release = anyio.Event()
+    release, holding = anyio.Event(), anyio.Event()
 
     async def handler(stream: anyio.abc.SocketStream) -> None:
+        holding.set()
         await release.wait()
 
     listener = await anyio.create_unix_listener(path)
@@ -492,8 +493,8 @@ async def test_past_the_cap_a_client_is_told_by_id_and_in_its_framing() -> None:
         tg.start_soon(acceptor.serve, listener, tg)
         holder = await anyio.connect_unix(path)
         with anyio.fail_after(5):
-            while acceptor.active < 1:
-                await anyio.sleep(0.01)  # polling a condition, with a deadline
+            await holding.wait()  # the one connection allowed is held
+        assert acceptor.active == 1
         line = b'{"jsonrpc":"2.0","id":"x7","method":"daemon.ping"}\n'
         (reply,) = await anyio.to_thread.run_sync(ask, path, line)
         assert reply["id"] == "x7" and reply["error"]["code"] == -32023
