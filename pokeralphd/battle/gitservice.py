@@ -49,16 +49,18 @@ _identities: dict[Path, tuple[tuple[tuple[str, int, int], ...], Mapping[str, str
 
 def _identity_stamp(root: Path) -> tuple[tuple[str, int, int], ...]:
     """The files a user's identity can come from, as (path, mtime, size): the system's,
-    the global ones, the repository's (a worktree's own `.git` file included)."""
+    the global ones, the repository's config files as git finds them (a worktree's own
+    ``.git`` file included). Not the ``.git`` folder: every commit changes its mtime."""
     home = Path(os.environ.get("HOME", "~")).expanduser()
     xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
     files = [
         Path("/etc/gitconfig"),
         home / ".gitconfig",
         xdg / "git" / "config",
-        root / ".git" / "config",
-        root / ".git",
+        *(gitcmd.config_files(root) or (root / ".git" / "config",)),
     ]
+    if not (root / ".git").is_dir():
+        files.append(root / ".git")
     if os.environ.get("GIT_CONFIG_GLOBAL"):
         files.append(Path(os.environ["GIT_CONFIG_GLOBAL"]))
     stamp = []
@@ -91,6 +93,9 @@ class GitService:
     def __init__(self, repo_root: Path) -> None:
         self.root = repo_root
         self._checked = False
+        # The paths the last `git status` showed as known to git (changed or deleted,
+        # not untracked): a commit of these needs no `git add` (see commit()).
+        self._known: set[str] = set()
 
     def _git(self, *args: str, check: bool = True, env: Mapping[str, str] | None = None) -> str:
         """``git ARGS``' output in the repository (checked to be one the first time: by
@@ -116,6 +121,7 @@ class GitService:
         """Paths that differ from HEAD: modified, deleted, untracked (not ignored)."""
         out = self._git("status", "--porcelain", "-z", "--untracked-files=all")
         paths: list[str] = []
+        known: set[str] = set()
         entries = out.split("\0")
         i = 0
         while i < len(entries):
@@ -127,6 +133,9 @@ class GitService:
             if status[0] in "RC":
                 i += 1  # the rename's source follows
             paths.append(path)
+            if status != "??":
+                known.add(path)
+        self._known = known
         if not include_runtime:
             paths = [p for p in paths if not _runtime(p)]
         return sorted(set(paths))
@@ -233,13 +242,24 @@ class GitService:
         return env
 
     def commit(self, paths: list[str], message: str, include_runtime: bool = False) -> str | None:
-        """Stage exactly ``paths`` (deletions too) and commit; the new hash, or None if nothing changed."""
+        """Stage exactly ``paths`` (deletions too) and commit; the new hash, or None if
+        nothing changed.
+
+        One ``git commit -- PATHS`` where every path is one the last ``git status``
+        showed git knows (``commit`` takes a known path's content, or its deletion, from
+        the working tree itself); a ``git add -A`` of the others first (new files, and
+        any path no status was asked about). The hash is read from the branch's ref
+        (:func:`~pokeralphd.gitcmd.read_head`), or asked where it cannot be read.
+        Measured per iteration: 3 git processes instead of 6 (``add``, the identity's
+        ``config``, ``rev-parse``)."""
         if not include_runtime:
             paths = [p for p in paths if not _runtime(p)]
         if not paths:
             return None
+        unknown = [p for p in paths if p not in self._known]
         try:
-            self._git("add", "-A", "--", *paths)
+            if unknown:
+                self._git("add", "-A", "--", *unknown)
             self._git(
                 "commit", "-q", "-m", message, "--no-verify", "--", *paths, env=self._identity()
             )
@@ -251,7 +271,7 @@ class GitService:
             raise StorageError(
                 f"git commit failed: {exc.err.strip() or exc}", paths=paths[:20]
             ) from exc
-        return self.head()
+        return gitcmd.read_head(self.root) or self.head()
 
     def show(self, commit: str, limit: int, timeout: float = 30.0) -> tuple[str, bool]:
         """``git show`` of ``commit`` (stat and patch, git's own diff: no external diff or
