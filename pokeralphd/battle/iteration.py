@@ -204,13 +204,10 @@ class IterationRun:
         fatal: str | None = None
         feedback: dict[str, FeedbackResult] = {}
         completion: CompletionSignal | None = None
-        files_changed: list[str] = []
         try:
             prompt = await self._prompt()
             self.lap("prompt")
-            snapshot = await anyio.to_thread.run_sync(self.git.snapshot)
-            self.lap("git")
-            await anyio.to_thread.run_sync(self.stream.open)
+            snapshot = await anyio.to_thread.run_sync(self._snapshot_and_open)
             if self.stream.log_error:
                 orch.publish(
                     ev.IterationOutput(
@@ -241,14 +238,14 @@ class IterationRun:
             elif outcome is not None and not _refused(outcome):
                 completion, feedback = await self._judge(outcome)
             self.lap("feedback")
-            files_changed = await anyio.to_thread.run_sync(self.git.changed_since, snapshot)
-            record = self._record(record, outcome, feedback, completion, files_changed, clock)
-            if (
-                self.config.auto_commit
-                and files_changed
-                and record.result != IterationResult.CANCELLED
-            ):
-                record.commit_hash = await self._commit(files_changed)
+            before = record
+            record, commit_failed = await anyio.to_thread.run_sync(
+                self._changes,
+                snapshot,
+                lambda files: self._record(before, outcome, feedback, completion, files, clock),
+            )
+            if commit_failed is not None:
+                self.stream.chunk("notice", f"auto-commit failed: {commit_failed}")
             self.lap("git")
         except AgentError as exc:
             fatal = exc.message
@@ -430,20 +427,35 @@ class IterationRun:
                 data.update(result=IterationResult.SUCCESS)
         return record.model_copy(update=data)
 
-    async def _commit(self, files: list[str]) -> str | None:
+    # -- git, in a worker thread: one hop before the agent, one after it
+    def _snapshot_and_open(self) -> dict[str, str]:
+        """What is changed before the agent runs (charged to ``git``), and its log opened."""
+        snapshot = self.git.snapshot()
+        self.lap("git")
+        self.stream.open()
+        return snapshot
+
+    def _changes(
+        self, snapshot: dict[str, str], record_of: Callable[[list[str]], Iteration]
+    ) -> tuple[Iteration, str | None]:
+        """The files the iteration changed, its record (``record_of`` them), and their
+        commit where auto-commit is on and the iteration was not cancelled; and why the
+        commit failed, if it did (said in the log: the iteration stands)."""
+        files = self.git.changed_since(snapshot)
+        record = record_of(files)
+        if not (self.config.auto_commit and files and record.result != IterationResult.CANCELLED):
+            return record, None
         message = self.git.format_commit_message(self.task_id, self.active.title)
         body = (
             f"{message}\n\nIteration {self.number} of battle attempt {self.active.battle.attempt}."
         )
         try:
-            return await anyio.to_thread.run_sync(
-                lambda: self.git.commit(
-                    files, body, include_runtime=self.config.commit_runtime_files
-                )
+            record.commit_hash = self.git.commit(
+                files, body, include_runtime=self.config.commit_runtime_files
             )
         except PokeralphError as exc:
-            self.stream.chunk("notice", f"auto-commit failed: {exc.message}")
-            return None
+            return record, exc.message
+        return record, None
 
     async def _finish(self, record: Iteration, clock: float) -> None:
         active = self.active

@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from tests.bench.common import Table, start_daemon
 from tests.helpers import DaemonProcess, events_of, make_git_repo, short_tmpdir
 
@@ -126,6 +128,7 @@ def run(table: Table, iterations: int = 50, profile: bool = False) -> None:
                     "types": ["iteration_start", "battle_failed", "battle_complete"],
                 },
             )
+            cpu0 = psutil.Process(daemon.pid).cpu_times()
             t0 = time.perf_counter()
             daemon.call(
                 "battle.start", {"repo": str(repo), "taskId": task, "maxIterations": iterations}
@@ -136,6 +139,7 @@ def run(table: Table, iterations: int = 50, profile: bool = False) -> None:
                 starts.append(time.perf_counter())
                 ended = event
             wall = time.perf_counter() - t0
+            cpu1 = psutil.Process(daemon.pid).cpu_times()
         battle = daemon.call("battle.history", {"repo": str(repo), "taskId": task})["battle"]
         commits = _git(repo, "rev-list", "--count", "HEAD")
     finally:
@@ -190,6 +194,13 @@ def run(table: Table, iterations: int = 50, profile: bool = False) -> None:
         "    outside the iteration record (all in - its duration, mean)",
         f"{(per - statistics.mean(durations) / 1000) * 1000:.1f} ms",
         "the record's last write, the cost ledger, the next iteration's start",
+    )
+    n = len(records)
+    table.add(
+        "  CPU per iteration: the daemon's own / its children's (mean)",
+        f"{(cpu1.user + cpu1.system - cpu0.user - cpu0.system) / n * 1000:.1f} / "
+        f"{(cpu1.children_user + cpu1.children_system - cpu0.children_user - cpu0.children_system) / n * 1000:.1f} ms",
+        "children: git, setpriv, the agent, the loop's shell; the bare agent's is in it",
     )
     if via_setpriv:
         table.add(
