@@ -343,10 +343,14 @@ class IterationRun:
         feedback: dict[str, FeedbackResult] = {}
         if outcome.reason != "exited":
             return completion, feedback
-        detected = await anyio.to_thread.run_sync(detect_loops, self.workdir)
-        loops = resolve_loops(
-            list(self.config.feedback_loops), detected, dict(self.config.feedback_commands)
+        names, commands = list(self.config.feedback_loops), dict(self.config.feedback_commands)
+        # what the repository's files say is asked only for a loop with no command set
+        detected = (
+            {}
+            if all(commands.get(name) for name in names)
+            else await anyio.to_thread.run_sync(detect_loops, self.workdir)
         )
+        loops = resolve_loops(names, detected, commands)
         timeout = self.config.feedback_timeout_minutes * 60
         for name, command in loops.items():
             if command is None:
