@@ -41,6 +41,9 @@ FALLBACK_IDENTITY_ENV = {
 #: ``git`` arguments printing the user's configured name and email, and :func:`has_identity`
 #: judging what they printed: the one rule for when we commit as pokeralph instead.
 IDENTITY_QUERY = ("config", "--get-regexp", r"^user\.(name|email)$")
+#: Paths from `git status` are names, not patterns: without this a file named `*` is
+#: every file to `add`, `commit`, `rm --cached` and the others.
+LITERAL = {"GIT_LITERAL_PATHSPECS": "1"}
 # What `git commit` says (LC_ALL=C: see gitcmd) when the paths staged differ in nothing.
 NOTHING_TO_COMMIT = re.compile(r"^(nothing to commit|no changes added to commit)", re.M)
 # The user's identity for commits, per repository: (the config files' stamp, the env).
@@ -193,14 +196,14 @@ class GitService:
         """Which of ``paths`` git knows (in HEAD or in the index)."""
         if not paths:
             return set()
-        out = self._git("ls-files", "-z", "--", *paths)
+        out = self._git("ls-files", "-z", "--", *paths, env=LITERAL)
         return {p for p in out.split("\0") if p} | self._in_head(paths)
 
     def _in_head(self, paths: list[str]) -> set[str]:
         """Which of ``paths`` HEAD holds (none before the first commit)."""
         if not self.head():
             return set()
-        out = self._git("ls-tree", "-r", "-z", "--name-only", "HEAD", "--", *paths)
+        out = self._git("ls-tree", "-r", "-z", "--name-only", "HEAD", "--", *paths, env=LITERAL)
         return {p for p in out.split("\0") if p}
 
     def restore(self, paths: list[str]) -> list[str]:
@@ -214,11 +217,13 @@ class GitService:
             if _runtime(path):
                 continue
             if path in in_head:
-                self._git("checkout", "HEAD", "--", path)
-                self._git("reset", "-q", "HEAD", "--", path, check=False)
+                self._git("checkout", "HEAD", "--", path, env=LITERAL)
+                self._git("reset", "-q", "HEAD", "--", path, check=False, env=LITERAL)
             else:
                 full = self.root / path
-                self._git("rm", "-q", "--cached", "--ignore-unmatch", "--", path, check=False)
+                self._git(
+                    "rm", "-q", "--cached", "--ignore-unmatch", "--", path, check=False, env=LITERAL
+                )
                 with contextlib.suppress(FileNotFoundError, IsADirectoryError):
                     os.unlink(full)
             done.append(path)
@@ -259,9 +264,16 @@ class GitService:
         unknown = [p for p in paths if p not in self._known]
         try:
             if unknown:
-                self._git("add", "-A", "--", *unknown)
+                self._git("add", "-A", "--", *unknown, env=LITERAL)
             self._git(
-                "commit", "-q", "-m", message, "--no-verify", "--", *paths, env=self._identity()
+                "commit",
+                "-q",
+                "-m",
+                message,
+                "--no-verify",
+                "--",
+                *paths,
+                env={**self._identity(), **LITERAL},
             )
         except gitcmd.GitFailed as exc:
             # Staged, and nothing differs from HEAD (before the first commit too): no

@@ -314,6 +314,35 @@ def test_an_iterations_commit_is_one_git_process_unless_it_adds_a_new_file(
     assert calls.read_text().split().count("config") <= 2  # the overrides, the identity
 
 
+def test_a_path_named_like_a_pattern_is_committed_or_restored_alone(tmp_path: Path) -> None:
+    """A file an iteration made named ``*`` (or ``[a].txt``) is that file only: git
+    would read it as a pattern matching every file, committing the user's own edit with
+    it, or taking every file out of the index when it is restored."""
+    repo = make_git_repo(tmp_path / "r", {"a.txt": "a\n", "b.txt": "b\n"})
+    (repo / "a.txt").write_text("the user's own edit\n")
+    git = GitService(repo)
+    snap = git.snapshot()
+    (repo / "*").write_text("star\n")
+    (repo / "[ab].txt").write_text("brackets\n")
+    changed = git.changed_since(snap)
+    assert changed == ["*", "[ab].txt"]
+    assert git.commit(changed, "[PokéRalph] 001-a: patterns") is not None
+
+    def real(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+        ).stdout
+
+    assert real("show", "--name-only", "--format=", "HEAD").split() == ["*", "[ab].txt"]
+    assert real("status", "--porcelain") == " M a.txt\n"  # the user's edit is still theirs
+    (repo / "*").write_text("changed again\n")
+    (repo / "?").write_text("new\n")
+    assert git.restore(["*", "?"]) == ["*", "?"]
+    assert (repo / "*").read_text() == "star\n" and not (repo / "?").exists()
+    assert real("status", "--porcelain") == " M a.txt\n"
+    assert real("ls-files").split() == ["*", "[ab].txt", "a.txt", "b.txt"]
+
+
 def test_an_agents_events_show_the_same_for_every_role(tmp_path: Path) -> None:
     """The implementer's iteration and a verifier's or reviewer's run show events through
     one OutputStream.show: a rule's or a person's decision reaches the log as a
