@@ -244,8 +244,9 @@ class IterationRun:
                 snapshot,
                 lambda files: self._record(before, outcome, feedback, completion, files, clock),
             )
-            if commit_failed is not None:
+            if commit_failed is not None:  # the stream is closed: sent at once
                 self.stream.chunk("notice", f"auto-commit failed: {commit_failed}")
+                self.stream.flush()
             self.lap("git")
         except AgentError as exc:
             fatal = exc.message
