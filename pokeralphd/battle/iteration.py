@@ -175,7 +175,8 @@ class IterationRun:
             await self._progress_dirty.wait()
             self._progress_dirty = anyio.Event()
             self._take_texts()
-            await self.orch.save(self.active)
+            # the battle's record changes only at the iteration's end (_finish saves it)
+            await self.orch.save(self.active, history=False)
             await anyio.sleep(interval)
 
     # -- the iteration
