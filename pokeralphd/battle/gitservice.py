@@ -121,8 +121,10 @@ class GitService:
         return f"[PokéRalph] {task_id}: {title}"
 
     def _dirty(self, include_runtime: bool = False) -> list[str]:
-        """Paths that differ from HEAD: modified, deleted, untracked (not ignored)."""
-        out = self._git("status", "--porcelain", "-z", "--untracked-files=all")
+        """Paths that differ from HEAD: modified, deleted, untracked (not ignored). A
+        move is its two paths (``--no-renames``): a commit of the new one alone would be
+        a copy, the old one's deletion left staged."""
+        out = self._git("status", "--porcelain", "-z", "--untracked-files=all", "--no-renames")
         paths: list[str] = []
         known: set[str] = set()
         entries = out.split("\0")

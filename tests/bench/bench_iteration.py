@@ -75,7 +75,7 @@ class ProfiledDaemon(DaemonProcess):
         return self
 
 
-STATUS = ["git", "status", "--porcelain", "-z", "--untracked-files=all"]
+STATUS = ["git", "status", "--porcelain", "-z", "--untracked-files=all", "--no-renames"]
 
 
 def bare_runs(

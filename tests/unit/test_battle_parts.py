@@ -343,6 +343,27 @@ def test_a_path_named_like_a_pattern_is_committed_or_restored_alone(tmp_path: Pa
     assert real("ls-files").split() == ["*", "[ab].txt", "a.txt", "b.txt"]
 
 
+def test_a_file_the_agent_moved_with_git_is_committed_moved(tmp_path: Path) -> None:
+    """``git mv a b`` by the agent: both paths changed, and the commit holds the move (git
+    status once showed it as one renamed entry, so only ``b`` was committed, a copy, and
+    ``a``'s deletion was left staged)."""
+    repo = make_git_repo(tmp_path / "r", {"a.txt": "hello\n"})
+    git = GitService(repo)
+    snap = git.snapshot()
+    subprocess.run(["git", "-C", str(repo), "mv", "a.txt", "b.txt"], check=True)
+    changed = git.changed_since(snap)
+    assert changed == ["a.txt", "b.txt"]
+    assert git.commit(changed, "[PokéRalph] 001-a: move") is not None
+    status = subprocess.run(
+        ["git", "-C", str(repo), "status", "--porcelain"], capture_output=True, text=True
+    )
+    assert status.stdout == ""
+    tree = subprocess.run(
+        ["git", "-C", str(repo), "ls-tree", "--name-only", "HEAD"], capture_output=True, text=True
+    )
+    assert tree.stdout.split() == ["b.txt"]
+
+
 def test_an_agents_events_show_the_same_for_every_role(tmp_path: Path) -> None:
     """The implementer's iteration and a verifier's or reviewer's run show events through
     one OutputStream.show: a rule's or a person's decision reaches the log as a
