@@ -69,6 +69,10 @@ one ``git config`` process (2-5 ms here), once per repository and config change.
 iteration's git steps cost what they did before (git's CPU per iteration 17-19 ms,
 GitPython's runner 19-21 ms, on a loaded machine).
 
+Not every answer needs a git: :func:`read_head` reads HEAD's commit from the files where
+they say it plainly (a loose branch ref, a detached HEAD), so a commit is not followed by
+a ``git rev-parse`` (issue 22); anything else is asked of git.
+
 Left as they are: what the daemon's own environment says (``GIT_CONFIG_GLOBAL``, the
 user's identity and global config: the user's, not the repository's); git's aliases (we only run builtins, which aliases cannot shadow); ``trace2`` settings (git
 reads them from the system and global config only). A config file changed between the
