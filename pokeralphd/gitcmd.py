@@ -69,6 +69,10 @@ one ``git config`` process (2-5 ms here), once per repository and config change.
 iteration's git steps cost what they did before (git's CPU per iteration 17-19 ms,
 GitPython's runner 19-21 ms, on a loaded machine).
 
+Not every answer needs a git: :func:`read_head` reads HEAD's commit from the files where
+they say it plainly (a loose branch ref, a detached HEAD), so a commit is not followed by
+a ``git rev-parse`` (issue 22); anything else is asked of git.
+
 Left as they are: what the daemon's own environment says (``GIT_CONFIG_GLOBAL``, the
 user's identity and global config: the user's, not the repository's); git's aliases (we only run builtins, which aliases cannot shadow); ``trace2`` settings (git
 reads them from the system and global config only). A config file changed between the
@@ -81,6 +85,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import re
 import subprocess
 import threading
 from dataclasses import dataclass
@@ -276,23 +281,75 @@ def overrides_for(names: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
-def _config_files(cwd: Path) -> tuple[Path, ...] | None:
-    """The config files git reads for the repository whose top is ``cwd``, as git finds
-    them from its ``.git`` (a folder, or a worktree's file naming its git folder, whose
-    ``commondir`` names the shared one); None when ``cwd`` is no such top."""
+def git_dirs(cwd: Path) -> tuple[Path, Path] | None:
+    """The git folder and the common git folder of the repository whose top is ``cwd``,
+    as git finds them from its ``.git`` (a folder, both; or a worktree's file naming its
+    git folder, whose ``commondir`` names the shared one); None when ``cwd`` is no such
+    top."""
     dot = cwd / ".git"
     try:
         if dot.is_dir():
-            gitdir = common = dot
-        else:
-            text = dot.read_text()
-            if not text.startswith("gitdir: "):
-                return None
-            gitdir = cwd / text[len("gitdir: ") :].strip()
-            common = gitdir / (gitdir / "commondir").read_text().strip()
+            return dot, dot
+        text = dot.read_text()
+        if not text.startswith("gitdir: "):
+            return None
+        gitdir = cwd / text[len("gitdir: ") :].strip()
+        return gitdir, gitdir / (gitdir / "commondir").read_text().strip()
     except OSError:
         return None
+
+
+def config_files(cwd: Path) -> tuple[Path, ...] | None:
+    """The config files git reads for the repository whose top is ``cwd`` (the common
+    ``config``, the worktree's ``config.worktree``); None when ``cwd`` is no such top."""
+    dirs = git_dirs(cwd)
+    if dirs is None:
+        return None
+    gitdir, common = dirs
     return (common / "config", gitdir / "config.worktree")
+
+
+_OBJECT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")  # SHA-1 or SHA-256, in full
+
+
+def _small(path: Path) -> str | None:
+    try:
+        with open(path, "rb") as file:
+            return file.read(512).decode("ascii", "replace")
+    except OSError:
+        return None
+
+
+def read_head(cwd: Path) -> str | None:
+    """HEAD's commit where the repository's files say it plainly, without starting git: a
+    detached ``HEAD``, or ``ref: refs/heads/NAME`` and that branch's loose ref (what a
+    ``git commit`` on a branch has just written, by a rename). None where they do not (no
+    ``.git``, an unborn or packed branch, a ref of another form, the reftable format,
+    whose ``HEAD`` names ``refs/heads/.invalid``): then ask git. Measured: ~20 µs against
+    ~1.5 ms of CPU for a ``git rev-parse``."""
+    dirs = git_dirs(cwd)
+    if dirs is None:
+        return None
+    gitdir, common = dirs
+    head = _small(gitdir / "HEAD")
+    if head is None or not head.endswith("\n"):
+        return None
+    head = head[:-1]
+    if _OBJECT_ID.fullmatch(head):
+        return head
+    name = head.removeprefix("ref: ")
+    parts = name.split("/")
+    if (
+        name == head
+        or parts[:2] != ["refs", "heads"]
+        or len(parts) < 3
+        or any(not part or part.startswith(".") or "\\" in part for part in parts)
+    ):
+        return None
+    value = _small(common.joinpath(*parts))
+    if value is None or not value.endswith("\n") or not _OBJECT_ID.fullmatch(value[:-1]):
+        return None
+    return value[:-1]
 
 
 def _stamp(files: tuple[Path, ...]) -> tuple[tuple[int, int, int, int] | None, ...]:
@@ -328,7 +385,7 @@ class _OverrideCache:
 
     def get(self, cwd: Path) -> tuple[tuple[str, str], ...]:
         key = str(cwd)
-        files = _config_files(cwd)
+        files = config_files(cwd)
         stamp = _stamp(files) if files is not None else None
         with self._lock:
             entry = self._entries.get(key)

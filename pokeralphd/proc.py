@@ -482,7 +482,9 @@ def marked(var: str) -> Iterator[tuple[int, str]]:
     On Linux each ``/proc/PID/environ`` is read and searched as bytes, and nothing is made
     for the processes without ``var``: six times faster than asking psutil for every
     process's parsed environment (~0.65 ms against ~4 ms for 70 processes; a desktop runs
-    hundreds, and this runs at every agent's end and at start-up).
+    hundreds, and this runs at the end of every agent run and feedback loop, and at
+    start-up), and read with plain system calls (:func:`_read_all`: 5.1-5.9 ms against
+    8.7-10.5 ms for 163 processes on a loaded machine).
     """
     me = os.getpid()
     if not _LINUX_PROC:
@@ -496,18 +498,35 @@ def marked(var: str) -> Iterator[tuple[int, str]]:
             if value is not None:
                 yield proc.pid, value
         return
-    for entry in os.scandir("/proc"):
-        name = entry.name
-        if not name.isdigit() or int(name) == me:
+    own = str(me)
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or name == own:
             continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as file:
-                data = file.read()
-        except OSError:  # gone, or not ours
+        data = _read_all(f"/proc/{name}/environ")
+        if data is None:  # gone, or not ours
             continue
         value = _value(data, var)
         if value is not None:
             yield int(name), value
+
+
+def _read_all(path: str) -> bytes | None:
+    """The whole file at ``path`` read with plain system calls (None if it cannot be
+    read): for a scan of every process, ~40% faster than ``open()``, which adds a
+    buffered file object, an ``fstat`` and an ``ioctl`` per file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
 
 
 def _bound(var: str, matches: Iterable[tuple[int, str]]) -> list[psutil.Process]:

@@ -41,6 +41,9 @@ FALLBACK_IDENTITY_ENV = {
 #: ``git`` arguments printing the user's configured name and email, and :func:`has_identity`
 #: judging what they printed: the one rule for when we commit as pokeralph instead.
 IDENTITY_QUERY = ("config", "--get-regexp", r"^user\.(name|email)$")
+#: Paths from `git status` are names, not patterns: without this a file named `*` is
+#: every file to `add`, `commit`, `rm --cached` and the others.
+LITERAL = {"GIT_LITERAL_PATHSPECS": "1"}
 # What `git commit` says (LC_ALL=C: see gitcmd) when the paths staged differ in nothing.
 NOTHING_TO_COMMIT = re.compile(r"^(nothing to commit|no changes added to commit)", re.M)
 # The user's identity for commits, per repository: (the config files' stamp, the env).
@@ -49,16 +52,18 @@ _identities: dict[Path, tuple[tuple[tuple[str, int, int], ...], Mapping[str, str
 
 def _identity_stamp(root: Path) -> tuple[tuple[str, int, int], ...]:
     """The files a user's identity can come from, as (path, mtime, size): the system's,
-    the global ones, the repository's (a worktree's own `.git` file included)."""
+    the global ones, the repository's config files as git finds them (a worktree's own
+    ``.git`` file included). Not the ``.git`` folder: every commit changes its mtime."""
     home = Path(os.environ.get("HOME", "~")).expanduser()
     xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
     files = [
         Path("/etc/gitconfig"),
         home / ".gitconfig",
         xdg / "git" / "config",
-        root / ".git" / "config",
-        root / ".git",
+        *(gitcmd.config_files(root) or (root / ".git" / "config",)),
     ]
+    if not (root / ".git").is_dir():
+        files.append(root / ".git")
     if os.environ.get("GIT_CONFIG_GLOBAL"):
         files.append(Path(os.environ["GIT_CONFIG_GLOBAL"]))
     stamp = []
@@ -91,6 +96,9 @@ class GitService:
     def __init__(self, repo_root: Path) -> None:
         self.root = repo_root
         self._checked = False
+        # The paths the last `git status` showed as known to git (changed or deleted,
+        # not untracked): a commit of these needs no `git add` (see commit()).
+        self._known: set[str] = set()
 
     def _git(self, *args: str, check: bool = True, env: Mapping[str, str] | None = None) -> str:
         """``git ARGS``' output in the repository (checked to be one the first time: by
@@ -113,9 +121,12 @@ class GitService:
         return f"[PokéRalph] {task_id}: {title}"
 
     def _dirty(self, include_runtime: bool = False) -> list[str]:
-        """Paths that differ from HEAD: modified, deleted, untracked (not ignored)."""
-        out = self._git("status", "--porcelain", "-z", "--untracked-files=all")
+        """Paths that differ from HEAD: modified, deleted, untracked (not ignored). A
+        move is its two paths (``--no-renames``): a commit of the new one alone would be
+        a copy, the old one's deletion left staged."""
+        out = self._git("status", "--porcelain", "-z", "--untracked-files=all", "--no-renames")
         paths: list[str] = []
+        known: set[str] = set()
         entries = out.split("\0")
         i = 0
         while i < len(entries):
@@ -127,6 +138,9 @@ class GitService:
             if status[0] in "RC":
                 i += 1  # the rename's source follows
             paths.append(path)
+            if status != "??":
+                known.add(path)
+        self._known = known
         if not include_runtime:
             paths = [p for p in paths if not _runtime(p)]
         return sorted(set(paths))
@@ -184,14 +198,14 @@ class GitService:
         """Which of ``paths`` git knows (in HEAD or in the index)."""
         if not paths:
             return set()
-        out = self._git("ls-files", "-z", "--", *paths)
+        out = self._git("ls-files", "-z", "--", *paths, env=LITERAL)
         return {p for p in out.split("\0") if p} | self._in_head(paths)
 
     def _in_head(self, paths: list[str]) -> set[str]:
         """Which of ``paths`` HEAD holds (none before the first commit)."""
         if not self.head():
             return set()
-        out = self._git("ls-tree", "-r", "-z", "--name-only", "HEAD", "--", *paths)
+        out = self._git("ls-tree", "-r", "-z", "--name-only", "HEAD", "--", *paths, env=LITERAL)
         return {p for p in out.split("\0") if p}
 
     def restore(self, paths: list[str]) -> list[str]:
@@ -205,11 +219,13 @@ class GitService:
             if _runtime(path):
                 continue
             if path in in_head:
-                self._git("checkout", "HEAD", "--", path)
-                self._git("reset", "-q", "HEAD", "--", path, check=False)
+                self._git("checkout", "HEAD", "--", path, env=LITERAL)
+                self._git("reset", "-q", "HEAD", "--", path, check=False, env=LITERAL)
             else:
                 full = self.root / path
-                self._git("rm", "-q", "--cached", "--ignore-unmatch", "--", path, check=False)
+                self._git(
+                    "rm", "-q", "--cached", "--ignore-unmatch", "--", path, check=False, env=LITERAL
+                )
                 with contextlib.suppress(FileNotFoundError, IsADirectoryError):
                     os.unlink(full)
             done.append(path)
@@ -233,15 +249,33 @@ class GitService:
         return env
 
     def commit(self, paths: list[str], message: str, include_runtime: bool = False) -> str | None:
-        """Stage exactly ``paths`` (deletions too) and commit; the new hash, or None if nothing changed."""
+        """Stage exactly ``paths`` (deletions too) and commit; the new hash, or None if
+        nothing changed.
+
+        One ``git commit -- PATHS`` where every path is one the last ``git status``
+        showed git knows (``commit`` takes a known path's content, or its deletion, from
+        the working tree itself); a ``git add -A`` of the others first (new files, and
+        any path no status was asked about). The hash is read from the branch's ref
+        (:func:`~pokeralphd.gitcmd.read_head`), or asked where it cannot be read.
+        Measured per iteration: 3 git processes instead of 6 (``add``, the identity's
+        ``config``, ``rev-parse``)."""
         if not include_runtime:
             paths = [p for p in paths if not _runtime(p)]
         if not paths:
             return None
+        unknown = [p for p in paths if p not in self._known]
         try:
-            self._git("add", "-A", "--", *paths)
+            if unknown:
+                self._git("add", "-A", "--", *unknown, env=LITERAL)
             self._git(
-                "commit", "-q", "-m", message, "--no-verify", "--", *paths, env=self._identity()
+                "commit",
+                "-q",
+                "-m",
+                message,
+                "--no-verify",
+                "--",
+                *paths,
+                env={**self._identity(), **LITERAL},
             )
         except gitcmd.GitFailed as exc:
             # Staged, and nothing differs from HEAD (before the first commit too): no
@@ -251,7 +285,7 @@ class GitService:
             raise StorageError(
                 f"git commit failed: {exc.err.strip() or exc}", paths=paths[:20]
             ) from exc
-        return self.head()
+        return gitcmd.read_head(self.root) or self.head()
 
     def show(self, commit: str, limit: int, timeout: float = 30.0) -> tuple[str, bool]:
         """``git show`` of ``commit`` (stat and patch, git's own diff: no external diff or

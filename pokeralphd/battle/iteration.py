@@ -180,7 +180,8 @@ class IterationRun:
             await self._progress_dirty.wait()
             self._progress_dirty = anyio.Event()
             self._take_texts()
-            await self.orch.save(self.active)
+            # the battle's record changes only at the iteration's end (_finish saves it)
+            await self.orch.save(self.active, history=False)
             await anyio.sleep(interval)
 
     # -- the iteration
@@ -209,13 +210,10 @@ class IterationRun:
         fatal: str | None = None
         feedback: dict[str, FeedbackResult] = {}
         completion: CompletionSignal | None = None
-        files_changed: list[str] = []
         try:
             prompt = await self._prompt()
             self.lap("prompt")
-            snapshot = await anyio.to_thread.run_sync(self.git.snapshot)
-            self.lap("git")
-            await anyio.to_thread.run_sync(self.stream.open)
+            snapshot = await anyio.to_thread.run_sync(self._snapshot_and_open)
             if self.stream.log_error:
                 orch.publish(
                     ev.IterationOutput(
@@ -248,14 +246,15 @@ class IterationRun:
             elif outcome is not None and not _refused(outcome):
                 completion, feedback = await self._judge(outcome)
             self.lap("feedback")
-            files_changed = await anyio.to_thread.run_sync(self.git.changed_since, snapshot)
-            record = self._record(record, outcome, feedback, completion, files_changed, clock)
-            if (
-                self.config.auto_commit
-                and files_changed
-                and record.result != IterationResult.CANCELLED
-            ):
-                record.commit_hash = await self._commit(files_changed)
+            before = record
+            record, commit_failed = await anyio.to_thread.run_sync(
+                self._changes,
+                snapshot,
+                lambda files: self._record(before, outcome, feedback, completion, files, clock),
+            )
+            if commit_failed is not None:  # the stream is closed: sent at once
+                self.stream.chunk("notice", f"auto-commit failed: {commit_failed}")
+                self.stream.flush()
             self.lap("git")
         except AgentError as exc:
             fatal = exc.message
@@ -355,10 +354,14 @@ class IterationRun:
         feedback: dict[str, FeedbackResult] = {}
         if outcome.reason != "exited":
             return completion, feedback
-        detected = await anyio.to_thread.run_sync(detect_loops, self.workdir)
-        loops = resolve_loops(
-            list(self.config.feedback_loops), detected, dict(self.config.feedback_commands)
+        names, commands = list(self.config.feedback_loops), dict(self.config.feedback_commands)
+        # what the repository's files say is asked only for a loop with no command set
+        detected = (
+            {}
+            if all(commands.get(name) for name in names)
+            else await anyio.to_thread.run_sync(detect_loops, self.workdir)
         )
+        loops = resolve_loops(names, detected, commands)
         timeout = self.config.feedback_timeout_minutes * 60
         for name, command in loops.items():
             if command is None:
@@ -439,20 +442,35 @@ class IterationRun:
                 data.update(result=IterationResult.SUCCESS)
         return record.model_copy(update=data)
 
-    async def _commit(self, files: list[str]) -> str | None:
+    # -- git, in a worker thread: one hop before the agent, one after it
+    def _snapshot_and_open(self) -> dict[str, str]:
+        """What is changed before the agent runs (charged to ``git``), and its log opened."""
+        snapshot = self.git.snapshot()
+        self.lap("git")
+        self.stream.open()
+        return snapshot
+
+    def _changes(
+        self, snapshot: dict[str, str], record_of: Callable[[list[str]], Iteration]
+    ) -> tuple[Iteration, str | None]:
+        """The files the iteration changed, its record (``record_of`` them), and their
+        commit where auto-commit is on and the iteration was not cancelled; and why the
+        commit failed, if it did (said in the log: the iteration stands)."""
+        files = self.git.changed_since(snapshot)
+        record = record_of(files)
+        if not (self.config.auto_commit and files and record.result != IterationResult.CANCELLED):
+            return record, None
         message = self.git.format_commit_message(self.task_id, self.active.title)
         body = (
             f"{message}\n\nIteration {self.number} of battle attempt {self.active.battle.attempt}."
         )
         try:
-            return await anyio.to_thread.run_sync(
-                lambda: self.git.commit(
-                    files, body, include_runtime=self.config.commit_runtime_files
-                )
+            record.commit_hash = self.git.commit(
+                files, body, include_runtime=self.config.commit_runtime_files
             )
         except PokeralphError as exc:
-            self.stream.chunk("notice", f"auto-commit failed: {exc.message}")
-            return None
+            return record, exc.message
+        return record, None
 
     async def _finish(self, record: Iteration, clock: float) -> None:
         active = self.active

@@ -212,18 +212,24 @@ class BattleOrchestrator:
     def publish(self, event: ev.TaskEvent) -> None:
         self.repo.publish(event, event.task_id)
 
-    async def save(self, active: ActiveBattle, *, progress: bool = True) -> None:
+    async def save(
+        self, active: ActiveBattle, *, progress: bool = True, history: bool = True
+    ) -> None:
         """Write what changed of the battle; one writer, serialised, durable on return.
 
         history.json is written only when the battle's record differs from what the
         file holds (a progress tick leaves it alone); progress.json whenever
         ``progress`` is asked for. Neither file is read again: the store keeps both in
         memory while the battle goes on (and re-reads one only if it changed on disk).
+        ``history=False``: the caller knows the record is unchanged (an agent's
+        progress tick: whatever changes the record saves it), so it is not even encoded
+        to be compared (the whole battle, every iteration of it).
         """
         async with self.write_lock:
             with anyio.CancelScope(shield=True):
                 files = self.repo.battle_files(active.task_id)
-                await files.history.save(active.battle)
+                if history:
+                    await files.history.save(active.battle)
                 if progress:
                     active.progress.last_update = utcnow()
                     await files.progress.save(active.progress)

@@ -113,7 +113,9 @@ class BattleControl(Protocol):
 
     def publish(self, event: TaskEvent) -> None: ...
 
-    async def save(self, active: ActiveBattle, *, progress: bool = True) -> None: ...
+    async def save(
+        self, active: ActiveBattle, *, progress: bool = True, history: bool = True
+    ) -> None: ...
 
     async def set_status(
         self, active: ActiveBattle, status: BattleStatus, **changes: Any

@@ -8,7 +8,9 @@ spawned from Python with a prompt on stdin, as bare as it gets. Our own is the d
 (target: at most 15 ms, commit and feedback loop included). The breakdown: the daemon's
 own phases from the iteration records (``timingsMs``), what the iteration record leaves
 out (between iterations), and the floors of what we run (the agent through ``setpriv``,
-``git add`` + ``git commit`` by hand, ``sh -c true``).
+an iteration's git steps by hand: two ``git status`` and a ``git commit``, ``sh -c true``),
+and the CPU time per iteration of the daemon and of its children (git, ``setpriv``, the
+agent, the loop's shell): steadier than wall time on a shared machine.
 
 ``--profile`` runs the daemon under cProfile and prints its top 25 entries by cumulative
 time (the event loop's thread only: git runs in worker threads, see its phase instead).
@@ -28,6 +30,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from tests.bench.common import Table, start_daemon
 from tests.helpers import DaemonProcess, events_of, make_git_repo, short_tmpdir
@@ -71,23 +75,39 @@ class ProfiledDaemon(DaemonProcess):
         return self
 
 
+STATUS = ["git", "status", "--porcelain", "-z", "--untracked-files=all", "--no-renames"]
+
+
 def bare_runs(
     argv: list[str], runs: int, cwd: Path, commit: bool = False
 ) -> tuple[list[float], list[float]]:
     """Run ``argv`` ``runs`` times with the prompt on stdin (and the agent's variables);
-    the wall times, and those of a ``git add`` + ``git commit`` after each if ``commit``."""
+    the wall times, and if ``commit`` those of an iteration's git steps by hand around
+    each: a ``git status`` before, and after it a ``git status``, a ``git add`` of the
+    paths git does not know yet (if any) and a ``git commit -- PATHS``."""
     env = {**os.environ, "POKERALPH_TASK_ID": "bench", "POKERALPH_REPO": "bench"}
     spawned, committed = [], []
     for i in range(1, runs + 1):
         env["POKERALPH_ITERATION"] = str(i)
         t0 = time.perf_counter()
+        if commit:
+            subprocess.run(STATUS, cwd=cwd, check=True, capture_output=True)
+        before = time.perf_counter() - t0
+        t0 = time.perf_counter()
         subprocess.run(argv, input=PROMPT, capture_output=True, cwd=cwd, env=env, check=True)
         spawned.append(time.perf_counter() - t0)
         if commit:
             t0 = time.perf_counter()
-            subprocess.run(["git", "add", "-A"], cwd=cwd, check=True)
-            subprocess.run(["git", "commit", "-q", "-m", f"run {i}"], cwd=cwd, check=True)
-            committed.append(time.perf_counter() - t0)
+            out = subprocess.run(STATUS, cwd=cwd, check=True, capture_output=True).stdout
+            entries = [e.decode() for e in out.split(b"\0") if len(e) > 3]
+            new = [e[3:] for e in entries if e.startswith("??")]
+            if new:
+                subprocess.run(["git", "add", "-A", "--", *new], cwd=cwd, check=True)
+            paths = [e[3:] for e in entries]
+            subprocess.run(
+                ["git", "commit", "-q", "-m", f"run {i}", "--", *paths], cwd=cwd, check=True
+            )
+            committed.append(before + time.perf_counter() - t0)
     return spawned, committed
 
 
@@ -126,6 +146,7 @@ def run(table: Table, iterations: int = 50, profile: bool = False) -> None:
                     "types": ["iteration_start", "battle_failed", "battle_complete"],
                 },
             )
+            cpu0 = psutil.Process(daemon.pid).cpu_times()
             t0 = time.perf_counter()
             daemon.call(
                 "battle.start", {"repo": str(repo), "taskId": task, "maxIterations": iterations}
@@ -136,6 +157,7 @@ def run(table: Table, iterations: int = 50, profile: bool = False) -> None:
                 starts.append(time.perf_counter())
                 ended = event
             wall = time.perf_counter() - t0
+            cpu1 = psutil.Process(daemon.pid).cpu_times()
         battle = daemon.call("battle.history", {"repo": str(repo), "taskId": task})["battle"]
         commits = _git(repo, "rev-list", "--count", "HEAD")
     finally:
@@ -191,13 +213,20 @@ def run(table: Table, iterations: int = 50, profile: bool = False) -> None:
         f"{(per - statistics.mean(durations) / 1000) * 1000:.1f} ms",
         "the record's last write, the cost ledger, the next iteration's start",
     )
+    n = len(records)
+    table.add(
+        "  CPU per iteration: the daemon's own / its children's (mean)",
+        f"{(cpu1.user + cpu1.system - cpu0.user - cpu0.system) / n * 1000:.1f} / "
+        f"{(cpu1.children_user + cpu1.children_system - cpu0.children_user - cpu0.children_system) / n * 1000:.1f} ms",
+        "children: git, setpriv, the agent, the loop's shell; the bare agent's is in it",
+    )
     if via_setpriv:
         table.add(
             "  floor: the agent through setpriv --pdeathsig (mean)",
             f"{statistics.mean(via_setpriv) * 1000:.1f} ms",
         )
     table.add(
-        "  floor: git add + git commit by hand (mean)",
+        "  floor: the same git steps by hand (mean)",
         f"{statistics.mean(committed) * 1000:.1f} ms",
     )
     table.add("  floor: sh -c true (mean)", f"{statistics.mean(loop) * 1000:.1f} ms")

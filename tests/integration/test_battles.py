@@ -563,3 +563,44 @@ def test_progress_holds_the_agents_last_words(
         "<promise>COMPLETE</promise>"
     ]
     assert progress["lastOutput"] == "<promise>COMPLETE</promise>"
+
+
+def test_a_failed_auto_commit_is_said_and_the_iteration_stands(
+    daemon: DaemonProcess, repo: Path, home: Path
+) -> None:
+    """The commit fails (a lock file git refuses to work past): the iteration is still
+    recorded with the files it changed and no commit, and the failure is said in its
+    output."""
+    script = home / "locking_agent.sh"
+    script.write_text(
+        "#!/bin/sh\ncat > /dev/null\necho work > work.txt\ntouch .git/index.lock\n"
+        "echo '<promise>COMPLETE</promise>'\n"
+    )
+    script.chmod(0o755)
+    task = setup_repo(daemon, repo, backend="command", fake="")
+    daemon.call(
+        "config.update",
+        {
+            "repo": str(repo),
+            "patch": {
+                "agent": {"command": str(script)},
+                "phases": ["implementation"],
+                "autoCommit": True,
+            },
+        },
+    )
+    events = run_until(daemon, ("battle.start", {"repo": str(repo), "taskId": task}), END)
+    assert types(events)[-1] == "battle_complete"
+    notices = [
+        c["text"]
+        for e in events
+        if e["type"] == "iteration_output"
+        for c in e["payload"]["chunks"]
+        if c["kind"] == "notice"
+    ]
+    assert any(n.startswith("auto-commit failed: git commit failed") for n in notices), notices
+    history = daemon.call("battle.history", {"repo": str(repo), "taskId": task})["battle"]
+    [record] = history["iterations"]
+    assert record["result"] == "success" and record["filesChanged"] == ["work.txt"]
+    assert record["commitHash"] is None
+    assert git_log(repo) == [git_log(repo)[-1]]  # the first commit only

@@ -271,6 +271,99 @@ def test_the_git_service_runs_one_git_command_per_step(
     assert "cat-file" not in calls.read_text().split()
 
 
+def test_an_iterations_commit_is_one_git_process_unless_it_adds_a_new_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 22: an iteration's git steps are its two ``git status`` and one ``git
+    commit``, and a ``git add`` only for files git does not know yet (``commit -- paths``
+    commits a known path's change or deletion itself). The identity is asked once while
+    the config files are unchanged (a commit changes ``.git``, not its config), and the
+    new commit's hash is read from the branch's ref, not asked of ``git rev-parse``."""
+    real_git = shutil.which("git")
+    assert real_git
+    calls = tmp_path / "calls"
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "git").write_text(f'#!/bin/sh\necho "$1" >> "{calls}"\nexec "{real_git}" "$@"\n')
+    (shim / "git").chmod(0o755)
+    repo = make_git_repo(tmp_path / "r", {"a.txt": "a\n", "b.txt": "b\n"})
+    monkeypatch.setenv("PATH", f"{shim}{os.pathsep}{os.environ['PATH']}")
+
+    def real(*args: str) -> str:
+        done = subprocess.run([real_git, "-C", str(repo), *args], capture_output=True, text=True)
+        return done.stdout
+
+    git = GitService(repo)
+    steps: list[list[str]] = []
+    for i in range(4):
+        snap = git.snapshot()
+        before = len(calls.read_text().split()) if calls.exists() else 0
+        (repo / "a.txt").write_text(f"{i}\n")
+        if i == 2:
+            (repo / "new.txt").write_text("new\n")
+        if i == 3:
+            (repo / "b.txt").unlink()
+        sha = git.commit(git.changed_since(snap), f"[PokéRalph] 001-a: {i}")
+        assert sha is not None and sha == real("rev-parse", "HEAD").strip()
+        steps.append(calls.read_text().split()[before:])
+    assert steps[1] == ["status", "commit"]  # the snapshot's status came before `before`
+    assert steps[2] == ["status", "add", "commit"]
+    assert steps[3] == ["status", "commit"]
+    assert real("ls-tree", "--name-only", "HEAD").split() == ["a.txt", "new.txt"]
+    assert real("status", "--porcelain") == ""
+    assert calls.read_text().split().count("config") <= 2  # the overrides, the identity
+
+
+def test_a_path_named_like_a_pattern_is_committed_or_restored_alone(tmp_path: Path) -> None:
+    """A file an iteration made named ``*`` (or ``[a].txt``) is that file only: git
+    would read it as a pattern matching every file, committing the user's own edit with
+    it, or taking every file out of the index when it is restored."""
+    repo = make_git_repo(tmp_path / "r", {"a.txt": "a\n", "b.txt": "b\n"})
+    (repo / "a.txt").write_text("the user's own edit\n")
+    git = GitService(repo)
+    snap = git.snapshot()
+    (repo / "*").write_text("star\n")
+    (repo / "[ab].txt").write_text("brackets\n")
+    changed = git.changed_since(snap)
+    assert changed == ["*", "[ab].txt"]
+    assert git.commit(changed, "[PokéRalph] 001-a: patterns") is not None
+
+    def real(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(repo), *args], capture_output=True, text=True, check=True
+        ).stdout
+
+    assert real("show", "--name-only", "--format=", "HEAD").split() == ["*", "[ab].txt"]
+    assert real("status", "--porcelain") == " M a.txt\n"  # the user's edit is still theirs
+    (repo / "*").write_text("changed again\n")
+    (repo / "?").write_text("new\n")
+    assert git.restore(["*", "?"]) == ["*", "?"]
+    assert (repo / "*").read_text() == "star\n" and not (repo / "?").exists()
+    assert real("status", "--porcelain") == " M a.txt\n"
+    assert real("ls-files").split() == ["*", "[ab].txt", "a.txt", "b.txt"]
+
+
+def test_a_file_the_agent_moved_with_git_is_committed_moved(tmp_path: Path) -> None:
+    """``git mv a b`` by the agent: both paths changed, and the commit holds the move (git
+    status once showed it as one renamed entry, so only ``b`` was committed, a copy, and
+    ``a``'s deletion was left staged)."""
+    repo = make_git_repo(tmp_path / "r", {"a.txt": "hello\n"})
+    git = GitService(repo)
+    snap = git.snapshot()
+    subprocess.run(["git", "-C", str(repo), "mv", "a.txt", "b.txt"], check=True)
+    changed = git.changed_since(snap)
+    assert changed == ["a.txt", "b.txt"]
+    assert git.commit(changed, "[PokéRalph] 001-a: move") is not None
+    status = subprocess.run(
+        ["git", "-C", str(repo), "status", "--porcelain"], capture_output=True, text=True
+    )
+    assert status.stdout == ""
+    tree = subprocess.run(
+        ["git", "-C", str(repo), "ls-tree", "--name-only", "HEAD"], capture_output=True, text=True
+    )
+    assert tree.stdout.split() == ["b.txt"]
+
+
 def test_an_agents_events_show_the_same_for_every_role(tmp_path: Path) -> None:
     """The implementer's iteration and a verifier's or reviewer's run show events through
     one OutputStream.show: a rule's or a person's decision reaches the log as a

@@ -199,3 +199,34 @@ def test_the_identity_of_the_users_config_still_commits(tmp_path: Path) -> None:
         env=dict(os.environ),
     ).stdout.strip()
     assert git(repo, "log", "-1", "--format=%ae") == expected
+
+
+def test_head_is_read_only_where_the_files_say_it_plainly(tmp_path: Path) -> None:
+    """:func:`gitcmd.read_head` gives git's own answer or None (then git is asked): a
+    branch's loose ref, a detached HEAD and a worktree's branch are read; an unborn or
+    packed branch, a ref to a ref and a HEAD naming a path outside ``refs/heads`` are not."""
+    repo = make_git_repo(tmp_path / "r")
+    head = git(repo, "rev-parse", "HEAD")
+    assert gitcmd.read_head(repo) == head
+    git(repo, "worktree", "add", "-q", "-b", "side", str(tmp_path / "wt"))
+    (tmp_path / "wt" / "w.txt").write_text("w\n")
+    git(tmp_path / "wt", "add", "w.txt")
+    git(tmp_path / "wt", "commit", "-q", "-m", "w")
+    assert gitcmd.read_head(tmp_path / "wt") == git(tmp_path / "wt", "rev-parse", "HEAD") != head
+    assert gitcmd.read_head(repo) == head
+    git(repo, "pack-refs", "--all")
+    assert gitcmd.read_head(repo) is None  # packed: ask git
+    git(repo, "checkout", "-q", "--detach")
+    assert gitcmd.read_head(repo) == head
+    git(repo, "checkout", "-q", "-b", "unborn-to-be")
+    git(repo, "symbolic-ref", "HEAD", "refs/heads/none-yet")
+    assert gitcmd.read_head(repo) is None
+    git(repo, "symbolic-ref", "refs/heads/alias", "refs/heads/side")
+    git(repo, "symbolic-ref", "HEAD", "refs/heads/alias")
+    assert gitcmd.read_head(repo) is None
+    outside = tmp_path / "outside"
+    outside.write_text(head + "\n")
+    for planted in ("ref: refs/heads/../../../outside", "ref: refs/tags/x", f"{head[:20]}"):
+        (repo / ".git" / "HEAD").write_text(planted + "\n")
+        assert gitcmd.read_head(repo) is None
+    assert gitcmd.read_head(tmp_path) is None  # no repository
