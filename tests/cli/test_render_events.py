@@ -103,11 +103,15 @@ def _value(info: msgspec.inspect.Type, name: str, full: bool, docs: dict[str, An
     if isinstance(info, t.UnionType):
         if not full and any(isinstance(x, t.NoneType) for x in info.types):
             return None
-        return _value(next(x for x in info.types if not isinstance(x, t.NoneType)), name, full, docs)
+        return _value(
+            next(x for x in info.types if not isinstance(x, t.NoneType)), name, full, docs
+        )
     if isinstance(info, t.LiteralType):
         return info.values[-1]
     if isinstance(info, t.StrType):
-        return {"commitHash": "0123456789abcdef", "taskId": TASK}.get(name, f"some {name}")
+        return {"commitHash": "0123456789abcdef", "taskId": TASK, "changed": "status"}.get(
+            name, f"some {name}"
+        )
     if isinstance(info, t.BoolType):
         return True
     if isinstance(info, t.IntType):
@@ -143,8 +147,9 @@ def example(cls: type[ev.Payload], full: bool) -> dict[str, Any]:
         "payload": payload,
         "timestamp": AT,
     }
-    if "taskId" in payload:
-        event["taskId"] = payload["taskId"]
+    # the bus files a task's events under it; a task_created under no task
+    if "taskId" in payload or cls is ev.TaskUpdated:
+        event["taskId"] = payload["taskId"] if "taskId" in payload else payload["task"]["id"]
     return event
 
 
