@@ -9,6 +9,7 @@ not fall back; an event without the shape of its type falls back to one line.
 
 from __future__ import annotations
 
+import argparse
 import io
 from typing import Any
 
@@ -16,7 +17,9 @@ import msgspec
 import pytest
 from pydantic import BaseModel
 
+from pokeralphctl.commands.follow import follow_log, start_and_follow
 from pokeralphctl.commands.render import render, shorten
+from pokeralphctl.commands.stream import EventStream
 from pokeralphctl.output import Output, dumps
 from pokeralphctl.tui.board import Board
 from pokeralphd.domain.inbox import (
@@ -36,6 +39,8 @@ from pokeralphd.domain.models import (
     Task,
 )
 from pokeralphd.protocol import events as ev
+from tests.cli.test_follow import FakeDaemon, TypedInput
+from tests.cli.test_follow import event as follow_event
 
 TASK = "001-x"
 AT = "2025-01-02T03:04:05Z"
@@ -228,3 +233,40 @@ def test_the_board_ignores_an_event_without_its_shape() -> None:
         board.apply(event)
     good = example(ev.IterationStart, False)
     assert board.apply(good) == (("shop", TASK), [("── iteration 2 ──", "bold")])
+
+
+def test_follow_goes_on_past_events_without_their_shape() -> None:
+    """``battle start --follow`` on a newer daemon: lines it cannot read, then the end."""
+    ctx = FakeDaemon(stdin=TypedInput("y\n"))
+    broken = [
+        follow_event("iteration_end", iteration=1),  # no result, no cost, ...
+        follow_event("await_approval", result="success"),  # no iteration
+        follow_event("iteration_output", iteration=1, chunks=[{"kind": "text"}]),
+    ]
+    ctx.events = [*broken, follow_event("battle_complete", iterations=1, costUsd=0.1)]
+    assert start_and_follow(ctx, argparse.Namespace(), ctx.params(taskId=TASK)) == 0
+    shown = ctx.stdout()
+    for event in broken:
+        assert fallback(event) in shown, shown
+    assert "complete after 1 iteration, $0.10" in shown
+    assert "Approve the iteration? [y/n/note]" in shown  # not "iteration None"
+    assert ("battle.approve", ctx.params(taskId=TASK, approve=True, note=None)) in ctx.calls
+
+
+def test_log_follow_goes_on_past_an_iteration_event_without_its_number() -> None:
+    ctx = FakeDaemon()
+    ctx.log = b"one\ntwo\n"
+    ctx.events = [follow_event("iteration_start"), follow_event("battle_complete")]
+    assert follow_log(ctx, argparse.Namespace(), ctx.params(taskId=TASK)) == 0
+    assert ctx.stdout() == "one\ntwo\n"
+
+
+def test_the_stream_leaves_out_what_is_not_an_event() -> None:
+    ctx = FakeDaemon()
+    stream = EventStream(ctx)
+    for params in ([1, 2], {"type": "notice"}, {"type": 5, "payload": {}}, None):
+        assert stream._accept({"method": "event", "params": params}) is None
+    warnings = ctx.out.stderr.getvalue()
+    assert warnings.count("warning: not an event: ") == 4, warnings
+    good = {**example(ev.Notice, False), "seq": 9}
+    assert stream._accept({"method": "event", "params": good}) == good
