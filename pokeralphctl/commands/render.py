@@ -122,7 +122,7 @@ def _report(p: dict[str, Any], counts: dict[str, int] | None) -> str:
     if not p["valid"]:
         problem = f" ({shorten(p['problem'])})" if p["problem"] else ""
         return head + "unusable report" + problem
-    text = head + p["outcome"] + (" (passed)" if p["passed"] else "")
+    text = f"{head}{p['outcome']}" + (" (passed)" if p["passed"] else "")
     if counts is not None:
         text += f", criteria {counts['passed']} passed, {counts['failed']} failed"
         text += f", {counts['blocked']} blocked"

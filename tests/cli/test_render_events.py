@@ -39,6 +39,7 @@ from pokeralphd.domain.models import (
     Task,
 )
 from pokeralphd.protocol import events as ev
+from tests.cli.test_escapes import HOSTILE, unsafe
 from tests.cli.test_follow import FakeDaemon, TypedInput
 from tests.cli.test_follow import event as follow_event
 
@@ -266,7 +267,32 @@ def test_the_stream_leaves_out_what_is_not_an_event() -> None:
     stream = EventStream(ctx)
     for params in ([1, 2], {"type": "notice"}, {"type": 5, "payload": {}}, None):
         assert stream._accept({"method": "event", "params": params}) is None
+    assert isinstance(ctx.out.stderr, io.StringIO)
     warnings = ctx.out.stderr.getvalue()
     assert warnings.count("warning: not an event: ") == 4, warnings
     good = {**example(ev.Notice, False), "seq": 9}
     assert stream._accept({"method": "event", "params": good}) == good
+
+
+def _hostile(value: Any) -> Any:
+    if isinstance(value, str):
+        return HOSTILE
+    if isinstance(value, list):
+        return [_hostile(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _hostile(v) for k, v in value.items()}
+    return value
+
+
+@pytest.mark.parametrize("cls", list(ev.EVENT_NAMES), ids=list(ev.EVENT_NAMES.values()))
+def test_every_event_line_is_escaped_when_read(cls: type[ev.Payload]) -> None:
+    """Every string an event carries (an agent's, a task's, a repository's) is hostile:
+    the line, read field by field rather than shown as JSON, obeys none of them."""
+    event = example(cls, True)
+    hostile = {**event, "repo": HOSTILE, "payload": _hostile(event["payload"])}
+    if "taskId" in event:
+        hostile["taskId"] = HOSTILE
+    if cls is ev.IterationOutput:
+        hostile["payload"]["chunks"] = [{"kind": "text", "text": HOSTILE}]
+    for line in lines_of(hostile):
+        assert unsafe(line) == [], line
