@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pokeralphctl import codes
 from pokeralphctl.client import RequestFailed
-from pokeralphctl.commands.render import render
+from pokeralphctl.commands.render import SHAPE_ERRORS, render
 from pokeralphctl.output import clean
 
 if TYPE_CHECKING:
@@ -59,11 +59,11 @@ def follow_events(ctx: Context, stream: EventStream, task_id: str) -> int:
             for line in render(out, event):
                 out.line(line)
             out.stdout.flush()
-        kind = str(event.get("type"))
+        kind = event["type"]
         if kind in TERMINAL:
             return TERMINAL[kind]
         if kind == "await_approval" and not out.json and ctx.term.interactive():
-            ask_approval(ctx, task_id, event.get("payload") or {})
+            ask_approval(ctx, task_id, event["payload"])
     return 1
 
 
@@ -81,10 +81,13 @@ def parse_answer(answer: str) -> tuple[bool, str | None] | None:
 
 def ask_approval(ctx: Context, task_id: str, payload: dict[str, Any]) -> None:
     """Ask on the terminal whether to approve the iteration, and tell the daemon."""
-    number = clean(payload.get("iteration"))
+    try:
+        what = f"iteration {clean(payload['iteration'])}"
+    except SHAPE_ERRORS:  # not this daemon's shape: the line above showed it as it came
+        what = "the iteration"
     while True:
         try:
-            answer = ctx.term.ask(f"Approve iteration {number}? [y/n/note] ")
+            answer = ctx.term.ask(f"Approve {what}? [y/n/note] ")
         except EOFError:
             ctx.out.note(f"no answer: approve later with `pokeralphctl battle approve {task_id}`")
             return
@@ -210,12 +213,15 @@ def follow_log(ctx: Context, args: argparse.Namespace, params: dict[str, Any]) -
             follower.drain()
             return 0
         for event in stream.events():
-            kind = str(event.get("type"))
+            kind = event["type"]
             if kind in TERMINAL:
                 follower.drain()
                 return 0
-            number = (event.get("payload") or {}).get("iteration")
-            if not isinstance(number, int) or (wanted is not None and number != wanted):
+            try:  # every iteration_* event names its iteration
+                number = int(event["payload"]["iteration"])
+            except SHAPE_ERRORS:  # not this daemon's shape: the next event reads on
+                continue
+            if wanted is not None and number != wanted:
                 continue
             if follower.iteration is None or number > follower.iteration:
                 follower.switch(number)

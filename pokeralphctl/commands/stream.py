@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from pokeralphctl import codes
 from pokeralphctl.client import RESTARTED, DaemonNotRunning, EventCursor, RequestFailed
+from pokeralphctl.commands.render import shorten
+from pokeralphctl.output import dumps
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -136,7 +138,14 @@ class EventStream:
             return None
         if method != "event":
             return None
-        params: dict[str, Any] = message.get("params") or {}
+        params = message.get("params")
+        if not (
+            isinstance(params, dict)
+            and isinstance(params.get("type"), str)
+            and isinstance(params.get("payload"), dict)
+        ):  # not an event's envelope: what follows may index its type and payload
+            self.ctx.out.note(f"warning: not an event: {shorten(dumps(params))}", "yellow")
+            return None
         if not self.cursor.advance(params):
             return None  # already seen (a replay overlapping what we had)
         return params

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from typing import Any
 
-from pokeralphctl.commands.render import chunk_lines
+from pokeralphctl.commands.render import SHAPE_ERRORS, chunk_lines
 
 #: A battle's key: (repository name, task id).
 Key = tuple[str, str]
@@ -101,22 +101,28 @@ class Board:
 
     # ---------------------------------------------------------------- events
     def apply(self, event: dict[str, Any]) -> tuple[Key, list[tuple[str, str]]] | None:
-        """Take one event; the battle whose output grew and the lines it gained, if any."""
-        kind = str(event.get("type"))
-        repo, task = event.get("repo"), _task(event)
-        if not isinstance(repo, str) or task is None:
+        """Take one event; the battle whose output grew and the lines it gained, if any.
+        An event without the shape of its type (a newer or a broken daemon's) is left
+        out: the board reloads from the daemon's answers anyway."""
+        try:
+            return self._apply(event)
+        except SHAPE_ERRORS:
+            return None
+
+    def _apply(self, event: dict[str, Any]) -> tuple[Key, list[tuple[str, str]]] | None:
+        kind: str = event["type"]
+        repo, task = event["repo"], event.get("taskId")  # taskId: a task's events only
+        if repo is None or task is None:
             return None
         key = (repo, task)
         if kind == "iteration_output":
-            payload = event.get("payload") or {}
-            lines = chunk_lines(payload.get("chunks"), 0)
+            lines = chunk_lines(event["payload"]["chunks"], 0)
             if not lines:
                 return None
             self._lines(key).extend(lines)
             return key, lines
         if kind == "iteration_start":
-            number = (event.get("payload") or {}).get("iteration")
-            line = (f"── iteration {number} ──", "bold")
+            line = (f"── iteration {event['payload']['iteration']} ──", "bold")
             self._lines(key).append(line)
             return key, [line]
         if kind in ENDED:
@@ -155,9 +161,3 @@ class Board:
     def spend_today(self) -> dict[str, Any] | None:
         spend = (self.status or {}).get("spendToday")
         return spend if isinstance(spend, dict) else None
-
-
-def _task(event: dict[str, Any]) -> str | None:
-    payload = event.get("payload") or {}
-    task = event.get("taskId") or (payload.get("taskId") if isinstance(payload, dict) else None)
-    return task if isinstance(task, str) else None
