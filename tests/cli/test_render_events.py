@@ -183,13 +183,17 @@ def test_every_event_type_has_its_line(cls: type[ev.Payload], full: bool) -> Non
     assert lines[0].split()[1:3] == ["shop", task], lines
 
 
-@pytest.mark.parametrize("cls", list(ev.EVENT_NAMES), ids=list(ev.EVENT_NAMES.values()))
+def _required(cls: type[ev.Payload]) -> list[str]:
+    return [f.encode_name for f in msgspec.structs.fields(cls) if f.required]
+
+
+WITH_REQUIRED = [cls for cls in ev.EVENT_NAMES if _required(cls)]
+
+
+@pytest.mark.parametrize("cls", WITH_REQUIRED, ids=[ev.EVENT_NAMES[c] for c in WITH_REQUIRED])
 def test_an_event_without_its_shape_falls_back_to_one_line(cls: type[ev.Payload]) -> None:
     event = example(cls, True)
-    required = [f.encode_name for f in msgspec.structs.fields(cls) if f.required]
-    if not required:
-        pytest.skip("every field is optional")
-    for name in required:
+    for name in _required(cls):
         broken = {**event, "payload": {k: v for k, v in event["payload"].items() if k != name}}
         lines = lines_of(broken)
         # the field was not needed for the line, or the line is the fallback
