@@ -303,7 +303,9 @@ class TaskDeleteResult(Result):
 
 # -- events
 class SubscribeResult(Result):
-    """``replayed`` and ``lost`` come with ``since``; ``oldestSeq`` when events were lost."""
+    """``replayed`` and ``lost`` come with ``since``; ``oldestSeq`` (the first event
+    replayed) when events were lost: dropped from history, or older than what one replay
+    sends (the newest that fit half the subscriber backlog)."""
 
     subscription: int
     seq: int

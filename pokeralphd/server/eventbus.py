@@ -13,6 +13,8 @@ objects it was built from.
 
 from __future__ import annotations
 
+import bisect
+
 import itertools
 from collections import deque
 from dataclasses import dataclass
@@ -93,6 +95,10 @@ class Event:
         if self._lsp is None:
             self._lsp = encode_frame(self.line[:-1], "lsp")
         return self._lsp
+
+
+def _seq(event: Event) -> int:
+    return event.seq
 
 
 @dataclass
@@ -233,9 +239,22 @@ class EventBus:
         self._routes.clear()
         return True
 
-    def replay(self, sub: Subscription, since: int) -> tuple[list[Event], int]:
-        """Events after ``since`` still in history for ``sub``, and how many were dropped."""
+    def replay(
+        self, sub: Subscription, since: int, max_bytes: int | None = None
+    ) -> tuple[list[Event], int]:
+        """Events after ``since`` still in history for ``sub``, and how many will not be
+        replayed: dropped from history, and with ``max_bytes`` the oldest of those for
+        ``sub`` past that many bytes (the newest are the ones sent)."""
         oldest = self.oldest_seq
         lost = max(0, oldest - since - 1) if since < self.seq else 0
-        events = [e for e in self.history if e.seq > since and sub.matches(e)]
+        history = self.history  # in seq order: start after ``since`` without a scan
+        start = bisect.bisect_right(history, since, key=_seq)
+        events = [e for e in itertools.islice(history, start, None) if sub.matches(e)]
+        if max_bytes is not None:
+            size, keep = 0, len(events)
+            while keep and size + events[keep - 1].size <= max_bytes:
+                keep -= 1
+                size += events[keep].size
+            lost += keep
+            del events[:keep]
         return events, lost

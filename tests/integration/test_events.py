@@ -117,6 +117,39 @@ def test_since_reports_lost_events(home: Path, repo: Path) -> None:
         daemon.stop()
 
 
+def test_a_replay_sends_what_the_backlog_can_hold_and_the_rest_is_lost(
+    home: Path, repo: Path
+) -> None:
+    """Resuming from far behind: the newest events a backlog can hold are replayed and
+    the rest reported lost. Replaying the whole history overflowed the subscriber at
+    once, so its every resumption was dropped again (a client behind a flood never
+    caught up)."""
+    backlog = 65536
+    daemon = ThreadedDaemon(home, DaemonSettings(max_subscriber_backlog=backlog)).start()
+    try:
+        daemon.call("repo.register", {"path": str(repo)})
+        big = "x" * 10_000
+        with daemon.connect() as writer:
+            for i in range(50):  # ~500 KB of history, eight backlogs' worth
+                writer.call("prd.update", {"description": f"{i} {big}", "repo": str(repo)})
+            sock, reply = subscribe(daemon, since=0, types=["prd_updated"])
+            with sock:
+                result = reply["result"]
+                replayed, lost = result["replayed"], result["lost"]
+                assert 1 <= replayed <= backlog // 2 // 10_000 and replayed + lost == 50
+                assert result["oldestSeq"] == result["seq"] - replayed + 1
+                messages = read_messages(sock, replayed)
+                assert [m["params"]["payload"]["prd"]["description"].split()[0] for m in messages]
+                assert messages[-1]["params"]["payload"]["prd"]["description"].startswith("49 ")
+                # still subscribed: the next event comes, no overflow notice before it
+                writer.call("prd.update", {"description": "after", "repo": str(repo)})
+                [after] = read_messages(sock, 1)
+                assert after["method"] == "event", after
+                assert after["params"]["payload"]["prd"]["description"] == "after"
+    finally:
+        daemon.stop()
+
+
 def test_stalled_subscriber_is_dropped_and_slows_nobody(home: Path, repo: Path) -> None:
     daemon = ThreadedDaemon(home, DaemonSettings(max_subscriber_backlog=65536)).start()
     try:

@@ -31,11 +31,13 @@ def register(table: MethodTable) -> None:
         conn.subscriptions.add(sub.id)
         result = SubscribeResult(subscription=sub.id, seq=bus.seq, epoch=ctx.services.epoch)
         if params.since is not None:
-            events, lost = bus.replay(sub, params.since)
+            # at most half the subscriber's backlog: a replay that overflows it is dropped
+            # whole, and so would every resumption after it be
+            events, lost = bus.replay(sub, params.since, conn.outbox.max_event_bytes // 2)
             result.replayed = len(events)
             result.lost = lost
             if lost:
-                result.oldest_seq = bus.oldest_seq
+                result.oldest_seq = events[0].seq if events else bus.seq + 1
 
             def replay() -> None:
                 for event in events:
