@@ -335,6 +335,7 @@ def run(
     seconds: float = 30,
     subscribers: int = 10,
     measure: int = 2,
+    window: int | None = None,
 ) -> None:
     per_repo = math.ceil(battles / repos)
     if per_repo > MAX_PER_REPO:
@@ -382,6 +383,8 @@ def run(
                 "parallelBattles": count,
                 "autoCommit": True,
             }
+            if window is not None:
+                patch["outputCoalesceMs"] = window
             daemon.call("config.update", {"repo": str(repo), "patch": patch})
             for k in range(count):
                 daemon.call(
@@ -604,9 +607,21 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--measure", type=int, default=2, help="subscribers counting every line per battle"
     )
+    parser.add_argument(
+        "--window", type=int, default=None, help="outputCoalesceMs (default: the config's)"
+    )
     args = parser.parse_args(argv)
     table = Table()
-    run(table, args.battles, args.repos, args.rate, args.seconds, args.subscribers, args.measure)
+    run(
+        table,
+        args.battles,
+        args.repos,
+        args.rate,
+        args.seconds,
+        args.subscribers,
+        args.measure,
+        args.window,
+    )
     print()
     print(table.markdown())
     return 0
