@@ -14,7 +14,6 @@ objects it was built from.
 from __future__ import annotations
 
 import bisect
-
 import itertools
 from collections import deque
 from dataclasses import dataclass
