@@ -154,6 +154,11 @@ class ClientConnection:
         self.outbox.set_deadline(SHUTDOWN_GRACE)
 
     # -- events
+    @property
+    def replay_budget(self) -> int:
+        """Half the subscriber backlog: a replay leaves room for what comes meanwhile."""
+        return self.outbox.max_event_bytes // 2
+
     def _deliver(self, event: Event) -> bool:
         mode = self.decoder.mode
         if self.outbox.put_event(event.line if mode != "lsp" else event.frame(mode)):

@@ -42,6 +42,11 @@ class Caller(Protocol):
 
     def deliver(self, event: Event) -> bool: ...
 
+    @property
+    def replay_budget(self) -> int:
+        """Bytes of events one replay may send it (what its backlog holds with room)."""
+        ...
+
 
 @dataclass(eq=False)
 class Services:

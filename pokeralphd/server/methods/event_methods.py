@@ -31,9 +31,9 @@ def register(table: MethodTable) -> None:
         conn.subscriptions.add(sub.id)
         result = SubscribeResult(subscription=sub.id, seq=bus.seq, epoch=ctx.services.epoch)
         if params.since is not None:
-            # at most half the subscriber's backlog: a replay that overflows it is dropped
-            # whole, and so would every resumption after it be
-            events, lost = bus.replay(sub, params.since, conn.outbox.max_event_bytes // 2)
+            # a replay that overflowed the backlog would be dropped whole, and so would
+            # every resumption after it be
+            events, lost = bus.replay(sub, params.since, conn.replay_budget)
             result.replayed = len(events)
             result.lost = lost
             if lost:
