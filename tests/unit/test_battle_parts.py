@@ -247,13 +247,7 @@ def test_the_git_service_runs_one_git_command_per_step(
     """Each step is one short ``git`` command: no ``git cat-file`` helpers (a git.Repo per
     call once started two each time), and the review diff asks ``git status`` once however
     many files are new (it once asked twice per new file)."""
-    real_git = shutil.which("git")
-    assert real_git
-    calls = tmp_path / "calls"
-    shim = tmp_path / "bin"
-    shim.mkdir()
-    (shim / "git").write_text(f'#!/bin/sh\necho "$1" >> "{calls}"\nexec "{real_git}" "$@"\n')
-    (shim / "git").chmod(0o755)
+    shim, calls = _counting_git(tmp_path)
     repo = make_git_repo(tmp_path / "r", {"a.txt": "a\n"})
     base = GitService(repo).head()
     monkeypatch.setenv("PATH", f"{shim}{os.pathsep}{os.environ['PATH']}")
@@ -279,13 +273,8 @@ def test_an_iterations_commit_is_one_git_process_unless_it_adds_a_new_file(
     commits a known path's change or deletion itself). The identity is asked once while
     the config files are unchanged (a commit changes ``.git``, not its config), and the
     new commit's hash is read from the branch's ref, not asked of ``git rev-parse``."""
-    real_git = shutil.which("git")
-    assert real_git
-    calls = tmp_path / "calls"
-    shim = tmp_path / "bin"
-    shim.mkdir()
-    (shim / "git").write_text(f'#!/bin/sh\necho "$1" >> "{calls}"\nexec "{real_git}" "$@"\n')
-    (shim / "git").chmod(0o755)
+    shim, calls = _counting_git(tmp_path)
+    real_git = str(shutil.which("git"))  # before the shim is on PATH
     repo = make_git_repo(tmp_path / "r", {"a.txt": "a\n", "b.txt": "b\n"})
     monkeypatch.setenv("PATH", f"{shim}{os.pathsep}{os.environ['PATH']}")
 
@@ -433,6 +422,18 @@ def test_a_plain_text_agents_read_is_one_step_and_its_lines_stay_lines(tmp_path:
     assert [t.split("\n") for t in texts[1:]] == [["x" * 6000] * 2] * 3 + [["x" * 6000]]
     assert all(len(t) <= MAX_CHUNK_TEXT for t in texts)
     assert (tmp_path / "run.log").read_bytes() == b"\n".join(lines) + b"\n"
+
+
+def _counting_git(tmp_path: Path) -> tuple[Path, Path]:
+    """A folder with a ``git`` that notes each subcommand in the file it returns too."""
+    real_git = shutil.which("git")
+    assert real_git
+    calls = tmp_path / "calls"
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "git").write_text(f'#!/bin/sh\necho "$1" >> "{calls}"\nexec "{real_git}" "$@"\n')
+    (shim / "git").chmod(0o755)
+    return shim, calls
 
 
 def test_git_that_cannot_run_is_a_clear_error(
