@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import shutil
 import signal
@@ -90,6 +91,15 @@ SLOW_FIRST = (
     "tests/real/*",
     "tests/acp/*",
 )
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What is alive once the tests are collected (the modules, their items, the libraries
+    they imported) lives as long as the session: the cyclic garbage collector stops
+    walking it at every full collection (``gc.freeze``). That walk was ~10% of a pytest
+    process's CPU (tests/cli, tests/tui and tests/acp: 16.3 s of CPU, 14.5 s frozen)."""
+    gc.collect()
+    gc.freeze()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
