@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import shutil
 import signal
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+import tests.bytecode  # noqa: F401  # bytecode is written (before anything here imports)
 from tests.helpers import DEEP_FUZZ, DaemonProcess, make_git_repo, short_tmpdir
 
 # No test may leave a daemon behind by accident: autostart is opted out unless a test
@@ -36,11 +38,6 @@ if (Path(sys.prefix) / "pyvenv.cfg").is_file():
 os.environ["PATH"] = f"{_PYTHON_DIR}{os.pathsep}{os.environ.get('PATH', '')}"
 atexit.register(shutil.rmtree, _PYTHON_DIR, ignore_errors=True)
 
-# Daemons, agents and the CLI started by the tests import the package again; where bytecode
-# may not be written (PYTHONDONTWRITEBYTECODE, as on CI, and a fresh clone) each compiles it
-# from source: ~1.2 s of CPU per daemon. The session writes the usual (ignored) __pycache__.
-os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-sys.dont_write_bytecode = False
 
 # Property tests run Hypothesis's default 100 examples; the nightly deep run 20 times that.
 settings.register_profile("deep", max_examples=2000)
@@ -94,6 +91,15 @@ SLOW_FIRST = (
     "tests/real/*",
     "tests/acp/*",
 )
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What is alive once the tests are collected (the modules, their items, the libraries
+    they imported) lives as long as the session: the cyclic garbage collector stops
+    walking it at every full collection (``gc.freeze``). That walk was ~10% of a pytest
+    process's CPU (tests/cli, tests/tui and tests/acp: 16.3 s of CPU, 14.5 s frozen)."""
+    gc.collect()
+    gc.freeze()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -32,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / ".tools" / "node_modules" / ".bin"
 END = {"battle_complete", "battle_failed", "battle_cancelled"}
 FILE = "acp.txt"
+DENIED = "denied.txt"  # a deny rule's path
+CANCELLED = "cancelled.txt"  # asked for when the battle is cancelled
 DONE = "Wrote it.\n<promise>COMPLETE</promise>"
 # OpenCode's work besides the turn, none of it needed here: the models.dev catalogue (the
 # provider is in the config; offline it fails at once, not after a timeout), its default
@@ -126,6 +128,10 @@ class Cli:
             }
             env["OPENCODE_CONFIG_CONTENT"] = json.dumps(config)
             env.update(dict.fromkeys(OPENCODE_QUIET, "1"))
+            # At each start it installs @opencode-ai/plugin into its config folder from
+            # the npm registry (in the background): offline, it asks no one (~0.3 s of
+            # CPU a run, and the tests stay on 127.0.0.1).
+            env["npm_config_offline"] = "true"
         return env
 
 
@@ -148,11 +154,31 @@ def cli(request: pytest.FixtureRequest) -> Cli:
     return found
 
 
-def _script(cli: Cli, repo: Path) -> list[Turn]:
+def _write_call(cli: Cli, repo: Path, name: str = FILE) -> Call:
+    """The model's call that writes "hi" into ``name`` in ``repo`` (every one of the CLIs
+    wants an absolute path)."""
     args = dict(cli.write.arguments)
     key = next(k for k in args if k != "content")
-    args[key] = str(repo / FILE)  # every one of them wants an absolute path
-    return [Tools([Call(cli.write.name, args)]), Text(DONE)]
+    args[key] = str(repo / name)
+    return Call(cli.write.name, args)
+
+
+def _script(cli: Cli, repo: Path, second: str) -> list[Turn]:
+    """Two tool turns, each writing one file (``FILE``, then ``second``), then the end.
+
+    The completion comes with the second call: OpenCode and Qwen Code end the turn at
+    once when a call is rejected (ACP-FACTS.md), so a text after it would never be asked
+    for; Gemini CLI asks the model again and gets the closing text."""
+    return [
+        Tools([_write_call(cli, repo)]),
+        Tools([_write_call(cli, repo, second)], text=DONE),
+        Text(DONE),
+    ]
+
+
+def _calls(iteration: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    """The iteration's edits whose input names the file ``name``."""
+    return [c for c in iteration["toolCalls"] if c["toolName"] == "edit" and name in c["input"]]
 
 
 async def _setup(d: InProcDaemon, repo: Path, cli: Cli, env: dict[str, str], **config: Any) -> str:
@@ -188,59 +214,24 @@ def _in_repo(repo: Path) -> list[int]:
     return pids
 
 
-async def test_a_yolo_battle_writes_the_file_and_records_the_call(cli: Cli, home: Path) -> None:
+async def test_unmatched_calls_run_and_a_deny_rule_stops_one_without_asking(
+    cli: Cli, home: Path
+) -> None:
+    """``permissions.unmatched: allow`` runs the first edit at once (``auto``); a deny rule
+    on the second one's path rejects it (``config_rule``) with no inbox item; the battle
+    completes and no process of the agent is left."""
     repo = make_git_repo(home / "repo")
-    with cli.api(_script(cli, repo)) as api:
+    with cli.api(_script(cli, repo, DENIED)) as api:
         async with running_daemon(home) as d:
             env = cli.env(api, home / "agent-home")
             task = await _setup(d, repo, cli, env, permissions={"unmatched": "allow"})
-            async with d.client() as watcher:
-                await watcher.call("events.subscribe", {"repo": str(repo)})
-                await d.call("battle.start", {"repo": str(repo), "taskId": task})
-                events = await watcher.events_until(END, timeout=180)
-            assert events[-1]["type"] == "battle_complete", events[-1]
-            iteration = await _iteration(d, repo, task)
-    assert (repo / FILE).read_text() == "hi\n"
-    [call] = [c for c in iteration["toolCalls"] if c["toolName"] == "edit"]
-    assert call["status"] == "executed" and call["approvalMethod"] == "auto"
-    assert call["result"]["filesAffected"] == [FILE]
-    assert iteration["sessionId"]
-    assert not _in_repo(repo)
-
-
-async def test_a_permission_is_an_inbox_item_answered_allow(cli: Cli, home: Path) -> None:
-    repo = make_git_repo(home / "repo")
-    with cli.api(_script(cli, repo)) as api:
-        async with running_daemon(home) as d:
-            task = await _setup(d, repo, cli, cli.env(api, home / "agent-home"))
-            async with d.client() as watcher:
-                await watcher.call("events.subscribe", {"repo": str(repo)})
-                await d.call("battle.start", {"repo": str(repo), "taskId": task})
-                events = await watcher.events_until({"new_delivery", *END}, timeout=180)
-                assert events[-1]["type"] == "new_delivery", events[-1]
-                delivery = events[-1]["payload"]["delivery"]
-                assert delivery["source"]["kind"] == "permission" and "edit" in delivery["title"]
-                await d.call("inbox.answer", {"id": delivery["id"], "values": {"value": "allow"}})
-                events = await watcher.events_until(END, timeout=180)
-            assert events[-1]["type"] == "battle_complete", events[-1]
-            iteration = await _iteration(d, repo, task)
-    assert (repo / FILE).read_text() == "hi\n"
-    [call] = [c for c in iteration["toolCalls"] if c["toolName"] == "edit"]
-    assert call["approvalMethod"] == "manual" and call["status"] == "executed"
-
-
-async def test_a_deny_rule_stops_the_call_without_asking(cli: Cli, home: Path) -> None:
-    repo = make_git_repo(home / "repo")
-    with cli.api(_script(cli, repo)) as api:
-        async with running_daemon(home) as d:
-            task = await _setup(d, repo, cli, cli.env(api, home / "agent-home"))
             added = await d.call(
                 "rules.add",
                 {
                     "repo": str(repo),
                     "toolName": "edit",
-                    "paramPattern": "acp\\.txt",
-                    "description": "never acp.txt",
+                    "paramPattern": "denied\\.txt",
+                    "description": "never denied.txt",
                     "decision": "deny",
                 },
             )
@@ -248,17 +239,29 @@ async def test_a_deny_rule_stops_the_call_without_asking(cli: Cli, home: Path) -
                 await watcher.call("events.subscribe", {"repo": str(repo)})
                 await d.call("battle.start", {"repo": str(repo), "taskId": task})
                 events = await watcher.events_until(END, timeout=180)
+            assert events[-1]["type"] == "battle_complete", events[-1]
             assert not [e for e in events if e["type"] == "new_delivery"]
             iteration = await _iteration(d, repo, task)
-    assert not (repo / FILE).exists()
-    [call] = [c for c in iteration["toolCalls"] if c["toolName"] == "edit"]
-    assert call["status"] == "rejected" and call["approvalMethod"] == "config_rule"
-    assert call["ruleId"] == added["rule"]["id"]
+    assert (repo / FILE).read_text() == "hi\n"
+    [call] = _calls(iteration, FILE)
+    assert call["status"] == "executed" and call["approvalMethod"] == "auto"
+    assert call["result"]["filesAffected"] == [FILE]
+    assert iteration["sessionId"]
+    assert not (repo / DENIED).exists()
+    [denied] = _calls(iteration, DENIED)
+    assert denied["status"] == "rejected" and denied["approvalMethod"] == "config_rule"
+    assert denied["ruleId"] == added["rule"]["id"]
+    assert not _in_repo(repo)
 
 
-async def test_cancel_while_asking_ends_the_agents_tree(cli: Cli, home: Path) -> None:
+async def test_an_ask_answered_allow_runs_and_cancel_while_asking_ends_the_tree(
+    cli: Cli, home: Path
+) -> None:
+    """The first edit asks: an inbox item, answered allow, and the edit runs (``manual``);
+    the second edit asks too, and cancelling the battle while it waits ends the agent's
+    whole tree without writing."""
     repo = make_git_repo(home / "repo")
-    with cli.api(_script(cli, repo)) as api:
+    with cli.api(_script(cli, repo, CANCELLED)) as api:
         async with running_daemon(home) as d:
             # relaunched: Gemini CLI and Qwen Code run as a tree of Node processes
             env = cli.env(api, home / "agent-home", relaunch=True)
@@ -268,9 +271,18 @@ async def test_cancel_while_asking_ends_the_agents_tree(cli: Cli, home: Path) ->
                 await d.call("battle.start", {"repo": str(repo), "taskId": task})
                 events = await watcher.events_until({"new_delivery", *END}, timeout=180)
                 assert events[-1]["type"] == "new_delivery", events[-1]
-                assert _in_repo(repo)  # the agent runs, waiting for the answer
+                delivery = events[-1]["payload"]["delivery"]
+                assert delivery["source"]["kind"] == "permission" and "edit" in delivery["title"]
+                await d.call("inbox.answer", {"id": delivery["id"], "values": {"value": "allow"}})
+                events = await watcher.events_until({"new_delivery", *END}, timeout=180)
+                assert events[-1]["type"] == "new_delivery", events[-1]
+                assert (repo / FILE).read_text() == "hi\n"  # the first edit ran
+                assert _in_repo(repo)  # the agent runs, waiting for the second answer
                 await d.call("battle.cancel", {"repo": str(repo)})
                 events = await watcher.events_until(END, timeout=60)
             assert events[-1]["type"] == "battle_cancelled", events[-1]
-    assert not (repo / FILE).exists()
+            iteration = await _iteration(d, repo, task)
+    [call] = _calls(iteration, FILE)
+    assert call["approvalMethod"] == "manual" and call["status"] == "executed"
+    assert not (repo / CANCELLED).exists()
     assert not _in_repo(repo)

@@ -16,56 +16,43 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 TOUCH = {"command": "touch made-by-bash.txt", "description": "Create a file"}
+FORBIDDEN = {"command": "touch forbidden.txt", "description": "Create another file"}
 
 
-def _can_use_tool(run_requests: list[dict[str, Any]]) -> dict[str, Any]:
-    asks = [r for r in run_requests if r["request"].get("subtype") == "can_use_tool"]
+def _can_use_tool(run_requests: list[dict[str, Any]], tool_use_id: str) -> dict[str, Any]:
+    """The one ``can_use_tool`` request for the call ``tool_use_id``."""
+    asks = [
+        r
+        for r in run_requests
+        if r["request"].get("subtype") == "can_use_tool"
+        and r["request"].get("tool_use_id") == tool_use_id
+    ]
     assert len(asks) == 1, run_requests
     return asks[0]
 
 
-def test_allow_runs_the_command_and_the_api_gets_its_result(
+def test_deny_reaches_the_model_as_an_error_tool_result_and_allow_runs_the_next_command(
     claude_bin: Path, repo: Path, claude_home: Path
 ) -> None:
+    """One run, two asks: the first command denied (the model gets our message as an error
+    tool result and goes on), the second allowed (it runs and the API gets its result)."""
+    denied = ToolUse("Bash", FORBIDDEN)
     tool = ToolUse("Bash", TOUCH, text="Creating it.")
-    with MessagesAPI([tool, Text("Finished.")]) as api:
-        run = drive(claude_bin, api, repo, claude_home, "create the file", allow)
-
-    ask = _can_use_tool(run.control_requests)
-    assert isinstance(ask["request_id"], str) and ask["request_id"]
-    request = ask["request"]
-    assert request["tool_name"] == "Bash"
-    assert request["input"] == TOUCH
-    assert request["tool_use_id"] == tool.id
-    # Our answer went back in the SDK's envelope.
-    answer = next(m for m in run.sent if m["type"] == "control_response")
-    assert answer["response"]["request_id"] == ask["request_id"]
-    assert answer["response"]["response"]["behavior"] == "allow"
-
-    assert (repo / "made-by-bash.txt").exists()
-    results = api.tool_results()
-    assert [r["tool_use_id"] for r in results] == [tool.id]
-    assert not results[0].get("is_error")
-    assert run.returncode == 0
-    assert run.result["subtype"] == "success"
-    assert run.result["is_error"] is False
-    assert run.result["result"] == "Finished."
-    assert run.result["permission_denials"] == []
-
-
-def test_deny_reaches_the_model_as_an_error_tool_result(
-    claude_bin: Path, repo: Path, claude_home: Path
-) -> None:
-    tool = ToolUse("Bash", TOUCH)
     message = "pokeralph: Bash(touch) is not allowed in this battle"
-    with MessagesAPI([tool, Text("Understood.")]) as api:
-        run = drive(claude_bin, api, repo, claude_home, "create the file", deny(message))
 
-    _can_use_tool(run.control_requests)
-    assert not (repo / "made-by-bash.txt").exists()
+    def decide(request: dict[str, Any]) -> dict[str, Any]:
+        return (deny(message) if request["input"] == FORBIDDEN else allow)(request)
+
+    with MessagesAPI([denied, tool, Text("Finished.")]) as api:
+        run = drive(claude_bin, api, repo, claude_home, "create the file", decide)
+
+    asks = [r for r in run.control_requests if r["request"].get("subtype") == "can_use_tool"]
+    assert len(asks) == 2, run.control_requests
+    # The denied command: not run, our message reaches the model as an error tool result.
+    _can_use_tool(run.control_requests, denied.id)
+    assert not (repo / "forbidden.txt").exists()
     results = api.tool_results()
-    assert len(results) == 1
-    assert results[0]["tool_use_id"] == tool.id
+    assert [r["tool_use_id"] for r in results] == [denied.id, tool.id]
     assert results[0]["is_error"] is True
     assert result_text(results[0]) == message
     # The CLI prints the same tool result, and lists the denial in its result event.
@@ -76,11 +63,31 @@ def test_deny_reaches_the_model_as_an_error_tool_result(
         if isinstance(b, dict) and b.get("type") == "tool_result"
     ]
     assert printed and printed[0]["is_error"] is True and printed[0]["content"] == message
-    assert run.returncode == 0
-    assert run.result["is_error"] is False
     assert run.result["permission_denials"] == [
-        {"tool_name": "Bash", "tool_use_id": tool.id, "tool_input": TOUCH}
+        {"tool_name": "Bash", "tool_use_id": denied.id, "tool_input": FORBIDDEN}
     ]
+
+    # The allowed command.
+    ask = _can_use_tool(run.control_requests, tool.id)
+    assert isinstance(ask["request_id"], str) and ask["request_id"]
+    request = ask["request"]
+    assert request["tool_name"] == "Bash"
+    assert request["input"] == TOUCH
+    assert request["tool_use_id"] == tool.id
+    # Our answer went back in the SDK's envelope.
+    answer = next(
+        m
+        for m in run.sent
+        if m["type"] == "control_response" and m["response"]["request_id"] == ask["request_id"]
+    )
+    assert answer["response"]["response"]["behavior"] == "allow"
+
+    assert (repo / "made-by-bash.txt").exists()
+    assert not results[1].get("is_error")
+    assert run.returncode == 0
+    assert run.result["subtype"] == "success"
+    assert run.result["is_error"] is False
+    assert run.result["result"] == "Finished."
 
 
 def test_closed_stdin_fails_the_permission_request(

@@ -24,14 +24,18 @@ from tests.real.conftest import claude_env
 pytestmark = pytest.mark.anyio
 DONE = Text("All done.\n\n<promise>COMPLETE</promise>")
 MAKE_TEST = {"command": "make test", "description": "Run the tests"}
+MAKE_CHECK = {"command": "make check", "description": "Run the checks"}
 EXACT_MAKE_TEST = '^{"command":"make test","description":"Run the tests"}$'
 
 
 @pytest.fixture
 def repo(home: Path) -> Path:
     path = make_git_repo(home / "repo")
-    # `make test` writes a file, so it needs approval even in acceptEdits.
-    (path / "Makefile").write_text("test:\n\tpython3 -c \"open('tested.txt', 'w').write('ok')\"\n")
+    # `make test` and `make check` write a file, so they need approval even in acceptEdits.
+    (path / "Makefile").write_text(
+        "test:\n\tpython3 -c \"open('tested.txt', 'w').write('ok')\"\n"
+        "check:\n\tpython3 -c \"open('checked.txt', 'w').write('ok')\"\n"
+    )
     return path
 
 
@@ -132,40 +136,45 @@ async def test_a_deny_rule_beats_an_allow_rule_and_a_blanket_rule_is_refused(
 
 
 async def _answer_the_ask(
-    d: InProcDaemon, watcher: Client, repo: Path, task: str, value: str, note: str | None = None
-) -> list[dict[str, Any]]:
-    await watcher.call("events.subscribe", {"repo": str(repo)})
-    await d.call("battle.start", {"repo": str(repo), "taskId": task})
+    d: InProcDaemon, watcher: Client, command: str, value: str, note: str | None = None
+) -> None:
+    """Wait for the inbox item that asks for ``command`` and answer it ``value`` (with
+    ``note``)."""
     events = await watcher.events_until({"new_delivery"})
     delivery = events[-1]["payload"]["delivery"]
-    assert delivery["source"]["kind"] == "permission" and "make test" in json.dumps(
-        delivery["content"]
-    )
+    assert delivery["source"]["kind"] == "permission" and command in json.dumps(delivery["content"])
     answer: dict[str, Any] = {"id": delivery["id"], "values": {"value": value}}
     if note:
         answer["note"] = note
     await d.call("inbox.answer", answer)
-    return await watcher.events_until({"battle_complete", "battle_failed", "await_approval"})
 
 
-@pytest.mark.parametrize("value", ["allow", "deny"])
-async def test_an_unmatched_call_in_hitl_is_answered_from_the_inbox(
-    claude_bin: Path, home: Path, repo: Path, value: str
+async def test_unmatched_calls_in_hitl_are_answered_from_the_inbox_allow_then_deny(
+    claude_bin: Path, home: Path, repo: Path
 ) -> None:
-    with MessagesAPI([ToolUse("Bash", MAKE_TEST), DONE]) as api:
+    """One run, two asks: ``make test`` answered allow runs; ``make check`` answered deny
+    (with a note) does not, and the model reads the note."""
+    tests, checks = ToolUse("Bash", MAKE_TEST), ToolUse("Bash", MAKE_CHECK)
+    with MessagesAPI([tests, checks, DONE]) as api:
         async with running_daemon(home) as d:
             task = await _setup(d, repo, api, claude_bin, home, mode="hitl")
             async with d.client() as watcher:
-                events = await _answer_the_ask(d, watcher, repo, task, value, "not today")
+                await watcher.call("events.subscribe", {"repo": str(repo)})
+                await d.call("battle.start", {"repo": str(repo), "taskId": task})
+                await _answer_the_ask(d, watcher, "make test", "allow")
+                await _answer_the_ask(d, watcher, "make check", "deny", "not today")
+                events = await watcher.events_until(
+                    {"battle_complete", "battle_failed", "await_approval"}
+                )
             assert events[-1]["type"] in ("await_approval", "battle_complete"), events[-1]
             if events[-1]["type"] == "await_approval":
                 await d.call("battle.cancel", {"repo": str(repo), "taskId": task})
-        [result] = api.tool_results()
-    if value == "allow":
-        assert (repo / "tested.txt").exists() and not result.get("is_error")
-    else:
-        assert not (repo / "tested.txt").exists()
-        assert result["is_error"] and result_text(result) == "denied by the user: not today"
+        results = {r["tool_use_id"]: r for r in api.tool_results()}
+    assert sorted(results) == sorted([tests.id, checks.id])  # one result for each call
+    assert (repo / "tested.txt").exists() and not results[tests.id].get("is_error")
+    assert not (repo / "checked.txt").exists()
+    denied = results[checks.id]
+    assert denied["is_error"] and result_text(denied) == "denied by the user: not today"
 
 
 async def test_the_agents_own_calls_are_scoped(claude_bin: Path, home: Path, repo: Path) -> None:
