@@ -111,7 +111,10 @@ class GitService:
         return gitcmd.run(self.root, *args, check=check, env=env).out
 
     def head(self) -> str | None:
-        """HEAD's hash, or None before the first commit."""
+        """HEAD's hash, or None before the first commit: read from the repository's files
+        where they say it plainly (:func:`gitcmd.read_head`), else asked of git."""
+        if (self.root / ".git").exists() and (plain := gitcmd.read_head(self.root)):
+            return plain
         return (
             self._git("rev-parse", "--verify", "-q", "HEAD^{commit}", check=False).strip() or None
         )
@@ -285,7 +288,7 @@ class GitService:
             raise StorageError(
                 f"git commit failed: {exc.err.strip() or exc}", paths=paths[:20]
             ) from exc
-        return gitcmd.read_head(self.root) or self.head()
+        return self.head()
 
     def show(self, commit: str, limit: int, timeout: float = 30.0) -> tuple[str, bool]:
         """``git show`` of ``commit`` (stat and patch, git's own diff: no external diff or

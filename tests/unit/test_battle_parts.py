@@ -440,12 +440,16 @@ def test_git_that_cannot_run_is_a_clear_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A git that is not there is an InvalidState naming the cause and the remedy, not an
-    internal error (the first step of a battle asks for HEAD)."""
+    internal error, at the first step that runs git (HEAD is read from the files where
+    they say it plainly: no git is started for it)."""
     repo = make_git_repo(tmp_path / "repo")
+    head = GitService(repo).head()
     monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
     monkeypatch.delenv("GIT_PYTHON_GIT_EXECUTABLE", raising=False)
+    git = GitService(repo)
+    assert git.head() == head
     with pytest.raises(InvalidState) as info:
-        GitService(repo).head()
+        git.snapshot()
     assert "cannot run git" in info.value.message and "install git" in info.value.data["hint"]
 
 
