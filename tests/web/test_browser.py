@@ -24,7 +24,7 @@ import websocket
 from pokeralph_core.weblink import write_opener
 from pokeralphctl.commands.demo import TASK_ID
 from pokeralphd.web.auth import cookie_name
-from tests.helpers import BUG_FORM, run_ctl
+from tests.helpers import BUG_FORM, make_git_repo, run_ctl, short_tmpdir
 from tests.web.browser import Browser, missing
 from tests.web.conftest import WebDaemon
 
@@ -403,6 +403,44 @@ def test_a_new_passive_delivery_shows_in_the_default_inbox_view(
 
     Select(css(browser, "#inbox-filter")).select_by_value("")
     wait(browser, lambda: exists(browser, item), "the read delivery under all")
+
+
+def test_the_live_output_keeps_a_bounded_tail(browser: Browser, web: WebDaemon) -> None:
+    """A chatty agent's output on the page: its reads come as pieces of many lines, so
+    the page keeps a bounded number of characters too (the newest), not only of pieces."""
+    home = short_tmpdir("prwf")
+    gate = home / "go"  # made once the page shows the battle
+    script = home / "chatty.sh"
+    script.write_text(
+        f"#!/bin/sh\ncat > /dev/null\nn=0; while [ ! -e {gate} ] && [ $n -lt 600 ]; do "
+        "sleep 0.1; n=$((n+1)); done\n"
+        "i=0; while [ $i -lt 2000 ]; do printf 'line %05d %0800d\\n' $i 0; i=$((i+1)); done\n"
+        "echo 'THE END <promise>COMPLETE</promise>'\n"
+    )
+    script.chmod(0o755)
+    repo = make_git_repo(home / "chatty")
+    web.call("repo.register", {"path": str(repo)})
+    patch = {
+        "mode": "yolo",
+        "agent": {"backend": "command", "command": str(script)},
+        "phases": ["implementation"],
+        "feedbackLoops": ["none"],
+    }
+    web.call("config.update", {"repo": str(repo), "patch": patch})
+    task = web.call(
+        "task.create",
+        {"repo": str(repo), "title": "Talk", "description": "d", "acceptanceCriteria": ["c"]},
+    )["task"]["id"]
+    web.call("battle.start", {"repo": str(repo), "taskId": task})
+    show(browser, web, f"battle/{repo.name}/{task}")
+    browser.console_errors()  # what earlier tests left in the log is theirs
+    wait(browser, lambda: text(browser, "#output-iteration") == "iteration 1", "the iteration")
+    gate.touch()
+    wait(browser, lambda: "THE END" in text(browser, "#output"), "the last line")
+    shown = text(browser, "#output")
+    assert 900_000 < len(shown) <= 1_000_000 + 20_000, len(shown)  # 1.6 MB were printed
+    assert "line 00000 " not in shown and "line 01999 " in shown
+    assert browser.console_errors() == []
 
 
 def test_a_long_task_id_stays_on_one_line(browser: Browser, web: WebDaemon) -> None:

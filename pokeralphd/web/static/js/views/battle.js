@@ -6,6 +6,7 @@ import { h, clear, pill, fmtCost, fmtDuration } from "../dom.js";
 import { iterationRows, timelineChart } from "../charts/timeline.js";
 
 const MAX_SPANS = 4000;  // output pieces kept on the page (older ones go)
+const MAX_CHARS = 1000000;  // and characters: a piece may hold a read of many lines
 
 export async function render(app, root, { repo, item }) {
   if (!repo) { root.append(h("div", { class: "panel empty" }, "No repository registered.")); return; }
@@ -50,14 +51,23 @@ export async function render(app, root, { repo, item }) {
   };
   let pending = [];
   let flushQueued = false;
+  let shownChars = 0;  // in the output's pieces
+  const clearOutput = () => { clear(output); shownChars = 0; };
   const flush = () => {
     flushQueued = false;
     const atBottom = output.scrollTop + output.clientHeight >= output.scrollHeight - 20;
     const frag = document.createDocumentFragment();
-    for (const [kind, text] of pending) frag.append(h("span", { class: `k-${kind}` }, text.endsWith("\n") ? text : `${text}\n`));
+    for (const [kind, text] of pending) {
+      const shown = text.endsWith("\n") ? text : `${text}\n`;
+      shownChars += shown.length;
+      frag.append(h("span", { class: `k-${kind}` }, shown));
+    }
     pending = [];
     output.append(frag);
-    while (output.childNodes.length > MAX_SPANS) output.firstChild.remove();
+    while (output.childNodes.length > 1 && (output.childNodes.length > MAX_SPANS || shownChars > MAX_CHARS)) {
+      shownChars -= output.firstChild.textContent.length;
+      output.firstChild.remove();
+    }
     if (atBottom) output.scrollTop = output.scrollHeight;
   };
   const write = (kind, text) => {
@@ -140,7 +150,7 @@ export async function render(app, root, { repo, item }) {
     if (number && number !== shownIteration) {
       shownIteration = number;
       iterLabel.textContent = `iteration ${number}`;
-      clear(output);
+      clearOutput();
       try {
         const log = await app.call("battle.log", { repo, taskId, iteration: number, tail: 400 });
         write("text", log.data);
@@ -156,7 +166,7 @@ export async function render(app, root, { repo, item }) {
         shownIteration = p.iteration;
         iterLabel.textContent = `iteration ${p.iteration}`;
         setCurrent(p.iteration);
-        clear(output);
+        clearOutput();
         pending = [];
       }
       for (const chunk of p.chunks) write(chunk.kind, chunk.text);
@@ -164,7 +174,7 @@ export async function render(app, root, { repo, item }) {
       shownIteration = p.iteration;
       iterLabel.textContent = `iteration ${p.iteration}`;
       setCurrent(p.iteration);
-      clear(output);
+      clearOutput();
       pending = [];
       load();
     } else if (event.type === "feedback_result") {
