@@ -193,7 +193,10 @@ class DashboardApp(App[None]):
             self.reload()
 
     def redraw(self) -> None:
-        self.query_one(StatusLine).show(self.board)
+        found = self.query(StatusLine)
+        if not found:  # the app is closing: a late answer has nothing to draw on
+            return
+        found.first().show(self.board)
         battles = self.query_one(BattleTable)
         battles.show(self.board)
         if self.selected is None and battles.row_count:

@@ -216,3 +216,12 @@ async def test_answer_a_form_item_field_by_field(daemon: ThreadedDaemon, repo: P
                 "blocker": True,
             }
         }
+
+
+async def test_an_answer_that_comes_as_the_app_closes_draws_nothing(home: Path) -> None:
+    """A reload answered by the worker thread after the screen's widgets are gone (the app
+    closing under a test or a person's q) is dropped: it failed the run with NoMatches."""
+    async with dashboard(home / "no-daemon.sock") as (app, pilot):
+        await until(pilot, lambda: "daemon" in status_line(app), "the status line")
+        await app.screen.remove_children()  # what closing does before the last messages
+        app._loaded(None)
