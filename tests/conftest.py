@@ -47,14 +47,16 @@ if DEEP_FUZZ:
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """``-n logical``/``-n auto``: one worker more than this process may use CPUs. About a
-    quarter of a worker's time waits (on sockets, a slow reader, a browser, real CLIs);
-    the extra worker fills it. On 2 cores: 2 workers 47.5 s, 3 42.7 s, 4 46.9 s.
-    ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still wins."""
+    """``-n logical``/``-n auto``: two workers more than this process may use CPUs. A good
+    part of a worker's time waits (on sockets, a slow reader, a browser, real CLIs, an
+    agent's gate); the extra workers fill it. On 2 cores, 2026-11-28 (1,682 tests, runs
+    alternating): 3 workers 74-79 s, 4 workers 70.5-73.2 s. (On 2026-11-23, 1,156 tests:
+    2 workers 47.5 s, 3 42.7 s, 4 46.9 s; the suite has since gained tests that mostly
+    wait.) ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still wins."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (cpus or 1) + 1
+    return (cpus or 1) + 2
 
 
 # Modules whose tests share a module-scoped browser: under xdist they run on one worker,
