@@ -7,6 +7,7 @@ import json
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -537,25 +538,29 @@ def test_kill_9_during_a_feedback_loop_leaves_nothing_running(home: Path, repo: 
         second.stop()
 
 
+def _shell_agent(daemon: DaemonProcess, repo: Path, script: Path, body: str, **patch: Any) -> str:
+    """A task of ``repo`` whose agent is the shell script ``body`` (after reading its
+    prompt), implementation only; ``patch`` adds config keys."""
+    script.write_text("#!/bin/sh\ncat > /dev/null\n" + body)
+    script.chmod(0o755)
+    task = setup_repo(daemon, repo, backend="command", fake="")
+    config = {"agent": {"command": str(script)}, "phases": ["implementation"], **patch}
+    daemon.call("config.update", {"repo": str(repo), "patch": config})
+    return task
+
+
 def test_progress_holds_the_agents_last_words(
     daemon: DaemonProcess, repo: Path, home: Path
 ) -> None:
     """progress.json's ``logs`` (the last 50 lines, stripped) and ``lastOutput`` after a
     chatty iteration: the words are put into progress when it is written, not per line,
     and none of the last ones is missed at the iteration's end."""
-    script = home / "chatty.sh"
-    script.write_text(
-        '#!/bin/sh\ncat > /dev/null\ni=1; while [ $i -le 80 ]; do echo "  line $i  "; '
-        "i=$((i+1)); done\necho '<promise>COMPLETE</promise>'\n"
-    )
-    script.chmod(0o755)
-    task = setup_repo(daemon, repo, backend="command", fake="")
-    daemon.call(
-        "config.update",
-        {
-            "repo": str(repo),
-            "patch": {"agent": {"command": str(script)}, "phases": ["implementation"]},
-        },
+    task = _shell_agent(
+        daemon,
+        repo,
+        home / "chatty.sh",
+        'i=1; while [ $i -le 80 ]; do echo "  line $i  "; i=$((i+1)); done\n'
+        "echo '<promise>COMPLETE</promise>'\n",
     )
     run_until(daemon, ("battle.start", {"repo": str(repo), "taskId": task}), END)
     progress = json.loads((repo / ".pokeralph" / "battles" / task / "progress.json").read_text())
@@ -571,23 +576,12 @@ def test_a_failed_auto_commit_is_said_and_the_iteration_stands(
     """The commit fails (a lock file git refuses to work past): the iteration is still
     recorded with the files it changed and no commit, and the failure is said in its
     output."""
-    script = home / "locking_agent.sh"
-    script.write_text(
-        "#!/bin/sh\ncat > /dev/null\necho work > work.txt\ntouch .git/index.lock\n"
-        "echo '<promise>COMPLETE</promise>'\n"
-    )
-    script.chmod(0o755)
-    task = setup_repo(daemon, repo, backend="command", fake="")
-    daemon.call(
-        "config.update",
-        {
-            "repo": str(repo),
-            "patch": {
-                "agent": {"command": str(script)},
-                "phases": ["implementation"],
-                "autoCommit": True,
-            },
-        },
+    task = _shell_agent(
+        daemon,
+        repo,
+        home / "locking_agent.sh",
+        "echo work > work.txt\ntouch .git/index.lock\necho '<promise>COMPLETE</promise>'\n",
+        autoCommit=True,
     )
     events = run_until(daemon, ("battle.start", {"repo": str(repo), "taskId": task}), END)
     assert types(events)[-1] == "battle_complete"
