@@ -124,6 +124,11 @@ class DashboardApp(App[None]):
 
     @on(Call)
     def _run_call(self, message: Call) -> None:
+        # A worker's report that comes as the app closes, its screen's widgets gone, has
+        # nothing to draw on: dropped (it failed the app with NoMatches).
+        if not self.query(StatusLine):
+            message.drop()
+            return
         message.run()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -193,10 +198,7 @@ class DashboardApp(App[None]):
             self.reload()
 
     def redraw(self) -> None:
-        found = self.query(StatusLine)
-        if not found:  # the app is closing: a late answer has nothing to draw on
-            return
-        found.first().show(self.board)
+        self.query_one(StatusLine).show(self.board)
         battles = self.query_one(BattleTable)
         battles.show(self.board)
         if self.selected is None and battles.row_count:

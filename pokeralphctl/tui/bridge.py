@@ -53,8 +53,12 @@ class Call(Message):
         try:
             self.callback(*self.args)
         finally:
-            if self.done is not None:
-                self.done()
+            self.drop()
+
+    def drop(self) -> None:
+        """Not run (the app is closing), but counted as handled."""
+        if self.done is not None:
+            self.done()
 
 
 def post(node: MessagePump, callback: Callable[..., Any], *args: Any) -> bool:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from pokeralphctl.commands.demo import TASK_ID
+from pokeralphctl.tui.bridge import Call
 from pokeralphctl.tui.views import HelpScreen, NoteScreen
 from tests.helpers import BUG_FORM
 from tests.inproc import ThreadedDaemon
@@ -218,10 +219,18 @@ async def test_answer_a_form_item_field_by_field(daemon: ThreadedDaemon, repo: P
         }
 
 
-async def test_an_answer_that_comes_as_the_app_closes_draws_nothing(home: Path) -> None:
-    """A reload answered by the worker thread after the screen's widgets are gone (the app
-    closing under a test or a person's q) is dropped: it failed the run with NoMatches."""
+async def test_reports_that_come_as_the_app_closes_are_dropped(home: Path) -> None:
+    """A worker's report (a reload's answer, the stream lost, an event) that arrives after
+    the screen's widgets are gone, as the app closes under a test or a person's q, is
+    dropped, and still counted as handled: each failed the app with NoMatches."""
+    handled: list[str] = []
     async with dashboard(home / "no-daemon.sock") as (app, pilot):
         await until(pilot, lambda: "daemon" in status_line(app), "the status line")
         await app.screen.remove_children()  # what closing does before the last messages
-        app._loaded(None)
+        for callback, args in (
+            (app._loaded, (None,)),
+            (app.on_link_lost, ("gone",)),
+            (app.on_daemon_event, ({"type": "iteration_start", "payload": {}},)),
+        ):
+            app.post_message(Call(callback, *args, done=lambda: handled.append("done")))
+        await until(pilot, lambda: len(handled) == 3, "the reports handled")
