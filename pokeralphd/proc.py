@@ -5,9 +5,6 @@
   the owner's mark (``POKERALPH_OWNER``), which every descendant inherits. On Linux the
   child is started under ``setpriv --pdeathsig KILL`` when that tool is there, so it dies
   with the daemon even after a ``kill -9``.
-- :func:`iter_lines` reads a child's output line by line with a bound on a line's length:
-  a longer line is cut into pieces, never held whole in memory; :func:`iter_line_blocks`
-  gives the same lines a read at a time.
 - :func:`end_tree` ends a process group and every process carrying a run's token (so a
   grandchild that left the group with ``setsid`` is found too): SIGTERM, a grace period,
   then SIGKILL. :func:`end_run` kills what a run that exited normally left behind: the
@@ -55,14 +52,13 @@ from pokeralph_core.proctree import end_tree as end_group_tree
 from pokeralph_core.proctree import wait_ended
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+    from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-    from anyio.abc import ByteReceiveStream, Process
+    from anyio.abc import Process
 
 log = logging.getLogger(__name__)
 TOKEN_VAR = "POKERALPH_RUN_TOKEN"
 OWNER_VAR = "POKERALPH_OWNER"
-MAX_LINE = 1 << 20  # a longer line is delivered in pieces of this size
 # Variables a service manager gives the daemon; a child must not think they are its own.
 SERVICE_VARS = (
     "NOTIFY_SOCKET",
@@ -427,52 +423,6 @@ def check_program(argv: Sequence[str], cwd: str, path: str | None) -> None:
         found = which
     if os.path.isdir(found) or not os.access(found, os.X_OK):
         raise PermissionError(program)
-
-
-async def iter_lines(stream: ByteReceiveStream, max_line: int = MAX_LINE) -> AsyncIterator[bytes]:
-    """Lines (without the newline), the last one even without a newline.
-
-    A line longer than ``max_line`` bytes comes in pieces of ``max_line`` bytes, so a
-    child printing one endless line never makes us hold more than that.
-    """
-    async for lines in iter_line_blocks(stream, max_line):
-        for line in lines:
-            yield line
-
-
-async def iter_line_blocks(
-    stream: ByteReceiveStream, max_line: int = MAX_LINE
-) -> AsyncIterator[list[bytes]]:
-    """The lines of :func:`iter_lines`, a list for each read that completed any (a chatty
-    child's read holds many: whoever takes them handles them together, not one by one).
-    """
-    buf = bytearray()
-    while True:
-        try:
-            chunk = await stream.receive(1 << 16)
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            break
-        buf += chunk
-        end = buf.rfind(b"\n")
-        lines: list[bytes] = []
-        if end >= 0:
-            lines = bytes(buf[:end]).split(b"\n")  # one C-level split for the read
-            del buf[: end + 1]
-            if end >= max_line:  # then a line may be longer than max_line
-                lines = [piece for line in lines for piece in _pieces(line, max_line)]
-        while len(buf) > max_line:
-            lines.append(bytes(buf[:max_line]))
-            del buf[:max_line]
-        if lines:
-            yield lines
-    if buf:
-        yield [bytes(buf)]
-
-
-def _pieces(line: bytes, max_line: int) -> list[bytes]:
-    if len(line) <= max_line:
-        return [line]
-    return [line[at : at + max_line] for at in range(0, len(line), max_line)]
 
 
 def marked(var: str) -> Iterator[tuple[int, str]]:

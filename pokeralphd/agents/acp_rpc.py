@@ -1,8 +1,8 @@
 """A JSON-RPC 2.0 peer over an agent's stdio, framed as the Agent Client Protocol frames
 it: one JSON object per line, both sides sending requests, responses and notifications.
 
-Bounded in everything an agent can make it hold: a line comes from ``proc.iter_lines``
-(at most :data:`~pokeralphd.proc.MAX_LINE` bytes; a longer one in pieces, which are
+Bounded in everything an agent can make it hold: a line comes from ``childlines.iter_lines``
+(at most :data:`~pokeralphd.childlines.MAX_LINE` bytes; a longer one in pieces, which are
 dropped whole, the agent told when it was a request of its own, our request failed when
 it was the answer to one); our requests under way (:data:`MAX_PENDING`); the agent's
 requests waiting for an answer (:data:`MAX_INBOUND`: more is a protocol failure, never a
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from pokeralphd.proc import MAX_LINE
+from pokeralphd.childlines import MAX_LINE
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

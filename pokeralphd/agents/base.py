@@ -374,7 +374,7 @@ class Conversation(abc.ABC):
 
     @abc.abstractmethod
     def receive(self, line: bytes) -> None:
-        """One stdout line (bounded: a longer line comes in pieces of ``proc.MAX_LINE``
+        """One stdout line (bounded: a longer line comes in pieces of ``childlines.MAX_LINE``
         bytes); never raises, never blocks."""
 
     @abc.abstractmethod

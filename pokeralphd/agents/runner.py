@@ -1,6 +1,6 @@
 """Running an agent: start it (``proc.spawn``: its own process group, a run token), feed
 the prompt on stdin and close it, stream stdout and stderr line by line (each line bounded,
-see ``proc.iter_lines``), enforce the run timeout and the idle watchdog, and end the whole
+see ``childlines.iter_lines``), enforce the run timeout and the idle watchdog, and end the whole
 process tree when it must stop (``proc.end_tree``). After a normal exit its process group
 is killed and its token swept (``proc.end_run``), so an agent never leaves processes
 behind: neither one that dropped the token but stayed in the group, nor one that left
@@ -42,14 +42,13 @@ from pokeralphd.agents.base import (
     ApiFailure,
     PermissionAnswer,
 )
+from pokeralphd.childlines import iter_line_blocks, iter_lines
 from pokeralphd.errors import AgentError
 from pokeralphd.proc import (
     check_program,
     child_env,
     end_run,
     end_tree,
-    iter_line_blocks,
-    iter_lines,
     reap,
     spawn,
     tracked,

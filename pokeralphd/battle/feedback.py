@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from pokeralphd.childlines import iter_lines
 from pokeralphd.domain.models import FeedbackResult
 from pokeralphd.proc import (
     AgentScope,
     ProcessOwner,
     end_run,
     end_tree,
-    iter_lines,
     reap,
     spawn,
     tracked,

@@ -28,8 +28,8 @@ from pokeralphd.agents.base import (
 )
 from pokeralphd.agents.claude import ClaudeBackend
 from pokeralphd.agents.codex import CodexBackend
+from pokeralphd.childlines import MAX_LINE
 from pokeralphd.errors import AgentError
-from pokeralphd.proc import MAX_LINE
 
 
 def request(mode: str = "execute", **config: object) -> AgentRequest:

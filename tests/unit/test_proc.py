@@ -17,12 +17,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pokeralphd.childlines import iter_line_blocks, iter_lines
 from pokeralphd.proc import (
     OWNER_VAR,
     TOKEN_VAR,
     ProcessOwner,
-    iter_line_blocks,
-    iter_lines,
     kill_group,
     marked,
     spawn,
