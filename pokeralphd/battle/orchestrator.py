@@ -15,7 +15,7 @@ Parallel battles (issue 14): with ``parallelBattles`` 1 (the default) a battle r
 the repository's own working tree, as always. Above 1 *every* battle runs in a worktree
 of its own (:mod:`pokeralphd.battle.worktrees`), so none touches the tree the user edits
 and they are alike; its branch is merged back when it completes (a conflict escalates to
-a person), and the worktree is removed when it ends. A control call without a task id
+a person), and the worktree is removed when it ends (both :mod:`~pokeralphd.battle.landing`). A control call without a task id
 means "the one active battle"; with several it is refused, naming them.
 ``battle.start`` with ``all`` starts every ready pending task (its ``dependsOn`` all
 completed) in priority order up to the limit, and keeps doing so as battles end.
@@ -39,6 +39,7 @@ from pokeralphd.agents.runner import check_executable
 from pokeralphd.battle import worktrees
 from pokeralphd.battle.commands import Stop
 from pokeralphd.battle.gitservice import GitService
+from pokeralphd.battle.landing import WorktreeLanding
 from pokeralphd.battle.phases import open_escalation
 from pokeralphd.battle.queries import BattleQueries
 from pokeralphd.battle.run import BattleRun
@@ -97,7 +98,7 @@ class BattleOrchestrator:
         # cannot both pass the "room for another battle" check (nor start one task twice).
         self._start_lock = anyio.Lock()
         self._starting: set[str] = set()  # the tasks a start is being prepared for
-        self._merge_lock = anyio.Lock()  # one merge back into this repository at a time
+        self.landing = WorktreeLanding(repo, self.publish, self.save)
         self.queries = BattleQueries(repo, self.battle_of)
         self.schedule = StartAll(self)
 
@@ -270,88 +271,10 @@ class BattleOrchestrator:
 
     # ------------------------------------------------------------------ worktrees
     async def end_worktree(self, active: ActiveBattle) -> None:
-        """The battle ended: its worktree goes; its branch too when merged or cancelled
-        (a failed battle's unmerged commits stay on it for the next attempt, an accepted
-        conflict's for the person). Never fails the battle: a problem is logged."""
-        worktree = active.battle.worktree
-        if worktree is None or worktree.removed:
-            return
-        status = active.battle.status
-        with anyio.CancelScope(shield=True):
-            try:
-                if status == B.FAILED:  # its unfinished work stays on its branch
-                    await self._commit_leftovers(active)
-                keep = status != B.CANCELLED and (
-                    not worktree.merged and await worktrees.unmerged(self.repo.path, worktree)
-                )
-                await worktrees.remove(self.repo.path, worktree, delete_branch=not keep)
-                worktree.removed = True
-                self.publish(
-                    ev.WorktreeRemoved(
-                        task_id=active.task_id,
-                        path=worktree.path,
-                        branch=worktree.branch,
-                        branch_kept=keep,
-                    )
-                )
-            except Exception:
-                log.warning(
-                    "%s: cannot remove the worktree of %s",
-                    self.repo.name,
-                    active.task_id,
-                    exc_info=True,
-                )
-
-    async def _commit_leftovers(self, active: ActiveBattle) -> None:
-        worktree = active.battle.worktree
-        assert worktree is not None
-        message = GitService.format_commit_message(active.task_id, active.title)
-        commit = await worktrees.commit_leftovers(
-            worktree, f"{message}\n\nChanges the battle left uncommitted in its worktree."
-        )
-        if commit is not None:
-            log.info("%s: committed what %s left in its worktree", self.repo.name, active.task_id)
+        await self.landing.end(active)
 
     async def merge_back(self, active: ActiveBattle) -> str | None:
-        worktree = active.battle.worktree
-        if worktree is None or worktree.merged:
-            return None
-        config = await self.repo.config()
-        # shielded: a rebase stopped halfway would leave the worktree mid-rebase (each git
-        # command is bounded by its own timeout)
-        with anyio.CancelScope(shield=True):
-            async with self._merge_lock:
-                try:
-                    await self._commit_leftovers(active)
-                    outcome = await worktrees.merge_back(
-                        self.repo.path, worktree, config.merge_strategy
-                    )
-                except (worktrees.GitFailed, OSError, TimeoutError) as exc:
-                    return f"merging {worktree.branch} into {worktree.base_branch} failed: {exc}"
-        if not outcome.merged:
-            self.publish(
-                ev.MergeFailed(
-                    task_id=active.task_id,
-                    branch=worktree.branch,
-                    into=worktree.base_branch,
-                    reason=outcome.reason,
-                    files=outcome.files,
-                    message=outcome.message,
-                )
-            )
-            return outcome.message
-        worktree.merged = True
-        worktree.merge_commit = outcome.tip
-        await self.save(active, progress=False)
-        self.publish(
-            ev.BattleMerged(
-                task_id=active.task_id,
-                branch=worktree.branch,
-                into=worktree.base_branch,
-                commit=outcome.tip,
-            )
-        )
-        return None
+        return await self.landing.merge_back(active)
 
     async def sync_task_status(self, task_id: str, status: BattleStatus) -> None:
         try:
