@@ -9,9 +9,11 @@ models, so a wrong field name fails here as it would in Zed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -103,16 +105,32 @@ def sample(daemon: DaemonProcess, home: Path, mode: str = "yolo", pace: str = "0
     return target
 
 
-async def session(editor: Editor, daemon: DaemonProcess, cwd: Path) -> Any:
-    """Start the agent, initialize, open a session on ``cwd``; the connection and id."""
-    cm = acp.spawn_agent_process(as_client(editor), *AGENT, env=daemon.env, cwd=str(cwd))
-    conn, _proc = await cm.__aenter__()
-    init = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
-    assert init.protocol_version == 1 and init.agent_info is not None
-    assert init.agent_info.name == "pokeralph" and init.auth_methods == []
-    new = await conn.new_session(cwd=str(cwd), mcp_servers=[])
-    editor.session_id = new.session_id
-    return cm, conn, new.session_id
+@contextlib.asynccontextmanager
+async def session(editor: Editor, daemon: DaemonProcess, cwd: Path) -> AsyncIterator[Any]:
+    """Start the agent, initialize, open a session on ``cwd``: the connection."""
+    async with acp.spawn_agent_process(as_client(editor), *AGENT, env=daemon.env, cwd=str(cwd)) as (
+        conn,
+        _proc,
+    ):
+        init = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
+        assert init.protocol_version == 1 and init.agent_info is not None
+        assert init.agent_info.name == "pokeralph" and init.auth_methods == []
+        new = await conn.new_session(cwd=str(cwd), mcp_servers=[])
+        editor.session_id = new.session_id
+        yield conn
+
+
+async def prompts(
+    editor: Editor, daemon: DaemonProcess, cwd: Path, *texts: str, timeout: float = 90
+) -> list[Any]:
+    """A session on ``cwd`` sent each of ``texts`` as a prompt, in turn: the replies."""
+    replies = []
+    async with session(editor, daemon, cwd) as conn:
+        with anyio.fail_after(timeout):
+            for text in texts:
+                prompt = [acp.text_block(text)]
+                replies.append(await conn.prompt(session_id=editor.session_id, prompt=prompt))
+    return replies
 
 
 async def test_a_prompt_adds_a_task_and_streams_its_battle_to_the_end(
@@ -121,20 +139,13 @@ async def test_a_prompt_adds_a_task_and_streams_its_battle_to_the_end(
     repo = sample(daemon, home)
     (repo / "sub").mkdir()  # the editor's folder may be anywhere in the repository
     editor = Editor()
-    cm, conn, sid = await session(editor, daemon, repo / "sub")
-    try:
-        with anyio.fail_after(90):
-            reply = await conn.prompt(
-                session_id=sid,
-                prompt=[
-                    acp.text_block(
-                        "add a task: Finish textstats\n\n- word_count counts words\n"
-                        "- top_words returns the most frequent words"
-                    )
-                ],
-            )
-    finally:
-        await cm.__aexit__(None, None, None)
+    [reply] = await prompts(
+        editor,
+        daemon,
+        repo / "sub",
+        "add a task: Finish textstats\n\n- word_count counts words\n"
+        "- top_words returns the most frequent words",
+    )
     assert reply.stop_reason == "end_turn"
     tasks = daemon.call("task.list", {"repo": str(repo)})["tasks"]
     new = next(t for t in tasks if t["title"] == "Finish textstats")
@@ -167,12 +178,7 @@ async def test_hitl_approvals_are_the_editors_permission_questions(
 ) -> None:
     repo = sample(daemon, home, mode="hitl")
     editor = Editor(choose="allow_once")
-    cm, conn, sid = await session(editor, daemon, repo)
-    try:
-        with anyio.fail_after(90):
-            reply = await conn.prompt(session_id=sid, prompt=[acp.text_block(f"run {TASK}")])
-    finally:
-        await cm.__aexit__(None, None, None)
+    [reply] = await prompts(editor, daemon, repo, f"run {TASK}")
     assert reply.stop_reason == "end_turn"
     # iteration 1 waits for an approval; iteration 2 claims completion, which ends it
     assert len(editor.asked) == 1
@@ -195,12 +201,7 @@ async def test_rejecting_the_approval_pauses_the_battle_and_ends_the_turn(
 ) -> None:
     repo = sample(daemon, home, mode="hitl")
     editor = Editor(choose="reject_once")
-    cm, conn, sid = await session(editor, daemon, repo)
-    try:
-        with anyio.fail_after(90):
-            reply = await conn.prompt(session_id=sid, prompt=[acp.text_block(f"start {TASK}")])
-    finally:
-        await cm.__aexit__(None, None, None)
+    [reply] = await prompts(editor, daemon, repo, f"start {TASK}")
     assert reply.stop_reason == "end_turn" and len(editor.asked) == 1
     assert "Battle paused" in editor.text()
     history = daemon.call("battle.history", {"taskId": TASK, "repo": str(repo)})
@@ -211,12 +212,7 @@ async def test_cancel_pauses_the_battle(daemon: DaemonProcess, home: Path) -> No
     repo = sample(daemon, home, pace="1")  # a battle slow enough to be cancelled in its run
     editor = Editor()
     editor.cancel_on = lambda u: isinstance(u, schema.AgentPlanUpdate)  # iteration 1 began
-    cm, conn, sid = await session(editor, daemon, repo)
-    try:
-        with anyio.fail_after(60):
-            reply = await conn.prompt(session_id=sid, prompt=[acp.text_block(f"run {TASK}")])
-    finally:
-        await cm.__aexit__(None, None, None)
+    [reply] = await prompts(editor, daemon, repo, f"run {TASK}", timeout=60)
     assert editor.cancel_sent.is_set()
     assert reply.stop_reason == "cancelled"
     history = daemon.call("battle.history", {"taskId": TASK, "repo": str(repo)})
@@ -225,12 +221,7 @@ async def test_cancel_pauses_the_battle(daemon: DaemonProcess, home: Path) -> No
     agent = {"backend": "demo", "extraArgs": ["--pace", "0"]}
     daemon.call("config.update", {"repo": str(repo), "patch": {"agent": agent}})
     editor = Editor()
-    cm, conn, sid = await session(editor, daemon, repo)
-    try:
-        with anyio.fail_after(60):
-            reply = await conn.prompt(session_id=sid, prompt=[acp.text_block(f"run {TASK}")])
-    finally:
-        await cm.__aexit__(None, None, None)
+    [reply] = await prompts(editor, daemon, repo, f"run {TASK}", timeout=60)
     assert reply.stop_reason == "end_turn"
     assert f"Battle of **{TASK}** resumed" in editor.text() and "Battle complete" in editor.text()
 
@@ -239,14 +230,12 @@ async def test_a_folder_outside_git_is_a_clear_error(daemon: DaemonProcess, home
     plain = home / "plain"
     plain.mkdir()
     editor = Editor()
-    cm = acp.spawn_agent_process(as_client(editor), *AGENT, env=daemon.env, cwd=str(plain))
-    conn, _proc = await cm.__aenter__()
-    try:
+    async with acp.spawn_agent_process(
+        as_client(editor), *AGENT, env=daemon.env, cwd=str(plain)
+    ) as (conn, _proc):
         await conn.initialize(protocol_version=acp.PROTOCOL_VERSION)
         with pytest.raises(acp.RequestError) as err:
             await conn.new_session(cwd=str(plain), mcp_servers=[])
-    finally:
-        await cm.__aexit__(None, None, None)
     assert "not in a git repository" in str(err.value.args[0]) or "git" in repr(err.value)
 
 
@@ -317,14 +306,9 @@ async def test_plan_asks_in_turns_and_adds_the_planned_tasks(
 
     setup(daemon, repo, home)  # the fake planner: two questions, then a PRD of two tasks
     editor = Editor()
-    cm, conn, sid = await session(editor, daemon, repo)
-    replies = []
-    try:
-        with anyio.fail_after(90):
-            for text in ("plan: a todo list for the terminal", "A JSON file", "No due dates"):
-                replies.append(await conn.prompt(session_id=sid, prompt=[acp.text_block(text)]))
-    finally:
-        await cm.__aexit__(None, None, None)
+    replies = await prompts(
+        editor, daemon, repo, "plan: a todo list for the terminal", "A JSON file", "No due dates"
+    )
     assert [r.stop_reason for r in replies] == ["end_turn"] * 3
     said = editor.text()
     assert said.count("**The planner asks:**") == 2 and "JSON file or SQLite" in said
