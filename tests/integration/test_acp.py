@@ -237,36 +237,29 @@ async def test_a_huge_tool_output_is_dropped_not_held(home: Path) -> None:
     assert huge["error"]["code"] == -32000 and "dropped" in huge["error"]["message"]
 
 
-async def test_a_crash_mid_prompt_fails_with_its_exit_status_and_stderr(home: Path) -> None:
+async def _failed_iteration(home: Path, script: str) -> str:
+    """The error of the one iteration of a battle the fake agent ``script`` fails."""
     repo = make_git_repo(home / "repo")
-    log = home / "acp.log"
     async with running_daemon(home) as d:
-        task = await _setup(d, repo, "crash", log)
+        task = await _setup(d, repo, script, home / "acp.log")
         events = await _battle(d, repo, task)
         assert events[-1]["type"] == "battle_failed"
-        error = (await _iteration(d, repo, task))["error"]
-        assert "exited with status 3" in error and "fake agent crashed" in error
+        error: str = (await _iteration(d, repo, task))["error"]
+    return error
+
+
+async def test_a_crash_mid_prompt_fails_with_its_exit_status_and_stderr(home: Path) -> None:
+    error = await _failed_iteration(home, "crash")
+    assert "exited with status 3" in error and "fake agent crashed" in error
 
 
 async def test_a_refusal_is_the_iterations_error(home: Path) -> None:
-    repo = make_git_repo(home / "repo")
-    log = home / "acp.log"
-    async with running_daemon(home) as d:
-        task = await _setup(d, repo, "refuse", log)
-        events = await _battle(d, repo, task)
-        assert events[-1]["type"] == "battle_failed"
-        assert "refusal" in (await _iteration(d, repo, task))["error"]
+    assert "refusal" in await _failed_iteration(home, "refuse")
 
 
 async def test_an_agent_asking_for_a_login_says_how(home: Path) -> None:
-    repo = make_git_repo(home / "repo")
-    log = home / "acp.log"
-    async with running_daemon(home) as d:
-        task = await _setup(d, repo, "auth", log)
-        events = await _battle(d, repo, task)
-        assert events[-1]["type"] == "battle_failed"
-        error = (await _iteration(d, repo, task))["error"]
-        assert "needs authentication: Authentication required" in error
+    error = await _failed_iteration(home, "auth")
+    assert "needs authentication: Authentication required" in error
 
 
 async def test_cancel_answers_pending_permissions_cancelled_and_ends_the_agent(
