@@ -27,6 +27,7 @@ import threading
 import uuid
 
 from pokeralph_acp import asks, updates
+from pokeralph_acp.prompts import prompt_text, task_of
 from pokeralph_acp.wire import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -51,7 +52,6 @@ MAX_SESSIONS = 32
 MAX_ASKS = 8
 #: The longest prompt text made into a task.
 MAX_PROMPT = 100_000
-MAX_CRITERIA = 50
 #: How often one turn subscribes again after the daemon dropped its connection.
 MAX_RECONNECTS = 5
 #: Seconds between looks at a turn's state while no event arrives.
@@ -60,8 +60,6 @@ TICK = 0.5
 RUN = re.compile(r"^\s*/?(?:run|start)\s+((?:[0-9]{3}|[1-9][0-9]{3,})-[a-z0-9-]+)\s*$", re.I)
 PLAN = re.compile(r"^\s*/?plan\s*:?\s+(\S.*)$", re.I | re.S)
 PLANNING = ["planning_output", "planning_question", "planning_completed", "planning_failed"]
-PREFIX = re.compile(r"^\s*(?:add a task|new task|task)\s*:\s*", re.I)
-BULLET = re.compile(r"^\s*(?:[-*•]|[0-9]{1,3}[.)])\s+(\S.*)$")
 TERMINAL = ("battle_complete", "battle_failed", "battle_cancelled", "battle_paused")
 
 
@@ -562,40 +560,3 @@ def ending(kind: Any, payload: dict[str, Any]) -> str | None:
     if kind == "battle_escalated":
         return "\n\n**The battle needs a decision** (asked below).\n\n"
     return None
-
-
-def prompt_text(blocks: Any) -> str:
-    """The text of a prompt's content blocks: text, links, and embedded text resources."""
-    if not isinstance(blocks, list):
-        raise RpcError(
-            INVALID_PARAMS, "prompt must be a list of content blocks", {"field": "prompt"}
-        )
-    parts: list[str] = []
-    for block in blocks:
-        if not isinstance(block, dict):
-            raise RpcError(INVALID_PARAMS, "a content block must be an object", {"field": "prompt"})
-        kind = block.get("type")
-        if kind == "text" and isinstance(block.get("text"), str):
-            parts.append(block["text"])
-        elif kind == "resource_link" and isinstance(block.get("uri"), str):
-            parts.append(f"(see {block['uri']})")
-        elif kind == "resource" and isinstance(block.get("resource"), dict):
-            resource = block["resource"]
-            if isinstance(resource.get("text"), str):
-                parts.append(f"\n{resource.get('uri', 'context')}:\n```\n{resource['text']}\n```")
-    return "\n".join(parts)
-
-
-def task_of(text: str) -> tuple[str, str, list[str]]:
-    """A prompt as a task: its title, description and acceptance criteria."""
-    text = PREFIX.sub("", text, count=1).strip()
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    first = lines[0].lstrip("#").strip() if lines else text
-    bullet = BULLET.match(first)
-    title = (bullet.group(1) if bullet else first) or "A request from the editor"
-    if len(title) > 200:
-        title = title[:199].rsplit(" ", 1)[0][:199] + "…"
-    criteria = [m.group(1).strip() for line in lines[1:] if (m := BULLET.match(line))]
-    if not criteria:
-        criteria = [f"Done as asked: {title}"]
-    return title, text, criteria[:MAX_CRITERIA]

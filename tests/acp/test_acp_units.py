@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pokeralph_acp.agent import mine, task_of
+from pokeralph_acp.agent import mine
 from pokeralph_acp.asks import ask_for, command_for, message_for
+from pokeralph_acp.prompts import task_of
 from pokeralph_acp.updates import Translator
 
 
