@@ -289,6 +289,9 @@ class Daemon:
             )
             if handle_signals:
                 restore_signals = self._handle_signals()
+            # The platform's sandbox probe (a trial run of bubblewrap; cached) off the loop
+            # now, not inside the first status or battle start that asks: ~5 ms here.
+            await anyio.to_thread.run_sync(self.sandbox.available)
             async with anyio.create_task_group() as tg:
                 for service in self.services:
                     await tg.start(_run_service, service)
