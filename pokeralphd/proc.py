@@ -330,7 +330,15 @@ _SETPRIV = shutil.which("setpriv") if sys.platform.startswith("linux") else None
 
 class Wrap(Protocol):
     """Where a run executes (the sandbox of :mod:`pokeralphd.sandbox`): ``argv`` as the
-    command that runs it confined, and its environment."""
+    command that runs it confined, and its environment.
+
+    ``contains``: the wrapper dies with the daemon by itself and every process started
+    inside ends with the run (bubblewrap: ``--die-with-parent`` and a pid namespace, whose
+    processes the kernel kills when its first one ends, ``setsid`` or not). Such a run
+    needs no ``setpriv`` and leaves nothing to sweep after it exits."""
+
+    @property
+    def contains(self) -> bool: ...
 
     def wrap(
         self, argv: Sequence[str], env: Mapping[str, str], cwd: str
@@ -358,7 +366,8 @@ async def spawn(
     """Start ``argv`` in a new process group (raises OSError as ``open_process`` does).
 
     ``confine`` wraps the command (a sandbox) after its program is checked here, inside
-    ``setpriv --pdeathsig`` and the new session: the wrapper leads the run's process
+    ``setpriv --pdeathsig`` (unless the wrapper :attr:`~Wrap.contains` the run: it dies
+    with the daemon by itself) and the new session: the wrapper leads the run's process
     group, dies with the daemon, and carries the run's token and the owner's mark.
 
     A cancel never leaves the child behind: starting is shielded (a cancel that landed
@@ -370,9 +379,11 @@ async def spawn(
     check_program(argv, cwd, full_env.get("PATH"))
     if confine is not None:
         argv, full_env = confine.wrap(argv, full_env, cwd)
+    if not contained(confine):
+        argv = _with_death_signal(argv)
     with anyio.CancelScope(shield=True):
         process = await anyio.open_process(
-            _with_death_signal(argv),
+            argv,
             stdin=stdin,
             stdout=subprocess.PIPE,
             stderr=stderr,
@@ -512,6 +523,19 @@ def tracked(
         return
     with owner.track(token, scope) as run:
         yield run
+
+
+def contained(confine: Wrap | None) -> bool:
+    """Whether a run under ``confine`` ends with all it started (see :class:`Wrap`)."""
+    return confine is not None and confine.contains
+
+
+async def after_exit(pid: int, token: str | None, confine: Wrap | None) -> None:
+    """After a run's first process exited normally: :func:`end_run` in a worker thread,
+    unless the run was :func:`contained` (then nothing it started is left: the scan of
+    every process for its token is skipped)."""
+    if not contained(confine):
+        await anyio.to_thread.run_sync(end_run, pid, token)
 
 
 def end_run(pid: int, token: str | None) -> int:

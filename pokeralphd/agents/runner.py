@@ -45,6 +45,7 @@ from pokeralphd.agents.base import (
 from pokeralphd.childlines import iter_line_blocks, iter_lines
 from pokeralphd.errors import AgentError
 from pokeralphd.proc import (
+    after_exit,
     check_program,
     child_env,
     end_run,
@@ -385,7 +386,7 @@ async def _run_agent(
             else f"the agent printed nothing for {request.idle_timeout:g} s and was stopped as stalled"
         )
     else:
-        await anyio.to_thread.run_sync(end_run, process.pid, token)
+        await after_exit(process.pid, token, confine)
         await reap(process)
         # An agent ended by us after its exchange: its signal is ours, not its failure.
         judged = dataclasses.replace(outcome, exit_code=0) if lingered[0] else outcome

@@ -30,7 +30,7 @@ from pokeralphd.domain.models import FeedbackResult
 from pokeralphd.proc import (
     AgentScope,
     ProcessOwner,
-    end_run,
+    after_exit,
     end_tree,
     reap,
     spawn,
@@ -228,7 +228,7 @@ async def _run_loop(
             command=command,
             exit_code=None,
         )
-    await anyio.to_thread.run_sync(end_run, process.pid, token)  # leftovers of a finished loop
+    await after_exit(process.pid, token, confine)  # leftovers of a finished loop
     await reap(process)
     return FeedbackResult(
         passed=process.returncode == 0,

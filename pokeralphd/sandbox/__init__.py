@@ -11,7 +11,7 @@
 - :mod:`.seatbelt`: the policy as a macOS Seatbelt profile.
 
 The battle code composes them: ``build_policy`` → ``bwrap_argv(policy, command)`` →
-``proc.spawn`` (which adds ``setpriv --pdeathsig`` and the process group), with an
+``proc.spawn`` (which adds the process group; bwrap dies with the daemon by itself), with an
 :class:`EgressProxy` serving ``policy.proxy_socket`` for the run's lifetime.
 """
 

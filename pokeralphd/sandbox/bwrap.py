@@ -1,11 +1,12 @@
 """A :class:`~.policy.SandboxPolicy` as a bubblewrap command line, and whether
 bubblewrap can run here at all (:func:`probe`, cached).
 
-How it composes with :mod:`pokeralphd.proc`: ``spawn`` starts ``setpriv --pdeathsig KILL
--- bwrap … -- COMMAND`` in a new session, so bwrap leads the run's process group and dies
-with the daemon; bwrap's ``--die-with-parent`` kills what it runs when bwrap dies, and
-``--unshare-pid`` makes the run a pid namespace whose every process ends with its first
-one. Not ``--new-session``: its only use is to keep a process from pushing keystrokes into
+How it composes with :mod:`pokeralphd.proc`: ``spawn`` starts ``bwrap … -- COMMAND`` in a
+new session, so bwrap leads the run's process group. ``--die-with-parent`` gives bwrap
+itself the kernel's death signal (it dies with the daemon, even after a ``kill -9``: no
+``setpriv`` around it) and kills what it runs when bwrap dies, and ``--unshare-pid`` makes
+the run a pid namespace whose every process ends with its first one, so a run leaves
+nothing behind to sweep (:attr:`.service.SandboxRun.contains`). Not ``--new-session``: its only use is to keep a process from pushing keystrokes into
 a controlling terminal (TIOCSTI), and ``spawn``'s ``setsid`` already leaves the run with
 none; a second ``setsid`` would take the command out of bwrap's process group, which
 ``end_tree``'s ``killpg`` and the run's scope by group rely on.

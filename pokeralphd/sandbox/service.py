@@ -85,6 +85,13 @@ class SandboxRun:
         return self.policy is not None
 
     @property
+    def contains(self) -> bool:
+        """bubblewrap's run dies with the daemon and ends with all it started
+        (``--die-with-parent``, its own pid namespace): see :class:`~pokeralphd.proc.Wrap`.
+        Not Seatbelt's: its processes are swept by token like an unconfined run's."""
+        return self.policy is not None and self.kind == "bwrap"
+
+    @property
     def env(self) -> dict[str, str]:
         """What the run's own environment gets (a backend that sandboxes itself reads it
         to turn its own sandbox off inside ours)."""
@@ -94,8 +101,8 @@ class SandboxRun:
         self, argv: Sequence[str], env: Mapping[str, str], cwd: str
     ) -> tuple[list[str], dict[str, str]]:
         """``argv`` as the confined command (``bwrap … -- argv``), and its environment.
-        ``proc.spawn`` puts ``setpriv --pdeathsig`` and the new session outside it. The
-        program's own installation is made visible, read-only."""
+        ``proc.spawn`` puts the new session outside it, and ``setpriv`` where the run is
+        not :attr:`contains`. The program's own installation is made visible, read-only."""
         if self.policy is None:
             return list(argv), dict(env)
         extra = program_dirs(argv[0], env.get("PATH"), cwd) if argv else ()

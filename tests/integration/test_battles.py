@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from pokeralphctl.client import RequestFailed
+from pokeralphd.proc import marked
+from pokeralphd.sandbox import probe
 from pokeralphd.settings import DaemonSettings
 from tests.helpers import DaemonProcess, events_of, make_git_repo, pid_alive, reap, wait_until
 from tests.inproc import ThreadedDaemon
@@ -536,6 +538,31 @@ def test_kill_9_during_a_feedback_loop_leaves_nothing_running(home: Path, repo: 
     finally:
         reap(pids)
         second.stop()
+
+
+@pytest.mark.skipif(not probe().ok, reason=f"no sandbox here: {probe().reason}")
+def test_kill_9_during_a_confined_feedback_loop_leaves_nothing_running(
+    home: Path, repo: Path
+) -> None:
+    """Under the sandbox no ``setpriv`` wraps the run: bubblewrap dies with the daemon by
+    itself (``--die-with-parent``) and its pid namespace ends with it, a process that
+    left the loop's session included. No second daemon is started: nothing sweeps."""
+    var, value = "POKERALPH_TEST_MARK", f"confined-{time.monotonic_ns()}"
+    tag = f"env {var}={value}"
+    loop = f"{tag} setsid sleep 300 & {tag} sleep 301 & wait"
+    daemon = DaemonProcess(home, ["--sandbox"]).start()
+    task = setup_repo(daemon, repo, env={"FAKE_CLAUDE_MODE": "complete"}, loops={"test": loop})
+    daemon.call("battle.start", {"repo": str(repo), "taskId": task})
+
+    def sleeping() -> list[int]:
+        return [pid for pid, seen in marked(var) if seen == value]
+
+    pids = wait_until(lambda: len(sleeping()) == 2 and sleeping(), 30, "the loop's sleeps")
+    daemon.kill9()
+    try:
+        wait_until(lambda: not _alive(pids), 20, "the confined loop to die with the daemon")
+    finally:
+        reap(pids)
 
 
 def _shell_agent(daemon: DaemonProcess, repo: Path, script: Path, body: str, **patch: Any) -> str:
