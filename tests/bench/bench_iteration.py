@@ -52,7 +52,8 @@ from pokeralphd.logsetup import setup_logging
 from pokeralph_core.userdirs import Paths
 from pokeralphd.settings import DaemonSettings
 setup_logging("info", None)
-daemon = Daemon(Paths.resolve(None), DaemonSettings.model_validate({"web": False}))
+settings = {"web": False, "sandbox": sys.argv[2] == "sandbox"}
+daemon = Daemon(Paths.resolve(None), DaemonSettings.model_validate(settings))
 profile = cProfile.Profile()
 profile.enable()
 try:
@@ -66,12 +67,14 @@ finally:
 class ProfiledDaemon(DaemonProcess):
     """A daemon (without the dashboard) under cProfile; its stats in ``stats`` once stopped."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, sandbox: bool) -> None:
         super().__init__(home, fork=False)
         self.stats = home / "daemon.prof"
+        self.sandbox = sandbox
 
     def start(self, wait: bool = True) -> ProfiledDaemon:
-        self._launch(["-c", _PROFILED, str(self.stats)], wait)
+        mode = "sandbox" if self.sandbox else "none"
+        self._launch(["-c", _PROFILED, str(self.stats), mode], wait)
         return self
 
 
@@ -111,9 +114,13 @@ def bare_runs(
     return spawned, committed
 
 
-def run(table: Table, iterations: int = 50, profile: bool = False) -> None:
+def run(table: Table, iterations: int = 50, profile: bool = False, sandbox: bool = False) -> None:
     home = short_tmpdir("prit")
-    daemon: DaemonProcess = ProfiledDaemon(home).start() if profile else start_daemon()
+    daemon: DaemonProcess = (
+        ProfiledDaemon(home, sandbox).start()
+        if profile
+        else start_daemon(*(["--sandbox"] if sandbox else []))
+    )
     try:
         agent = daemon.home / "agent.sh"
         agent.write_text(AGENT)
@@ -248,9 +255,12 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--iterations", type=int, default=50)
     parser.add_argument("--profile", action="store_true", help="the daemon under cProfile")
+    parser.add_argument(
+        "--sandbox", action="store_true", help="runs confined (bubblewrap), as by default"
+    )
     args = parser.parse_args(argv)
     table = Table()
-    run(table, args.iterations, args.profile)
+    run(table, args.iterations, args.profile, args.sandbox)
     print()
     print(table.markdown())
     return 0
