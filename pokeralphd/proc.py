@@ -50,6 +50,7 @@ import psutil
 
 from pokeralph_core.proctree import end_tree as end_group_tree
 from pokeralph_core.proctree import wait_ended
+from pokeralphd import childproc
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -382,15 +383,20 @@ async def spawn(
     if not contained(confine):
         argv = _with_death_signal(argv)
     with anyio.CancelScope(shield=True):
-        process = await anyio.open_process(
-            argv,
-            stdin=stdin,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            cwd=cwd,
-            env=full_env,
-            start_new_session=True,
-        )
+        if childproc.AVAILABLE:  # Linux: the pipes and a pidfd straight on the loop
+            process: Process = childproc.start(
+                argv, cwd=cwd, env=full_env, stdin=stdin, stdout=subprocess.PIPE, stderr=stderr
+            )
+        else:
+            process = await anyio.open_process(
+                argv,
+                stdin=stdin,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                cwd=cwd,
+                env=full_env,
+                start_new_session=True,
+            )
     if owner is not None and owner.nice:
         lower_priority(process.pid, owner.nice)
     try:

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pokeralphd import childproc
 from pokeralphd.childlines import iter_line_blocks, iter_lines
 from pokeralphd.proc import (
     OWNER_VAR,
@@ -247,25 +248,40 @@ def test_marked_finds_the_variable_only_as_a_whole_entry(
             child.wait()
 
 
+@pytest.mark.parametrize("way", ["pidfd", "asyncio"])
 async def test_a_spawn_cancelled_as_it_starts_leaves_no_child_behind(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, way: str
 ) -> None:
     """A cancel that lands while the child is being started (a battle cancelled as its
     iteration begins) ends and reaps that child: none is left running or unwaited. (In
     asyncio the child exists before its pipes are connected; a cancel then killed it but
     left it unwaited, and its Popen warned "still running" when collected, failing
     whichever test ran then: ~2 starts in 300 cancelled at random points.) Here the
-    cancel always lands after the child exists."""
-    real_open = anyio.open_process
+    cancel always lands after the child exists, whichever way it was started
+    (:mod:`pokeralphd.childproc` where there are pidfds, else asyncio's)."""
     scope = anyio.CancelScope()
+    if way == "pidfd":
+        if not childproc.AVAILABLE:
+            pytest.skip("no pidfd here")
+        real_start = childproc.start
 
-    async def open_then_cancelled(*args: Any, **kwargs: Any) -> Any:
-        process = await real_open(*args, **kwargs)
-        scope.cancel()  # the cancel comes now: the child exists
-        await anyio.lowlevel.checkpoint()
-        return process
+        def start_then_cancelled(*args: Any, **kwargs: Any) -> Any:
+            process = real_start(*args, **kwargs)
+            scope.cancel()  # the cancel comes now: the child exists
+            return process
 
-    monkeypatch.setattr(anyio, "open_process", open_then_cancelled)
+        monkeypatch.setattr(childproc, "start", start_then_cancelled)
+    else:
+        real_open = anyio.open_process
+
+        async def open_then_cancelled(*args: Any, **kwargs: Any) -> Any:
+            process = await real_open(*args, **kwargs)
+            scope.cancel()  # the cancel comes now: the child exists
+            await anyio.lowlevel.checkpoint()
+            return process
+
+        monkeypatch.setattr(childproc, "AVAILABLE", False)
+        monkeypatch.setattr(anyio, "open_process", open_then_cancelled)
     token = "tok-" + os.urandom(8).hex()
     with scope:
         await spawn([SLEEP, "60"], cwd=".", env={}, owner=None, token=token)

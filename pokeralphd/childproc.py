@@ -1,0 +1,271 @@
+"""A child process driven on the event loop by its file descriptors (Linux): its pipes
+read and written without blocking, its end seen through a pidfd.
+
+:func:`pokeralphd.proc.spawn` starts agents and feedback loops with it where the
+platform has ``os.pidfd_open`` (Linux 5.3 and later), for speed: asyncio's subprocess
+machinery connects each pipe through a transport and a protocol over several turns of
+the loop, and waits for the child in a thread of its own (one per child); here the pipes
+are plain non-blocking descriptors and the child's end is one more readable descriptor.
+Starting a run this way costs about a millisecond less, twice per iteration.
+
+:class:`FdProcess` is an :class:`anyio.abc.Process`, as ``anyio.open_process`` returns:
+the runner and the feedback loop use either the same way. It is the only waiter of its
+child: nothing else reaps it (no child watcher knows it), so its pid cannot go to
+another process before :meth:`FdProcess.wait` has reaped it, and signalling it before
+then is safe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from typing import TYPE_CHECKING
+
+import anyio
+from anyio.abc import ByteReceiveStream, ByteSendStream, Process
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+AVAILABLE = hasattr(os, "pidfd_open")
+
+
+class _Reader(ByteReceiveStream):
+    """The read end of a child's pipe."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd: int | None = fd
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        while True:
+            fd = self._fd
+            if fd is None:
+                raise anyio.ClosedResourceError
+            try:
+                data = os.read(fd, max_bytes)
+            except BlockingIOError:
+                await anyio.wait_readable(fd)
+                continue
+            if not data:
+                raise anyio.EndOfStream
+            return data
+
+    async def aclose(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+        await anyio.lowlevel.checkpoint()
+
+
+class _Writer(ByteSendStream):
+    """The write end of a child's stdin."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd: int | None = fd
+
+    async def send(self, item: bytes) -> None:
+        view = memoryview(item)
+        while view:
+            fd = self._fd
+            if fd is None:
+                raise anyio.ClosedResourceError
+            try:
+                sent = os.write(fd, view)
+            except BlockingIOError:
+                await anyio.wait_writable(fd)
+                continue
+            except BrokenPipeError as exc:
+                raise anyio.BrokenResourceError from exc
+            view = view[sent:]
+        await anyio.lowlevel.checkpoint()
+
+    async def send_eof(self) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+        await anyio.lowlevel.checkpoint()
+
+
+class FdProcess(Process):
+    """A started child (see the module doc); :func:`start` makes one."""
+
+    def __init__(
+        self,
+        pid: int,
+        pidfd: int,
+        stdin: _Writer | None,
+        stdout: _Reader | None,
+        stderr: _Reader | None,
+    ) -> None:
+        self._pid = pid
+        self._pidfd: int | None = pidfd
+        self._returncode: int | None = None
+        self._watching: anyio.Event | None = None  # set when the pidfd's watcher stops
+        self._stdin = stdin
+        self._stdout = stdout
+        self._stderr = stderr
+
+    @property
+    def pid(self) -> int:
+        return self._pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._returncode
+
+    @property
+    def stdin(self) -> ByteSendStream | None:
+        return self._stdin
+
+    @property
+    def stdout(self) -> ByteReceiveStream | None:
+        return self._stdout
+
+    @property
+    def stderr(self) -> ByteReceiveStream | None:
+        return self._stderr
+
+    async def wait(self) -> int:
+        """The exit status once the child ended (minus the signal that ended it). One
+        waiter watches the pidfd; any other waits for it (and takes over if it is
+        cancelled)."""
+        while self._returncode is None:
+            if self._watching is not None:
+                await self._watching.wait()
+                continue
+            self._watching = watching = anyio.Event()
+            try:
+                assert self._pidfd is not None
+                await anyio.wait_readable(self._pidfd)  # readable once the child ended
+                self._reap(os.WNOHANG)
+            finally:
+                self._watching = None
+                watching.set()
+        return self._returncode
+
+    def _reap(self, flags: int) -> None:
+        if self._returncode is not None:
+            return
+        try:
+            pid, status = os.waitpid(self._pid, flags)
+        except ChildProcessError:  # reaped elsewhere: what it said is lost
+            pid, status = self._pid, 255 << 8
+        if pid == 0:
+            return
+        self._returncode = os.waitstatus_to_exitcode(status)
+        pidfd, self._pidfd = self._pidfd, None
+        if pidfd is not None:
+            os.close(pidfd)
+
+    def send_signal(self, value: signal.Signals) -> None:
+        if self._returncode is None:  # unreaped: the pid is still our child's
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._pid, value)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    async def aclose(self) -> None:
+        """Close the pipes and wait for the child (killed if this wait is cancelled)."""
+        with anyio.CancelScope(shield=True):
+            for stream in (self._stdin, self._stdout, self._stderr):
+                if stream is not None:
+                    await stream.aclose()
+        try:
+            await self.wait()
+        except BaseException:
+            self.kill()
+            with anyio.CancelScope(shield=True):
+                await self.wait()
+            raise
+
+    def __del__(self) -> None:
+        # a child never waited for (a bug elsewhere): reaped if it has ended, so no
+        # zombie is left; its descriptors are closed
+        if self._returncode is None:
+            with contextlib.suppress(OSError):
+                self._reap(os.WNOHANG)
+        for stream in (self._stdin, self._stdout, self._stderr):
+            fd = getattr(stream, "_fd", None)
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        if self._pidfd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._pidfd)
+
+
+def _pipe() -> tuple[int, int]:
+    """A pipe closed on exec: (read end, write end)."""
+    return os.pipe2(os.O_CLOEXEC)
+
+
+def start(
+    argv: Sequence[str],
+    *,
+    cwd: str,
+    env: Mapping[str, str],
+    stdin: int | None,
+    stdout: int | None,
+    stderr: int | None,
+) -> FdProcess:
+    """Start ``argv`` in a new session, as ``anyio.open_process`` with
+    ``start_new_session`` would (``subprocess.PIPE``, ``DEVNULL``, ``STDOUT`` or None for
+    each stream; raises OSError as it does). Blocking for as long as ``vfork`` and
+    ``exec`` take, as asyncio's subprocess start is."""
+    ours: list[int] = []  # our ends: closed again if the start fails
+    theirs: list[int] = []  # the child's ends: closed once it has them
+    child: dict[str, int | None] = {}
+    try:
+        for name, how in (("stdin", stdin), ("stdout", stdout), ("stderr", stderr)):
+            if how == subprocess.PIPE:
+                read, write = _pipe()
+                mine, its = (write, read) if name == "stdin" else (read, write)
+                os.set_blocking(mine, False)
+                ours.append(mine)
+                theirs.append(its)
+                child[name] = its
+            elif how == subprocess.STDOUT and name == "stderr":
+                child[name] = child["stdout"]
+            else:
+                child[name] = how
+        popen = subprocess.Popen(
+            list(argv),
+            stdin=child["stdin"],
+            stdout=child["stdout"],
+            stderr=child["stderr"],
+            cwd=cwd,
+            env=dict(env),
+            start_new_session=True,
+        )
+    except BaseException:
+        for fd in (*ours, *theirs):
+            os.close(fd)
+        raise
+    for fd in theirs:
+        os.close(fd)
+    popen.returncode = 0  # ours to reap from here on: Popen must not wait or warn
+    try:
+        pidfd = os.pidfd_open(popen.pid)
+    except OSError:  # cannot happen for an unreaped child of ours; end it, say why
+        os.kill(popen.pid, signal.SIGKILL)
+        os.waitpid(popen.pid, 0)
+        for fd in ours:
+            os.close(fd)
+        raise
+    fds = iter(ours)
+    return FdProcess(
+        popen.pid,
+        pidfd,
+        _Writer(next(fds)) if stdin == subprocess.PIPE else None,
+        _Reader(next(fds)) if stdout == subprocess.PIPE else None,
+        _Reader(next(fds)) if stderr == subprocess.PIPE else None,
+    )

@@ -1,0 +1,142 @@
+"""A child driven by its descriptors (:mod:`pokeralphd.childproc`), against real processes:
+its streams, its exit status, its reaping, and no descriptor left behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+import anyio
+import pytest
+
+from pokeralphd import childproc
+from pokeralphd.childlines import iter_lines
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(not childproc.AVAILABLE, reason="no pidfd here (Linux 5.3+)"),
+]
+PIPE, DEVNULL, STDOUT = subprocess.PIPE, subprocess.DEVNULL, subprocess.STDOUT
+
+
+def _start(script: str, stdin: int = DEVNULL, stderr: int = PIPE) -> childproc.FdProcess:
+    return childproc.start(
+        ["/bin/sh", "-c", script],
+        cwd="/",
+        env={"PATH": os.environ["PATH"]},
+        stdin=stdin,
+        stdout=PIPE,
+        stderr=stderr,
+    )
+
+
+def _fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+def _reaped(pid: int) -> bool:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
+async def _read(stream: anyio.abc.ByteReceiveStream | None) -> list[bytes]:
+    assert stream is not None
+    return [line async for line in iter_lines(stream)]
+
+
+async def test_streams_status_and_nothing_left_behind() -> None:
+    before = _fds()
+    process = _start("read x; echo out $x; echo err >&2; exit 3", stdin=PIPE)
+    assert process.stdin is not None
+    await process.stdin.send(b"hello\n")
+    await process.stdin.aclose()
+    out, err = await _read(process.stdout), await _read(process.stderr)
+    assert (out, err) == ([b"out hello"], [b"err"])
+    assert await process.wait() == 3 and process.returncode == 3
+    await process.aclose()
+    assert _reaped(process.pid)  # waited for: no zombie, and nobody else may reap it
+    assert _fds() == before  # pipes and pidfd closed
+
+
+async def test_stderr_into_stdout_and_a_new_session() -> None:
+    process = _start("echo one; echo two >&2; ps -o sid= -p $$", stderr=STDOUT)
+    lines = await _read(process.stdout)
+    assert lines[:2] == [b"one", b"two"]
+    assert int(lines[2]) == process.pid  # its own session, as start_new_session makes
+    assert process.stderr is None
+    assert await process.wait() == 0
+    await process.aclose()
+
+
+async def test_a_signal_is_a_negative_status_and_kill_after_reaping_is_harmless() -> None:
+    process = _start("sleep 30")
+    process.send_signal(signal.SIGTERM)
+    assert await process.wait() == -signal.SIGTERM
+    process.kill()  # reaped: the pid may be another's now, so nothing is sent
+    await process.aclose()
+
+
+async def test_waiters_share_one_watch_and_one_may_be_cancelled() -> None:
+    process = _start("read x", stdin=PIPE)
+    results: list[int] = []
+    async with anyio.create_task_group() as tg:
+
+        async def waiter() -> None:
+            results.append(await process.wait())
+
+        with anyio.CancelScope() as cancelled:
+            cancelled.cancel()
+            await process.wait()  # cancelled at once: the next waiter takes over
+        tg.start_soon(waiter)
+        tg.start_soon(waiter)
+        await anyio.wait_all_tasks_blocked()
+        assert process.stdin is not None
+        await process.stdin.aclose()  # `read` sees the end of its input and exits 1
+    assert results == [1, 1]
+    await process.aclose()
+
+
+async def test_writing_to_a_child_that_is_gone_is_a_broken_resource() -> None:
+    process = _start("exit 0", stdin=PIPE)
+    await process.wait()
+    assert process.stdin is not None
+    with pytest.raises(anyio.BrokenResourceError):
+        await process.stdin.send(b"x" * (1 << 20))
+    await process.aclose()
+
+
+async def test_a_missing_program_raises_and_leaks_nothing() -> None:
+    before = _fds()
+    with pytest.raises(FileNotFoundError):
+        childproc.start(
+            ["/nonexistent/program"], cwd="/", env={}, stdin=PIPE, stdout=PIPE, stderr=PIPE
+        )
+    assert _fds() == before
+
+
+async def test_aclose_cancelled_kills_the_child() -> None:
+    process = _start("sleep 30")
+    with anyio.move_on_after(0.05):  # aclose waits for the child, which will not end
+        await process.aclose()
+    assert process.returncode == -signal.SIGKILL
+    assert _reaped(process.pid)
+
+
+async def test_a_large_output_arrives_whole() -> None:
+    process = _start("head -c 3000000 /dev/zero | tr '\\0' 'a'; echo")
+    assert process.stdout is not None
+    total = 0
+    while True:
+        try:
+            total += len(await process.stdout.receive())
+        except anyio.EndOfStream:
+            break
+    assert total == 3_000_001
+    assert await process.wait() == 0
+    await process.aclose()
+    with pytest.raises(anyio.ClosedResourceError):
+        await process.stdout.receive()
