@@ -17,6 +17,7 @@ then is safe.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -32,30 +33,90 @@ if TYPE_CHECKING:
 AVAILABLE = hasattr(os, "pidfd_open")
 
 
+def usable() -> bool:
+    """Here, now: Linux's pidfds, under asyncio (whose loop reads the pipes)."""
+    if not AVAILABLE:
+        return False
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # another event loop (trio)
+        return False
+    return True
+
+
 class _Reader(ByteReceiveStream):
-    """The read end of a child's pipe."""
+    """The read end of a child's pipe, read as asyncio's pipe transports read: the loop
+    calls :meth:`_readable` when there is something, which reads it at once into a
+    buffer; the descriptor stays registered (an agent printing a line every few
+    milliseconds would otherwise cost two ``epoll_ctl`` calls per read) until the buffer
+    holds :data:`LIMIT` bytes nobody took, or the end."""
+
+    LIMIT = 1 << 18
 
     def __init__(self, fd: int) -> None:
         self._fd: int | None = fd
+        self._buf = bytearray()
+        self._eof = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._reading = False  # registered with the loop
+        self._waiter: asyncio.Future[None] | None = None
+
+    def _readable(self) -> None:
+        """(the loop's callback) Take what the pipe holds."""
+        fd = self._fd
+        if fd is None:
+            return
+        try:
+            data = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return
+        except OSError:  # the pipe broke: an end, as a read would see it
+            data = b""
+        if data:
+            self._buf += data
+        else:
+            self._eof = True
+        if self._eof or len(self._buf) >= self.LIMIT:
+            self._stop_reading()
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _stop_reading(self) -> None:
+        if self._reading and self._loop is not None and self._fd is not None:
+            self._loop.remove_reader(self._fd)
+        self._reading = False
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
-        while True:
-            fd = self._fd
-            if fd is None:
+        while not self._buf:
+            if self._fd is None:
                 raise anyio.ClosedResourceError
-            try:
-                data = os.read(fd, max_bytes)
-            except BlockingIOError:
-                await anyio.wait_readable(fd)
-                continue
-            if not data:
+            if self._eof:
                 raise anyio.EndOfStream
-            return data
+            if self._loop is None:
+                self._loop = asyncio.get_running_loop()
+            if not self._reading:
+                self._loop.add_reader(self._fd, self._readable)
+                self._reading = True
+            self._waiter = self._loop.create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        data = bytes(self._buf[:max_bytes])
+        del self._buf[:max_bytes]
+        await anyio.lowlevel.checkpoint()
+        return data
 
     async def aclose(self) -> None:
+        self._stop_reading()
         fd, self._fd = self._fd, None
+        self._buf.clear()
         if fd is not None:
             os.close(fd)
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
         await anyio.lowlevel.checkpoint()
 
 
@@ -196,6 +257,9 @@ class FdProcess(Process):
         for stream in (self._stdin, self._stdout, self._stderr):
             fd = getattr(stream, "_fd", None)
             if fd is not None:
+                if isinstance(stream, _Reader):
+                    with contextlib.suppress(Exception):  # the loop may be gone
+                        stream._stop_reading()
                 with contextlib.suppress(OSError):
                     os.close(fd)
         if self._pidfd is not None:

@@ -383,7 +383,7 @@ async def spawn(
     if not contained(confine):
         argv = _with_death_signal(argv)
     with anyio.CancelScope(shield=True):
-        if childproc.AVAILABLE:  # Linux: the pipes and a pidfd straight on the loop
+        if childproc.usable():  # Linux: the pipes and a pidfd straight on the loop
             process: Process = childproc.start(
                 argv, cwd=cwd, env=full_env, stdin=stdin, stdout=subprocess.PIPE, stderr=stderr
             )
