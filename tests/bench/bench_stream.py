@@ -22,6 +22,7 @@ it resumes with ``since`` and the reply says how many events were ``lost``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import multiprocessing as mp
@@ -236,6 +237,7 @@ class Sampler(threading.Thread):
         self.proc = psutil.Process(pid)
         self.samples: list[tuple[float, float, int, int]] = []  # (t, cpu s, rss, agents)
         self.waited: list[float] = []  # run-queue wait (s) at each sample
+        self.agent_cpu: dict[int, float] = {}  # each agent's CPU seconds, last seen
         self.halt = threading.Event()
 
     def run(self) -> None:
@@ -243,7 +245,12 @@ class Sampler(threading.Thread):
             try:
                 cpu = sum(self.proc.cpu_times()[:2])
                 rss = self.proc.memory_info().rss
-                agents = sum(1 for c in self.proc.children(recursive=True) if _is_agent(c))
+                agents = 0
+                for child in self.proc.children(recursive=True):
+                    if _is_agent(child):
+                        agents += 1
+                        with contextlib.suppress(psutil.Error):
+                            self.agent_cpu[child.pid] = sum(child.cpu_times()[:2])
             except psutil.Error:
                 return
             self.samples.append((time.monotonic(), cpu, rss, agents))
@@ -282,16 +289,15 @@ def cpu_of(pids: list[int]) -> float:
             pass
     return total
 
-    def at(self, t: float) -> tuple[float, float, int, int]:
-        """The first sample at or after ``t`` (the last one if none)."""
-        return next((s for s in self.samples if s[0] >= t), self.samples[-1])
-
 
 def _is_agent(proc: psutil.Process) -> bool:
+    """An agent itself: its interpreter running the script (not bubblewrap or the
+    sandbox's bridge, whose command lines name the script too)."""
     try:
-        return any(a.endswith("flood_agent.py") for a in proc.cmdline())
+        cmdline = proc.cmdline()
     except psutil.Error:
         return False
+    return len(cmdline) > 1 and cmdline[1].endswith("flood_agent.py")
 
 
 # ---------------------------------------------------------------- the figures
@@ -509,13 +515,15 @@ def run(
         )
 
         waited = sampler.waited[-1] - sampler.waited[0]
+        agents_cpu = sum(sampler.agent_cpu.values())
         table.add(
-            "  the machine's CPU over the run: daemon / its children / the clients",
-            f"{cpu:.1f} / {children_cpu:.1f} / {clients_cpu:.1f} s",
+            "  the machine's CPU over the run: daemon / the agents / the clients",
+            f"{cpu:.1f} / {agents_cpu:.1f} / {clients_cpu:.1f} s",
             f"of {wall * psutil.cpu_count():.0f} CPU-s on {psutil.cpu_count()} CPUs in "
-            f"{wall:.1f} s (children: the agents and git; clients: the {subscribers} "
-            f"subscribers, the WebSocket and the pinger); load average "
-            f"{os.getloadavg()[0]:.1f} at the end",
+            f"{wall:.1f} s (the agents' sampled twice a second; the daemon's reaped "
+            f"children, git and what the sandbox lets it count, {children_cpu:.1f} s; "
+            f"clients: the {subscribers} subscribers, the WebSocket and the pinger); "
+            f"load average {os.getloadavg()[0]:.1f} at the end",
         )
         table.add(
             "  daemon's event loop waiting for a CPU",
