@@ -342,6 +342,7 @@ def run(
     subscribers: int = 10,
     measure: int = 2,
     window: int | None = None,
+    tick: int = 10,
 ) -> None:
     per_repo = math.ceil(battles / repos)
     if per_repo > MAX_PER_REPO:
@@ -378,7 +379,7 @@ def run(
             agent = {
                 "backend": "command",
                 "command": sys.executable,
-                "extraArgs": [str(AGENT), str(out_dir), str(rate), str(seconds)],
+                "extraArgs": [str(AGENT), str(out_dir), str(rate), str(seconds), str(tick)],
                 "env": {},
             }
             patch = {
@@ -618,6 +619,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--window", type=int, default=None, help="outputCoalesceMs (default: the config's)"
     )
+    parser.add_argument(
+        "--tick",
+        type=int,
+        default=10,
+        help="ms between an agent's writes (it writes what is due at each)",
+    )
     args = parser.parse_args(argv)
     table = Table()
     run(
@@ -629,6 +636,7 @@ def main(argv: list[str]) -> int:
         args.subscribers,
         args.measure,
         args.window,
+        args.tick,
     )
     print()
     print(table.markdown())

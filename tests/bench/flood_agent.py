@@ -2,12 +2,12 @@
 """A benchmark agent for the command backend: prints RATE plain-text lines a second for
 SECONDS, then the completion sigil.
 
-Usage: ``flood_agent.py OUT RATE SECONDS``. Each line is ``STAMP DUE WROTE TAG N``: when
-the line was due on the schedule and when it was written (``time.time_ns()``, comparable
-across processes), its battle (``repo/taskId``) and its number. Lines are written once a
-tick (every 10 ms), all that are due in one write; an agent held back (a full pipe, a
-busy machine) catches up in a burst, so ``WROTE - DUE`` shows how long it was held. What
-it printed goes to ``OUT/<repo>-<taskId>.json``.
+Usage: ``flood_agent.py OUT RATE SECONDS [TICK_MS]``. Each line is ``STAMP DUE WROTE TAG
+N``: when the line was due on the schedule and when it was written (``time.time_ns()``,
+comparable across processes), its battle (``repo/taskId``) and its number. Lines are
+written once a tick (every TICK_MS, 10 ms by default), all that are due in one write; an
+agent held back (a full pipe, a busy machine) catches up in a burst, so ``WROTE - DUE``
+shows how long it was held. What it printed goes to ``OUT/<repo>-<taskId>.json``.
 """
 
 import json
@@ -15,9 +15,8 @@ import os
 import sys
 import time
 
-TICK_NS = 10_000_000
-
 out, rate, seconds = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+TICK_NS = int(float(sys.argv[4]) * 1_000_000) if len(sys.argv) > 4 else 10_000_000
 sys.stdin.read()
 repo, task = os.environ["POKERALPH_REPO"], os.environ["POKERALPH_TASK_ID"]
 tag = f"{repo}/{task}"
