@@ -382,7 +382,8 @@ async def test_an_api_failure_blocks_without_counting_the_iteration(
         (RATE_LIMITED, "rate limited (429)"),
         (SERVER_ERROR, "the model API failed (server error"),
     ]
-    with ResponsesAPI([error for error, _ in failures] + [WRITE, DONE]) as api:
+    script: list[Turn] = [error for error, _ in failures]
+    with ResponsesAPI([*script, WRITE, DONE]) as api:
         async with running_daemon(home) as d:
             task = await _setup(d, repo, codex_env(api, home), codex_bin)
             async with d.client() as watcher:
