@@ -59,10 +59,18 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     return (cpus or 1) + 2
 
 
-# Modules whose tests share a module-scoped browser: under xdist they run on one worker,
-# so a run starts one Chromium and one dashboard daemon, not one per worker. The rest are
-# spread one test at a time, as ``--dist load`` spreads them.
-ONE_WORKER_MODULES = frozenset({"tests/web/test_browser.py"})
+# Modules whose tests run on one worker under xdist, by group: the browser's share a
+# module-scoped browser (a run starts one Chromium and one dashboard daemon, not one per
+# worker); the ACP SDK's client (~0.45 s of CPU to import) and Textual (~0.25 s) are
+# imported by the worker that runs the tests that use them, not by each (every worker
+# collects every module: those modules import them lazily). The rest are spread one test
+# at a time, as ``--dist load`` spreads them.
+ONE_WORKER = {
+    "tests/web/test_browser.py": "browser",
+    "tests/acp/test_acp_agent.py": "acp",
+    "tests/tui/test_dashboard.py": "tui",
+    "tests/tui/test_parts.py": "tui",
+}
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
@@ -73,8 +81,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class KeepModulesTogether(LoadScopeScheduling):  # type: ignore[misc]  # xdist: untyped
         def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0]
-            return module if module in ONE_WORKER_MODULES else nodeid
+            return ONE_WORKER.get(nodeid.split("::", 1)[0], nodeid)
 
     return KeepModulesTogether(config, log)
 

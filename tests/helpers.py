@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib
 import io
 import json
 import os
@@ -36,6 +37,21 @@ FAKES = Path(__file__).resolve().parent / "fakes"
 # nightly run; see the README's testing notes). The default run keeps every fuzzed
 # method, framing and outcome, with fewer random cases each.
 DEEP_FUZZ = os.environ.get("POKERALPH_FUZZ", "") == "deep"
+
+
+class LazyModule:
+    """A module imported at its first attribute: for a large library that only some
+    tests of a module use. Every xdist worker collects every test module; a library
+    imported at the top of one (the ACP SDK: ~0.45 s of CPU) is imported by each worker,
+    whichever runs its tests. Annotations name the real module under ``TYPE_CHECKING``."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("_"):  # pytest's probes of a module's names (fixture markers)
+            raise AttributeError(attr)
+        return getattr(importlib.import_module(self._name), attr)
 
 
 def fuzz_cases(default: int, deep: int) -> int:

@@ -15,16 +15,21 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-import acp
 import anyio
 import pytest
-from acp import schema
 
 from pokeralphctl.commands.demo import make_sample
 from pokeralphctl.terminal import Terminal
-from tests.helpers import DaemonProcess
+from tests.helpers import DaemonProcess, LazyModule
+
+if TYPE_CHECKING:
+    import acp
+    from acp import schema
+else:  # imported by the worker that runs these tests (see ONE_WORKER in tests/conftest.py)
+    acp = LazyModule("acp")
+    schema = LazyModule("acp.schema")
 
 pytestmark = pytest.mark.anyio
 TASK = "001-implement-text-statistics"

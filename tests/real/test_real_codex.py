@@ -370,36 +370,40 @@ async def test_a_yolo_battle_writes_a_file_and_completes_talking_to_the_fake_onl
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(
-    ("error", "reason"),
-    [(RATE_LIMITED, "rate limited (429)"), (SERVER_ERROR, "the model API failed (server error")],
-    ids=["429", "500"],
-)
 async def test_an_api_failure_blocks_without_counting_the_iteration(
-    codex_bin: Path, home: Path, repo: Path, error: ApiError, reason: str
+    codex_bin: Path, home: Path, repo: Path
 ) -> None:
     """The CLI's own retries are off (the provider's request_max_retries and
     stream_max_retries); its turn.failed is a transient API failure: the battle is
     blocked (seed 003) with a backoff, the iteration is not counted, and retried at once
-    (`battle resume`) it completes within one iteration."""
-    with ResponsesAPI([error, WRITE, DONE]) as api:
+    (`battle resume`) it completes within one iteration. A 429 first, then (resumed) a
+    500: one battle and daemon for both, each failure checked as its own test did."""
+    failures: list[tuple[ApiError, str]] = [
+        (RATE_LIMITED, "rate limited (429)"),
+        (SERVER_ERROR, "the model API failed (server error"),
+    ]
+    script: list[Turn] = [error for error, _ in failures]
+    with ResponsesAPI([*script, WRITE, DONE]) as api:
         async with running_daemon(home) as d:
             task = await _setup(d, repo, codex_env(api, home), codex_bin)
             async with d.client() as watcher:
                 await watcher.call("events.subscribe", {"repo": str(repo)})
                 await d.call("battle.start", {"repo": str(repo), "taskId": task})
-                events = await watcher.events_until({"battle_blocked", *END}, timeout=120)
-                assert events[-1]["type"] == "battle_blocked", events[-1]
-                assert reason in events[-1]["payload"]["reason"]
-                assert events[-1]["payload"]["retryAt"]
-                history = await d.call("battle.history", {"repo": str(repo), "taskId": task})
-                [failed] = history["battle"]["iterations"]
-                assert failed["result"] == "cancelled"
-                task_now = await d.call("task.get", {"repo": str(repo), "taskId": task})
-                assert task_now["task"]["status"] != "failed"
-                api.release()
-                await d.call("battle.resume", {"repo": str(repo), "taskId": task})
+                for failed_so_far, (_, reason) in enumerate(failures, 1):
+                    events = await watcher.events_until({"battle_blocked", *END}, timeout=120)
+                    assert events[-1]["type"] == "battle_blocked", events[-1]
+                    assert reason in events[-1]["payload"]["reason"]
+                    assert events[-1]["payload"]["retryAt"]
+                    history = await d.call("battle.history", {"repo": str(repo), "taskId": task})
+                    iterations = history["battle"]["iterations"]
+                    assert len(iterations) == failed_so_far
+                    assert iterations[-1]["result"] == "cancelled"
+                    task_now = await d.call("task.get", {"repo": str(repo), "taskId": task})
+                    assert task_now["task"]["status"] != "failed"
+                    api.release()  # the next request takes the next turn
+                    await d.call("battle.resume", {"repo": str(repo), "taskId": task})
                 events = await watcher.events_until(END, timeout=120)
             assert events[-1]["type"] == "battle_complete", events[-1]
-    assert len(api.response_requests()) == 3  # one refused call: no retries of its own
+    # one refused call per failure: no retries of its own
+    assert len(api.response_requests()) == len(failures) + 2
     assert (repo / "codex.txt").read_text() == "hi"

@@ -13,24 +13,31 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from textual.pilot import Pilot
+from tests.helpers import LazyModule
 
-from pokeralphctl.tui.app import DashboardApp
-from pokeralphctl.tui.link import Link
-from pokeralphctl.tui.views import BattleTable, InboxTable, OutputPane, StatusLine
+if TYPE_CHECKING:
+    from textual.pilot import Pilot
+
+    from pokeralphctl.tui import views as views
+    from pokeralphctl.tui.app import DashboardApp
+
+    AppPilot = Pilot[None]
+else:  # Textual is imported by the worker that runs the TUI's tests (see ONE_WORKER)
+    views = LazyModule("pokeralphctl.tui.views")
 
 SCREENSHOTS = Path(os.environ.get("POKERALPH_SCREENSHOTS") or Path(__file__).parent / "screenshots")
 TIMEOUT = 60.0
 SIZE = (140, 40)
 
-AppPilot = Pilot[None]
-
 
 @asynccontextmanager
 async def dashboard(socket: str | Path) -> AsyncIterator[tuple[DashboardApp, AppPilot]]:
     """The app on ``socket``, headless, at a fixed size."""
+    from pokeralphctl.tui.app import DashboardApp
+    from pokeralphctl.tui.link import Link
+
     app = DashboardApp(Link(str(socket)))
     async with app.run_test(size=SIZE) as pilot:
         yield app, pilot
@@ -60,16 +67,16 @@ def shot(app: DashboardApp, name: str) -> Path:
 
 
 def status_line(app: DashboardApp) -> str:
-    return app.query_one(StatusLine).plain
+    return app.query_one(views.StatusLine).plain
 
 
 def output_text(app: DashboardApp) -> str:
-    return "\n".join(strip.text for strip in app.query_one(OutputPane).lines)
+    return "\n".join(strip.text for strip in app.query_one(views.OutputPane).lines)
 
 
 def battle_cell(app: DashboardApp, repo: str, task: str, column: int) -> str | None:
     """A cell of a battle's row (0 repo, 1 task, 2 status, 3 iteration), None: no row."""
-    table = app.query_one(BattleTable)
+    table = app.query_one(views.BattleTable)
     key = f"{repo}\0{task}"
     if key not in table.rows:
         return None
@@ -77,5 +84,5 @@ def battle_cell(app: DashboardApp, repo: str, task: str, column: int) -> str | N
 
 
 def inbox_ids(app: DashboardApp) -> list[str]:
-    table = app.query_one(InboxTable)
+    table = app.query_one(views.InboxTable)
     return [str(table.get_row(key)[1]) for key in table.rows]

@@ -13,8 +13,6 @@ from typing import Any
 import pytest
 
 from pokeralphctl.commands.demo import TASK_ID
-from pokeralphctl.tui.bridge import Call
-from pokeralphctl.tui.views import HelpScreen, NoteScreen
 from tests.helpers import BUG_FORM
 from tests.inproc import ThreadedDaemon
 from tests.tui.conftest import (
@@ -26,6 +24,7 @@ from tests.tui.conftest import (
     status_line,
     type_text,
     until,
+    views,
 )
 from tests.web.conftest import demo_repo
 
@@ -59,7 +58,7 @@ async def test_a_hitl_battle_shows_live_and_is_approved_by_keys_with_a_note(
         shot(app, "battle")
 
         await pilot.press("a")
-        await until(pilot, lambda: isinstance(app.screen, NoteScreen), "the note prompt")
+        await until(pilot, lambda: isinstance(app.screen, views.NoteScreen), "the note prompt")
         await type_text(pilot, "top_words next, please")
         shot(app, "approve-note")
         await pilot.press("enter")
@@ -158,7 +157,7 @@ async def test_a_dead_daemon_is_a_status_line_and_a_restart_reconnects(
         # the next attempt finds nobody: the line says so, and how to start one
         await until(pilot, lambda: "is not running" in status_line(app), "the retry's reason")
         await pilot.press("question_mark")  # the app still answers keys
-        await until(pilot, lambda: isinstance(app.screen, HelpScreen), "the help overlay")
+        await until(pilot, lambda: isinstance(app.screen, views.HelpScreen), "the help overlay")
         shot(app, "help-no-daemon")
         await pilot.press("escape")
         daemon.start()
@@ -223,6 +222,8 @@ async def test_reports_that_come_as_the_app_closes_are_dropped(home: Path) -> No
     """A worker's report (a reload's answer, the stream lost, an event) that arrives after
     the screen's widgets are gone, as the app closes under a test or a person's q, is
     dropped, and still counted as handled: each failed the app with NoMatches."""
+    from pokeralphctl.tui.bridge import Call  # Textual: see tests/tui/conftest.py
+
     handled: list[str] = []
     async with dashboard(home / "no-daemon.sock") as (app, pilot):
         await until(pilot, lambda: "daemon" in status_line(app), "the status line")

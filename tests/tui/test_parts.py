@@ -8,13 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from pokeralphctl.tui.board import OUTPUT_BATTLES, OUTPUT_LINES, Board, reloads
-from pokeralphctl.tui.forms import answer_of, number
 from pokeralphctl.tui.link import POLL, Link
 from tests.helpers import wait_until
 from tests.inproc import ThreadedDaemon
 
 
 def test_answers_have_the_shape_the_daemon_checks() -> None:
+    from pokeralphctl.tui.forms import answer_of, number  # Textual: see tests/tui/conftest.py
+
     assert answer_of({"type": "confirm"}, {"value": False}) == {"value": False}
     assert answer_of({"type": "rating", "max": 5}, {"value": 4}) == {"value": 4}
     assert answer_of({"type": "select", "multiple": True}, {"value": ["a"]}) == {"value": ["a"]}
