@@ -124,7 +124,7 @@ async def test_a_run_ends_its_whole_group_on_a_normal_exit(home: Path, tmp_path:
 
     def ended() -> bool:
         try:
-            return child.status() == psutil.STATUS_ZOMBIE  # killed; only init's reaping left
+            return bool(child.status() == psutil.STATUS_ZOMBIE)  # killed; only init reaps it
         except psutil.NoSuchProcess:
             return True
 
