@@ -6,6 +6,7 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 from collections.abc import Iterator
 from fnmatch import fnmatch
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 from hypothesis import settings
 
 import tests.bytecode  # noqa: F401  # bytecode is written (before anything here imports)
-from tests.helpers import DEEP_FUZZ, DaemonProcess, make_git_repo, short_tmpdir
+from tests.helpers import DEEP_FUZZ, TEST_TMP, DaemonProcess, make_git_repo, short_tmpdir
 
 # No test may leave a daemon behind by accident: autostart is opted out unless a test
 # turns it back on for itself.
@@ -43,6 +44,17 @@ atexit.register(shutil.rmtree, _PYTHON_DIR, ignore_errors=True)
 settings.register_profile("deep", max_examples=2000)
 if DEEP_FUZZ:
     settings.load_profile("deep")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """``tmp_path`` goes where the tests' other folders go (:data:`TEST_TMP`: memory
+    where there is room), unless ``--basetemp`` says where: pytest's default is under
+    /tmp, on disk here, where each of the daemon's durable writes (two fsyncs) took 0.57
+    ms against 0.013 ms in memory. One folder per run (the workers' are inside it; runs
+    at once do not share it), removed at the end."""
+    if config.option.basetemp is None and not hasattr(config, "workerinput"):
+        config.option.basetemp = tempfile.mkdtemp(prefix="pytest-", dir=TEST_TMP)
+        atexit.register(shutil.rmtree, config.option.basetemp, ignore_errors=True)
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
