@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"pokeralphd: invalid option: {exc}", file=sys.stderr)
         return 2
-    daemon = Daemon(Paths.resolve(args.socket), settings, Notifier.from_env())
+    daemon = Daemon(Paths.resolve(args.socket), settings, Notifier.from_env(), own_process=True)
     try:
         anyio.run(daemon.run)
     except ListenerError as exc:

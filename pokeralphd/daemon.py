@@ -25,7 +25,7 @@ import anyio.abc
 
 from pokeralph_core.config import layers as config_layers
 from pokeralph_core.timeutil import utcnow
-from pokeralphd import __version__
+from pokeralphd import __version__, heap
 from pokeralphd.battle.costs import LedgerRecorder
 from pokeralphd.battle.engine import BattleEngine
 from pokeralphd.errors import PokeralphError
@@ -70,7 +70,12 @@ class Daemon:
         paths: Paths,
         settings: DaemonSettings | None = None,
         notifier: Notifier | None = None,
+        *,
+        own_process: bool = False,
     ) -> None:
+        """``own_process``: the daemon is the process (``pokeralphd``), so it sets the
+        process's garbage collector for a server once ready (:mod:`.heap`)."""
+        self.own_process = own_process
         self.paths = paths
         self.settings = settings = settings or DaemonSettings()
         self.notifier = notifier or Notifier(None, None)
@@ -298,6 +303,8 @@ class Daemon:
                 await tg.start(self.server.serve, listener)
                 if self.web is not None:
                     await tg.start(self.web.run)
+                if self.own_process:
+                    heap.settle()  # what starting made, out of the collector's way
                 self.notifier.ready(self.summary_line())
                 self.ready.set()
                 tg.start_soon(self.notifier.watchdog_loop)

@@ -414,7 +414,8 @@ from pokeralphd.logsetup import setup_logging
 from pokeralph_core.userdirs import Paths
 from pokeralphd.settings import DaemonSettings
 setup_logging("info", None)
-anyio.run(Daemon(Paths.resolve(None), DaemonSettings.model_validate(settings)).run)
+settings = DaemonSettings.model_validate(settings)
+anyio.run(Daemon(Paths.resolve(None), settings, own_process=True).run)
 """
 
 

@@ -54,7 +54,7 @@ from pokeralph_core.userdirs import Paths
 from pokeralphd.settings import DaemonSettings
 setup_logging("info", None)
 settings = {"web": False, "sandbox": sys.argv[2] == "sandbox"}
-daemon = Daemon(Paths.resolve(None), DaemonSettings.model_validate(settings))
+daemon = Daemon(Paths.resolve(None), DaemonSettings.model_validate(settings), own_process=True)
 import time
 profile = cProfile.Profile(time.thread_time)
 profile.enable()
