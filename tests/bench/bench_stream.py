@@ -52,11 +52,13 @@ TAG = re.compile(rb"STAMP \d+ \d+ (\S+) ")  # every line: its battle
 # a tenth of the lines (those whose number ends in 0): their delays, so that measuring
 # does not make a receiver fall behind what it measures (per line in Python, a measuring
 # receiver took ~0.3 of a core at 100,000 lines a second)
-SAMPLE = re.compile(rb"STAMP (\d+) (\d+) \S+ \d*0(?!\d)")
+SAMPLE = re.compile(rb"STAMP (\d+) (\d+) \S+ (\d*0)(?!\d)")
 SAMPLED = 10
 COALESCED = re.compile(r"^\[(\d+) chunks coalesced away")
 SEQ = re.compile(rb'"seq":(\d+)')
 BUCKET_NS = 100_000  # delays are counted in 0.1 ms buckets
+STEADY_AFTER = 5  # seconds of an agent's own start left out of the steady-state figure
+STEADY_BEFORE_END = 3  # and of its end (battles ending: loops, commits, merges back)
 LATE_NS = 100_000_000  # the target: a line later than this is counted by when it was written
 EVENT = b'"method":"event"'
 
@@ -78,6 +80,9 @@ class Tally:
     since_written: Counter[int] = field(default_factory=Counter)  # delay buckets (sampled)
     since_due: Counter[int] = field(default_factory=Counter)
     late: Counter[int] = field(default_factory=Counter)  # sampled >100 ms, by second written
+    steady_from: int = 0  # line numbers of an agent past its start and before its end
+    steady_to: int = 0
+    steady_written: Counter[int] = field(default_factory=Counter)  # since_written from there
     last_seq: int = 0
     error: str = ""
 
@@ -91,9 +96,12 @@ class Tally:
         if self.measure:
             written, due = self.since_written, self.since_due
             self.per_battle.update(TAG.findall(block))  # counted in C
+            steady, steady_from, steady_to = self.steady_written, self.steady_from, self.steady_to
             for m in SAMPLE.finditer(block):
                 wrote = int(m.group(2))
                 written[(now - wrote) // BUCKET_NS] += 1
+                if steady_from <= int(m.group(3)) < steady_to:
+                    steady[(now - wrote) // BUCKET_NS] += 1
                 due[(now - int(m.group(1))) // BUCKET_NS] += 1
                 if now - wrote > LATE_NS:
                     self.late[wrote // 1_000_000_000] += SAMPLED
@@ -425,7 +433,8 @@ def run(
             name = "websocket" if last else f"subscriber {i + 1}"
             # measured in full: the first and last subscribers (fan-out order) and the page
             counts = last or i < measure // 2 or i >= subscribers - (measure - measure // 2)
-            tally = Tally(name, measure=counts)
+            steady = (int(rate * STEADY_AFTER), int(rate * (seconds - STEADY_BEFORE_END)))
+            tally = Tally(name, measure=counts, steady_from=steady[0], steady_to=steady[1])
             ready = ctx.Event()
             receive, send = ctx.Pipe(duplex=False)
             if last:
@@ -519,6 +528,14 @@ def run(
             ms2(pcts(merged(measured, "since_written"), 50, 99)),
             f"target p99 <100 ms; at {', '.join(t.name for t in measured)} (every "
             f"{SAMPLED}th line of each battle timed, every line counted)",
+        )
+        table.add(
+            f"  the same past each agent's first {STEADY_AFTER} s and before its last "
+            f"{STEADY_BEFORE_END} s",
+            ms2(pcts(merged(measured, "steady_written"), 50, 99)),
+            f"streaming only: at the start {battles} battles start at once (each a sandbox, "
+            "its bridge and an agent: three processes, two of them Python), and at the end "
+            "they run their feedback loops, commit and merge back, on the same cores",
         )
         late = merged(measured, "late")
         if late:
