@@ -220,8 +220,9 @@ def ws_receiver(
 
 
 def pinger(path: str, ready: Any, stop: Any, out: Any) -> None:
-    """Another client: ``daemon.ping`` PING_HZ times a second, each round trip timed."""
-    latencies: list[float] = []
+    """Another client: ``daemon.ping`` PING_HZ times a second, each round trip timed:
+    ``(when it was sent, time.monotonic(); the round trip)``."""
+    latencies: list[tuple[float, float]] = []
     error = ""
     request = b'{"jsonrpc":"2.0","id":1,"method":"daemon.ping"}\n'
     try:
@@ -230,7 +231,7 @@ def pinger(path: str, ready: Any, stop: Any, out: Any) -> None:
             ready.set()
             tick = time.monotonic()
             while not stop.is_set():
-                t0 = time.perf_counter()
+                sent, t0 = time.monotonic(), time.perf_counter()
                 sock.sendall(request)
                 buf = b""
                 while not buf.endswith(b"\n"):
@@ -238,7 +239,7 @@ def pinger(path: str, ready: Any, stop: Any, out: Any) -> None:
                     if not chunk:
                         raise ConnectionError("closed by the daemon")
                     buf += chunk
-                latencies.append(time.perf_counter() - t0)
+                latencies.append((sent, time.perf_counter() - t0))
                 tick += 1 / PING_HZ
                 time.sleep(max(0.0, tick - time.monotonic()))
     except Exception as exc:
@@ -639,12 +640,24 @@ def run(
             f"{by_overflow:,} line-receipts in events they were told of",
         )
         if latencies:
-            ping = sorted(latencies)
+            ping = sorted(rtt for _, rtt in latencies)
             table.add(
                 f"  ping from another client p50 / p99 ({PING_HZ} Hz)",
                 ms2([ping[len(ping) // 2], ping[min(len(ping) - 1, int(0.99 * len(ping)))]]),
                 f"target p99 <50 ms; max {ping[-1] * 1000:.0f} ms, {len(ping)} pings",
             )
+            # while every battle streams: from STEADY_AFTER s after the last start was
+            # answered to STEADY_BEFORE_END s before the first agents are done
+            begin = t0 + max(answered) + STEADY_AFTER
+            until = t0 + min(answered) + seconds - STEADY_BEFORE_END
+            calm = sorted(rtt for sent, rtt in latencies if begin <= sent < until)
+            if calm:
+                table.add(
+                    "  the same while every battle streams",
+                    ms2([calm[len(calm) // 2], calm[int(0.99 * len(calm))]]),
+                    f"max {calm[-1] * 1000:.0f} ms, {len(calm)} pings from "
+                    f"{begin - t0:.1f} to {until - t0:.1f} s",
+                )
         if ping_error:
             print(f"  (the pinger stopped: {ping_error})", flush=True)
     finally:
