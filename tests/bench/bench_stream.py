@@ -365,6 +365,7 @@ def run(
     measure: int = 2,
     window: int | None = None,
     tick: int = 10,
+    run_nice: int | None = None,
 ) -> None:
     per_repo = math.ceil(battles / repos)
     if per_repo > MAX_PER_REPO:
@@ -375,7 +376,10 @@ def run(
     home = short_tmpdir("prst")
     out_dir = home / "printed"
     out_dir.mkdir()
-    daemon = SettingsDaemon(home, {"web": True, "maxConcurrentBattles": at_once})
+    settings: dict[str, Any] = {"web": True, "maxConcurrentBattles": at_once}
+    if run_nice is not None:
+        settings["runNice"] = run_nice
+    daemon = SettingsDaemon(home, settings)
     daemon.fork = False  # exec'd, as a user runs it (the fork server's pages are not its own)
     daemon.start()
     ctx = mp.get_context("fork")
@@ -688,6 +692,9 @@ def main(argv: list[str]) -> int:
         default=10,
         help="ms between an agent's writes (it writes what is due at each)",
     )
+    parser.add_argument(
+        "--run-nice", type=int, default=None, help="the daemon's --run-nice (default: its own)"
+    )
     args = parser.parse_args(argv)
     table = Table()
     run(
@@ -700,6 +707,7 @@ def main(argv: list[str]) -> int:
         args.measure,
         args.window,
         args.tick,
+        args.run_nice,
     )
     print()
     print(table.markdown())
