@@ -3,6 +3,8 @@ its streams, its exit status, its reaping, and no descriptor left behind."""
 
 from __future__ import annotations
 
+import errno
+import functools
 import os
 import signal
 import subprocess
@@ -12,6 +14,7 @@ import pytest
 
 from pokeralphd import childproc
 from pokeralphd.childlines import iter_lines
+from pokeralphd.proc import spawn
 
 pytestmark = [
     pytest.mark.anyio,
@@ -140,3 +143,24 @@ async def test_a_large_output_arrives_whole() -> None:
     await process.aclose()
     with pytest.raises(anyio.ClosedResourceError):
         await process.stdout.receive()
+
+
+async def test_a_kernel_without_pidfds_starts_runs_the_asyncio_way(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Python may have ``pidfd_open`` on a kernel older than 5.3, which refuses it: then
+    ``spawn`` starts runs as asyncio does, not this module's way."""
+
+    def refused(pid: int, flags: int = 0) -> int:
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    monkeypatch.setattr(os, "pidfd_open", refused)
+    monkeypatch.setattr(
+        childproc, "_pidfds_work", functools.cache(childproc._pidfds_work.__wrapped__)
+    )
+    assert not childproc.usable()
+    process = await spawn(["/bin/sh", "-c", "echo hi"], cwd="/", env={}, owner=None)
+    assert not isinstance(process, childproc.FdProcess)
+    assert await _read(process.stdout) == [b"hi"]
+    assert await process.wait() == 0
+    await process.aclose()
