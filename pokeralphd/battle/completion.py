@@ -5,6 +5,9 @@ The caller passes only the agent's own text (assistant text, the final result), 
 results: those echo files and the prompt, which mentions the sigil. A sigil quoted inside
 the agent's own sentence still counts; we cannot tell intent, and the feedback loops still
 have to pass.
+
+The texts are read as one, a line apart: a plain-text agent's words arrive a line at a
+time, and the block the prompt shows is pretty-printed over many lines.
 """
 
 from __future__ import annotations
@@ -25,23 +28,22 @@ FENCE_RE = re.compile(r"^```(?:json)?\s*|\s*```$")
 def _blocks(texts: list[str]) -> list[tuple[dict[str, Any] | None, str | None]]:
     """Every block in order: (parsed, None) or (None, why it was ignored)."""
     out: list[tuple[dict[str, Any] | None, str | None]] = []
-    for text in texts:
-        for raw in BLOCK_RE.findall(text):
-            body = FENCE_RE.sub("", raw.strip())
-            try:
-                data = json.loads(body)
-            except json.JSONDecodeError as exc:
-                out.append(
-                    (
-                        None,
-                        f"the <completion> block is not valid JSON ({exc.msg} at line {exc.lineno})",
-                    )
+    for raw in BLOCK_RE.findall("\n".join(texts)):
+        body = FENCE_RE.sub("", raw.strip())
+        try:
+            data = json.loads(body)
+        except json.JSONDecodeError as exc:
+            out.append(
+                (
+                    None,
+                    f"the <completion> block is not valid JSON ({exc.msg} at line {exc.lineno})",
                 )
-                continue
-            if not isinstance(data, dict):
-                out.append((None, "the <completion> block must hold a JSON object"))
-                continue
-            out.append((data, None))
+            )
+            continue
+        if not isinstance(data, dict):
+            out.append((None, "the <completion> block must hold a JSON object"))
+            continue
+        out.append((data, None))
     return out
 
 

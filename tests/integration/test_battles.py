@@ -576,6 +576,38 @@ def _shell_agent(daemon: DaemonProcess, repo: Path, script: Path, body: str, **p
     return task
 
 
+def test_a_plain_text_agents_completion_block_over_many_lines_is_read(
+    daemon: DaemonProcess, repo: Path, home: Path
+) -> None:
+    """The prompt shows the completion block pretty-printed, over many lines; a plain-text
+    agent that prints it so (and no sigil) completes the battle, and its block (summary,
+    evidence) is the iteration's completion. Its words arrive line by line: the block
+    was looked for in each line alone, and never found."""
+    block = {
+        "type": "BATTLE_COMPLETE",
+        "version": 1,
+        "summary": "wrote work.txt",
+        "acceptanceCriteriaMet": [{"criterion": "work.txt exists", "met": True, "evidence": "ls"}],
+        "filesChanged": ["work.txt"],
+        "testsAdded": [],
+        "confidence": 0.9,
+        "notes": "",
+    }
+    printed = "<completion>" + json.dumps(block, indent=2) + "</completion>"
+    task = _shell_agent(
+        daemon,
+        repo,
+        home / "blocky.sh",
+        f"echo hi > work.txt\ncat <<'EOF'\nAll done.\n{printed}\nEOF\n",
+    )
+    events = run_until(daemon, ("battle.start", {"repo": str(repo), "taskId": task}), END)
+    assert types(events)[-1] == "battle_complete", events[-1]
+    history = daemon.call("battle.history", {"repo": str(repo), "taskId": task})["battle"]
+    completion = history["iterations"][-1]["completion"]
+    assert completion["kind"] == "block" and completion["summary"] == "wrote work.txt"
+    assert completion["acceptanceCriteriaMet"][0]["evidence"] == "ls"
+
+
 def test_progress_holds_the_agents_last_words(
     daemon: DaemonProcess, repo: Path, home: Path
 ) -> None:

@@ -51,6 +51,9 @@ def test_completion_forms() -> None:
         in completion_problems([f"<completion>{json.dumps(other)}</completion>"], "001-a")[0]
     )
     assert "not valid JSON" in completion_problems(["<completion>{oops</completion>"])[0]
+    # a plain-text agent's words come a line at a time: a block over many lines is one
+    lines = ["<completion>", *json.dumps(BLOCK, indent=2).splitlines(), "</completion>"]
+    assert detect_completion(lines, "001-a") == block
 
 
 @given(st.text(max_size=200), st.text(max_size=200))
