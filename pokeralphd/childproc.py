@@ -100,6 +100,7 @@ class _Reader(ByteReceiveStream):
         self._reading = False
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
+        await anyio.lowlevel.checkpoint_if_cancelled()
         while not self._buf:
             if self._fd is None:
                 raise anyio.ClosedResourceError
@@ -117,7 +118,7 @@ class _Reader(ByteReceiveStream):
                 self._waiter = None
         data = bytes(self._buf[:max_bytes])
         del self._buf[:max_bytes]
-        await anyio.lowlevel.checkpoint()
+        await anyio.lowlevel.cancel_shielded_checkpoint()  # taken: a cancel must not lose it
         return data
 
     async def aclose(self) -> None:
@@ -139,6 +140,7 @@ class _Writer(ByteSendStream):
         self._fd: int | None = fd
 
     async def send(self, item: bytes) -> None:
+        await anyio.lowlevel.checkpoint_if_cancelled()
         view = memoryview(item)
         while view:
             fd = self._fd
@@ -152,7 +154,7 @@ class _Writer(ByteSendStream):
             except BrokenPipeError as exc:
                 raise anyio.BrokenResourceError from exc
             view = view[sent:]
-        await anyio.lowlevel.checkpoint()
+        await anyio.lowlevel.cancel_shielded_checkpoint()  # sent: not to be told cancelled
 
     async def send_eof(self) -> None:
         await self.aclose()

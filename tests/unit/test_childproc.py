@@ -164,3 +164,16 @@ async def test_a_kernel_without_pidfds_starts_runs_the_asyncio_way(
     assert await _read(process.stdout) == [b"hi"]
     assert await process.wait() == 0
     await process.aclose()
+
+
+async def test_a_cancelled_receive_takes_nothing() -> None:
+    process = _start("echo one; echo two")
+    assert process.stdout is not None
+    assert await process.wait() == 0
+    assert await process.stdout.receive(2) == b"on"  # the rest waits in the buffer
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        await process.stdout.receive()  # cancelled before it takes anything
+    assert scope.cancelled_caught
+    assert await _read(process.stdout) == [b"e", b"two"]
+    await process.aclose()
