@@ -4,11 +4,14 @@
   variables removed from its environment, a per-run token (``POKERALPH_RUN_TOKEN``) and
   the owner's mark (``POKERALPH_OWNER``), which every descendant inherits. On Linux the
   child is started under ``setpriv --pdeathsig KILL`` when that tool is there, so it dies
-  with the daemon even after a ``kill -9``.
+  with the daemon even after a ``kill -9`` (a run in bubblewrap needs none: bwrap's
+  ``--die-with-parent`` does it, see :class:`Wrap`), and driven from its descriptors
+  (:mod:`pokeralphd.childproc`).
 - :func:`end_tree` ends a process group and every process carrying a run's token (so a
   grandchild that left the group with ``setsid`` is found too): SIGTERM, a grace period,
   then SIGKILL. :func:`end_run` kills what a run that exited normally left behind: the
-  rest of its group, and whatever carries its token.
+  rest of its group, and whatever carries its token (:func:`after_exit`: nothing to do
+  for a run in bubblewrap, whose pid namespace ended with it).
 - :class:`ProcessOwner` marks the children of one daemon; at start the next daemon ends
   every process whose mark names a previous daemon of the same state folder that is no
   longer alive (:meth:`ProcessOwner.sweep_orphans`): agents, feedback loops and whatever
