@@ -21,6 +21,9 @@ from tests.helpers import DEEP_FUZZ, TEST_TMP, DaemonProcess, make_git_repo, sho
 # No test may leave a daemon behind by accident: autostart is opted out unless a test
 # turns it back on for itself.
 os.environ["POKERALPH_NO_AUTOSTART"] = "1"
+# Every battle history body built from kept iteration dumps is compared with a full dump
+# (pokeralphd.store.history_body): a record changed in place after it was saved fails.
+os.environ["POKERALPH_CHECK_HISTORY_BODIES"] = "1"
 
 # A shell starts a background job (`pytest ... &`) with SIGINT ignored, and every child
 # inherits that: a `watch` the tests interrupt would never end. Ctrl-C acts as usual here.

@@ -230,7 +230,7 @@ class BattleOrchestrator:
             with anyio.CancelScope(shield=True):
                 files = self.repo.battle_files(active.task_id)
                 if history:
-                    await files.history.save(active.battle)
+                    await files.history.save(active.battle, files.bodies.body(active.battle))
                 if progress:
                     active.progress.last_update = utcnow()
                     await files.progress.save(active.progress)

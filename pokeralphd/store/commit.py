@@ -252,10 +252,12 @@ class DocumentFile(Generic[M]):
         """
         return await self._commits.submit(_Change(change, None, expected, on_durable))
 
-    async def save(self, value: M) -> int:
+    async def save(self, value: M, body: dict[str, Any] | None = None) -> int:
         """Write ``value`` (as it is now) as the next version, unless the file holds
-        exactly that already: then nothing is written. Returns the file's version."""
-        body = value.model_dump(mode="json", by_alias=True)  # the snapshot, taken now
+        exactly that already: then nothing is written. Returns the file's version.
+        ``body``: ``value``'s dump, when the caller has it (built more cheaply)."""
+        if body is None:
+            body = value.model_dump(mode="json", by_alias=True)  # the snapshot, taken now
         _, version = await self._commits.submit(_Change(None, body, None, None))
         return version
 

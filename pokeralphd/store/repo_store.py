@@ -10,7 +10,7 @@ is. Battles, the inbox and planning are built on top of it (``pokeralphd.reposit
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, SupportsIndex, TypeVar, overload
@@ -29,6 +29,7 @@ from pokeralphd.protocol.results import ConfigResult, RepoRef, TrustResult
 from pokeralphd.store import config_views, config_writes, local_defaults
 from pokeralphd.store.commit import DocumentFile
 from pokeralphd.store.filemanager import HISTORY_KIND, PRD_KIND, PROGRESS_KIND, FileManager
+from pokeralphd.store.history_body import HistoryBodies
 from pokeralphd.store.locks import RepoLock
 from pokeralphd.store.rules import USAGE_FILE, EffectiveRule, Rules, RuleStore
 from pokeralphd.validation import validated
@@ -415,6 +416,7 @@ class RepoStore:
 class BattleFiles:
     history: DocumentFile[Battle]
     progress: DocumentFile[Progress]
+    bodies: HistoryBodies = field(default_factory=HistoryBodies)  # history's, built cheaply
 
 
 class _Tasks(list[Task]):
