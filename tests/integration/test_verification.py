@@ -270,3 +270,33 @@ def test_phases_are_configurable_and_checked(daemon: DaemonProcess, repo: Path, 
     config = daemon.call("config.get", {"repo": str(repo)})["config"]
     assert config["phases"] == ["implementation", "verification"]
     assert (config["maxVerificationCycles"], config["maxReviewCycles"]) == (3, 2)
+
+
+def test_a_plain_text_reviewer_writing_its_report_over_many_lines_is_read(
+    daemon: DaemonProcess, repo: Path, home: Path
+) -> None:
+    """A plain-text reviewer (the command backend) prints its report pretty-printed, over
+    many lines; its words arrive a line at a time, and the report was looked for in each
+    line alone: never found, so the review failed and the battle was escalated."""
+    report = {"assessment": "approve", "comments": [], "feedback": {"message": "looks good"}}
+    script = home / "reviewer.sh"
+    script.write_text(
+        "#!/bin/sh\ncat > /dev/null\ncat <<'EOF'\nReviewed.\n<review-report>\n"
+        + json.dumps(report, indent=2)
+        + "\n</review-report>\nEOF\n"
+    )
+    script.chmod(0o755)
+    task = setup_repo(
+        daemon,
+        repo,
+        env={"FAKE_CLAUDE_MODE": "complete"},
+        phases=["implementation", "review"],
+        roles={"reviewer": {"backend": "command", "command": str(script)}},
+    )
+    events = start(daemon, repo, task)
+    assert types(events)[-1] == "battle_complete", events[-1]
+    battle = history(daemon, repo, task)
+    assert battle["review"]["count"] == 1
+    assert battle["review"]["reports"][-1]["outcome"] == "approve"
+    got = daemon.call("battle.report", {"repo": str(repo), "taskId": task, "phase": "review"})
+    assert got["report"]["valid"] and got["report"]["feedback"]["message"] == "looks good"

@@ -129,6 +129,15 @@ def test_a_fenced_json_block_is_taken_when_there_is_no_tag() -> None:
     assert parse_verification([text], CRITERIA, BASE).valid
 
 
+def test_a_report_printed_over_many_lines_is_one() -> None:
+    """A plain-text agent's words come a line at a time: a tagged or fenced report over
+    many lines is read as one."""
+    tagged_lines = ["<verification-report>", *json.dumps(verification(), indent=2).splitlines()]
+    assert parse_verification([*tagged_lines, "</verification-report>"], CRITERIA, BASE).valid
+    fenced = ["Report:", "```json", *json.dumps(verification(), indent=2).splitlines(), "```"]
+    assert parse_verification(fenced, CRITERIA, BASE).valid
+
+
 def test_review_blocking_comments_mean_changes() -> None:
     def review(assessment: str, *comments: dict[str, Any]) -> Any:
         body = {"assessment": assessment, "comments": list(comments)}
