@@ -274,8 +274,8 @@ class RepoPlanner:
     async def _turn_once(self, session: PlanningSession, prompt: str) -> None:
         session.turns += 1
         turn = session.turns
-        texts: list[str] = []
         result: list[AgentResult] = []
+        by_lines = [False]  # a plain-text agent: its words come a line at a time
         stream = OutputStream(
             self.repo.files.dir / "planning" / f"turn-{turn}.log",
             lambda chunks: self.publish(ev.PlanningOutput(turn=turn, chunks=chunks)),
@@ -284,10 +284,9 @@ class RepoPlanner:
 
         def on_event(event: AgentEvent) -> None:
             if isinstance(event, AgentText):
-                texts.append(event.text)
                 stream.chunk("text", event.text)
             elif isinstance(event, AgentLines):
-                texts.extend(event.texts)
+                by_lines[0] = True
                 stream.lines(event.texts)
             elif isinstance(event, AgentToolUse):
                 stream.chunk("tool_use", f"{event.name}: {event.summary}")
@@ -334,7 +333,10 @@ class RepoPlanner:
         if outcome.error:
             self._failed(session, outcome.error)
             return
-        final = result[-1].text if result and result[-1].text else "\n".join(texts[-1:])
+        # The agent's final word: its result, else its last message; a plain-text agent's
+        # words come a line at a time, so all of them, read as one (kept bounded)
+        said = outcome.texts if by_lines[0] else outcome.texts[-1:]
+        final = result[-1].text if result and result[-1].text else "\n".join(said)
         session.last_output = final
         draft, problems = draft_from(final)
         if draft is not None:

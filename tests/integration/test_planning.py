@@ -165,3 +165,42 @@ def test_a_planning_session_survives_a_restart(home: Path, repo: Path) -> None:
         assert turn2["argv"][turn2["argv"].index("--resume") + 1] == before["sessionId"]
     finally:
         second.stop()
+
+
+def test_a_plain_text_planners_prd_over_many_lines_is_read(
+    daemon: DaemonProcess, repo: Path, home: Path
+) -> None:
+    """A plain-text planning agent (the command backend) prints its PRD pretty-printed,
+    over many lines. Its words arrive a line at a time and only the last line was read:
+    the PRD was never found, and its closing tag came back as the agent's question."""
+    prd = {
+        "name": "Todo CLI",
+        "description": "A command-line todo list.",
+        "tasks": [
+            {
+                "title": "Storage layer",
+                "description": "Load and save todos as JSON.",
+                "acceptanceCriteria": ["round trip works"],
+                "priority": 1,
+            }
+        ],
+    }
+    script = home / "planner.sh"
+    script.write_text(
+        "#!/bin/sh\ncat > /dev/null\ncat <<'EOF'\nHere is the plan.\n<prd>\n"
+        + json.dumps(prd, indent=2)
+        + "\n</prd>\nEOF\n"
+    )
+    script.chmod(0o755)
+    daemon.call("repo.register", {"path": str(repo)})
+    agent = {"backend": "command", "command": str(script)}
+    daemon.call("config.update", {"repo": str(repo), "patch": {"agent": agent}})
+    with daemon.connect(timeout=60) as conn:
+        conn.call(
+            "events.subscribe",
+            {"repo": str(repo), "types": ["planning_question", "planning_completed"]},
+        )
+        daemon.call("planning.start", {"repo": str(repo), "idea": "a todo list"})
+        done = list(events_of(conn, lambda e: e["type"].startswith("planning_")))[-1]
+    assert done["type"] == "planning_completed", done
+    assert done["payload"]["valid"] and done["payload"]["prd"]["name"] == "Todo CLI"
