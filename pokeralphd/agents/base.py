@@ -221,10 +221,14 @@ class AgentOutcome:
     duration_ms: int = 0
     rate_limited_until: float | None = None  # a rejected rate_limit_event's reset
     api_failure: ApiFailure | None = None  # a transient API failure (see ApiFailure)
+    #: The words came a line at a time (a plain-text agent: :meth:`add_texts`), not as
+    #: messages or a message's pieces: what spans lines is read across them.
+    by_lines: bool = False
     _chars: int = field(default=0, repr=False, compare=False)
 
     def add_texts(self, texts: list[str]) -> None:
-        """:meth:`add_text` for each of ``texts``, in one step."""
+        """A plain-text agent's lines (:meth:`add_text` for each, in one step)."""
+        self.by_lines = True
         self.texts.extend(texts)
         self._chars += sum(map(len, texts))
         if self._chars > 2 * TEXT_TAIL + TEXT_MARKED:

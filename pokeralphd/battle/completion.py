@@ -6,8 +6,8 @@ results: those echo files and the prompt, which mentions the sigil. A sigil quot
 the agent's own sentence still counts; we cannot tell intent, and the feedback loops still
 have to pass.
 
-The texts are read as one, a line apart: a plain-text agent's words arrive a line at a
-time, and the block the prompt shows is pretty-printed over many lines.
+Each text is read on its own (a message; a plain-text agent's lines come as one text, see
+:func:`~pokeralphd.battle.judging.agent_words`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ FENCE_RE = re.compile(r"^```(?:json)?\s*|\s*```$")
 def _blocks(texts: list[str]) -> list[tuple[dict[str, Any] | None, str | None]]:
     """Every block in order: (parsed, None) or (None, why it was ignored)."""
     out: list[tuple[dict[str, Any] | None, str | None]] = []
-    for raw in BLOCK_RE.findall("\n".join(texts)):
+    for raw in (raw for text in texts for raw in BLOCK_RE.findall(text)):
         body = FENCE_RE.sub("", raw.strip())
         try:
             data = json.loads(body)

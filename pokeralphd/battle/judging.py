@@ -15,8 +15,10 @@ if TYPE_CHECKING:
 
 
 def agent_words(outcome: AgentOutcome) -> list[str]:
-    """What the agent said itself (assistant text and its final result), never tool output."""
-    texts = list(outcome.texts)
+    """What the agent said itself (assistant text and its final result), never tool output.
+    A plain-text agent's lines are one text (a completion block or a report it prints
+    spans many of them); a streaming agent's messages stay apart."""
+    texts = ["\n".join(outcome.texts)] if outcome.by_lines else list(outcome.texts)
     if outcome.result is not None and outcome.result.text:
         texts.append(outcome.result.text)
     return texts

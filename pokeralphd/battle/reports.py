@@ -41,14 +41,12 @@ def _tag_re(tag: str) -> re.Pattern[str]:
 
 
 def _candidates(texts: list[str], phase: Literal["verification", "review"]) -> list[str]:
-    """Every report body the agent wrote, tagged ones first-class, in order. The texts are
-    read as one, a line apart: a plain-text agent's words arrive a line at a time, and a
-    report is printed over many lines."""
-    said = "\n".join(texts)
-    tagged = _tag_re(TAGS[phase]).findall(said)
+    """Every report body the agent wrote, tagged ones first-class, in order (each text on
+    its own: a plain-text agent's lines come as one, see ``judging.agent_words``)."""
+    tagged = [body for text in texts for body in _tag_re(TAGS[phase]).findall(text)]
     if tagged:
         return [re.sub(r"^```(?:json)?\s*|\s*```$", "", b.strip()) for b in tagged]
-    return [body for body in FENCE_RE.findall(said) if f'"{KEYS[phase]}"' in body]
+    return [body for text in texts for body in FENCE_RE.findall(text) if f'"{KEYS[phase]}"' in body]
 
 
 def extract(

@@ -275,7 +275,6 @@ class RepoPlanner:
         session.turns += 1
         turn = session.turns
         result: list[AgentResult] = []
-        by_lines = [False]  # a plain-text agent: its words come a line at a time
         stream = OutputStream(
             self.repo.files.dir / "planning" / f"turn-{turn}.log",
             lambda chunks: self.publish(ev.PlanningOutput(turn=turn, chunks=chunks)),
@@ -286,7 +285,6 @@ class RepoPlanner:
             if isinstance(event, AgentText):
                 stream.chunk("text", event.text)
             elif isinstance(event, AgentLines):
-                by_lines[0] = True
                 stream.lines(event.texts)
             elif isinstance(event, AgentToolUse):
                 stream.chunk("tool_use", f"{event.name}: {event.summary}")
@@ -335,7 +333,7 @@ class RepoPlanner:
             return
         # The agent's final word: its result, else its last message; a plain-text agent's
         # words come a line at a time, so all of them, read as one (kept bounded)
-        said = outcome.texts if by_lines[0] else outcome.texts[-1:]
+        said = outcome.texts if outcome.by_lines else outcome.texts[-1:]
         final = result[-1].text if result and result[-1].text else "\n".join(said)
         session.last_output = final
         draft, problems = draft_from(final)

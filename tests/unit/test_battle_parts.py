@@ -14,9 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pokeralphd.agents.base import AgentOutcome
 from pokeralphd.battle.completion import SIGIL, completion_problems, detect_completion
 from pokeralphd.battle.feedback import detect_loops, resolve_loops, run_loop
 from pokeralphd.battle.gitservice import GitService, has_identity
+from pokeralphd.battle.judging import agent_words
 from pokeralphd.battle.prompt import MAX_PROMPT, build_task_prompt
 from pokeralphd.domain.models import PRD, FeedbackResult, Iteration, Task
 from pokeralphd.errors import InvalidState
@@ -52,8 +54,15 @@ def test_completion_forms() -> None:
     )
     assert "not valid JSON" in completion_problems(["<completion>{oops</completion>"])[0]
     # a plain-text agent's words come a line at a time: a block over many lines is one
-    lines = ["<completion>", *json.dumps(BLOCK, indent=2).splitlines(), "</completion>"]
-    assert detect_completion(lines, "001-a") == block
+    printed = AgentOutcome(exit_code=0, reason="exited")
+    printed.add_texts(["<completion>", *json.dumps(BLOCK, indent=2).splitlines()])
+    printed.add_texts(["</completion>"])
+    assert detect_completion(agent_words(printed), "001-a") == block
+    # a streaming agent's messages stay apart: a tag in one does not pair with another's
+    said = AgentOutcome(exit_code=0, reason="exited")
+    for text in ("<completion>", json.dumps(BLOCK), "</completion>"):
+        said.add_text(text)
+    assert detect_completion(agent_words(said), "001-a") is None
 
 
 @given(st.text(max_size=200), st.text(max_size=200))

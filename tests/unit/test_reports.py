@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from pokeralph_core.config.model import Config
 from pokeralphd.agents.base import AgentOutcome, AgentResult
+from pokeralphd.battle.judging import agent_words
 from pokeralphd.battle.phases import backoff_delay, findings_of, next_phase
 from pokeralphd.battle.prompt import build_task_prompt
 from pokeralphd.battle.reports import (
@@ -132,10 +133,14 @@ def test_a_fenced_json_block_is_taken_when_there_is_no_tag() -> None:
 def test_a_report_printed_over_many_lines_is_one() -> None:
     """A plain-text agent's words come a line at a time: a tagged or fenced report over
     many lines is read as one."""
-    tagged_lines = ["<verification-report>", *json.dumps(verification(), indent=2).splitlines()]
-    assert parse_verification([*tagged_lines, "</verification-report>"], CRITERIA, BASE).valid
-    fenced = ["Report:", "```json", *json.dumps(verification(), indent=2).splitlines(), "```"]
-    assert parse_verification(fenced, CRITERIA, BASE).valid
+    pretty = json.dumps(verification(), indent=2).splitlines()
+    for lines in (
+        ["<verification-report>", *pretty, "</verification-report>"],
+        ["Report:", "```json", *pretty, "```"],
+    ):
+        printed = AgentOutcome(exit_code=0, reason="exited")
+        printed.add_texts(lines)
+        assert parse_verification(agent_words(printed), CRITERIA, BASE).valid
 
 
 def test_review_blocking_comments_mean_changes() -> None:
