@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -37,6 +38,7 @@ from pokeralphd.agents.acp_rpc import (
     RpcError,
 )
 from pokeralphd.agents.base import (
+    TEXT_TAIL,
     AgentChannel,
     AgentNotice,
     AgentPermissionDecision,
@@ -74,7 +76,10 @@ class AcpConversation(Conversation):
         self.calls = ToolCalls()
         self.session_id: str | None = None
         self.stopping = False
-        self._texts: list[str] = []
+        # the turn's words, its pieces as streamed: the latest TEXT_TAIL characters (and the
+        # last piece, however long), joined as the turn's result for judging
+        self._texts: deque[str] = deque()
+        self._chars = 0
         self._channel: AgentChannel | None = None
         self._asking: dict[int | str, None] = {}  # permission requests being decided
         self._left: list[Incoming] = []  # requests unanswered when the exchange ended
@@ -178,7 +183,7 @@ class AcpConversation(Conversation):
             answer,
             self.session_id,
             self.calls.cost_usd,
-            "".join(self._texts)[-4000:],
+            "".join(self._texts),
             self.calls.usage,
         )
 
@@ -247,7 +252,9 @@ class AcpConversation(Conversation):
         for event in self.calls.update(params):
             if isinstance(event, AgentText):
                 self._texts.append(event.text)
-                del self._texts[:-200]
+                self._chars += len(event.text)
+                while self._chars > TEXT_TAIL and len(self._texts) > 1:
+                    self._chars -= len(self._texts.popleft())
             self._emit(event)
 
     def _notice(self, text: str) -> None:

@@ -329,3 +329,19 @@ async def test_a_planning_run_allows_reading_and_refuses_an_edit_without_asking(
     assert decision.request.tool_name == "edit" and not decision.answer.allow
     assert not (tmp_path / "work.txt").exists()
     assert outcome.error is None and outcome.texts == ["I could not write it."]
+
+
+async def test_a_long_completion_block_streamed_in_small_pieces_completes(home: Path) -> None:
+    """An ACP agent's message comes in pieces (a model streams tokens). Its sigil and a
+    completion block of ~9,000 characters in 16-character pieces: the turn's text was
+    kept as its last 200 pieces, so neither was found and the battle ran on."""
+    repo = make_git_repo(home / "repo")
+    async with running_daemon(home) as d:
+        task = await _setup(
+            d, repo, "long_block", home / "acp.log", permissions={"unmatched": "allow"}
+        )
+        events = await _battle(d, repo, task)
+        assert events[-1]["type"] == "battle_complete", events[-1]
+        iteration = await _iteration(d, repo, task)
+    completion = iteration["completion"]
+    assert completion["kind"] == "block" and len(completion["acceptanceCriteriaMet"]) == 40
