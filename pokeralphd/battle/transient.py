@@ -54,9 +54,10 @@ def transient_failure(outcome: AgentOutcome) -> ApiFailure | None:
     failed = outcome.error is not None or (outcome.result is not None and outcome.result.is_error)
     if not failed:
         return None
-    words = " ".join(
-        part for part in (outcome.error, outcome.result.text if outcome.result else None) if part
-    )
+    # the result's text is an error's only when the result is one (else it is the agent's
+    # own last words, which may well mention a connection error in the code it wrote)
+    said = outcome.result.text if outcome.result and outcome.result.is_error else None
+    words = " ".join(part for part in (outcome.error, said) if part)
     found = CONNECTION_RE.search(words)
     if found is None:
         return None

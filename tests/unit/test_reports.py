@@ -299,6 +299,16 @@ def result(text: str, is_error: bool = True) -> AgentResult:
             AgentOutcome(1, "exited", error="Error: connect ECONNREFUSED 127.0.0.1:443"),
             "connection",
         ),
+        # a run that failed after its turn: its result is its own last words, not an error
+        (
+            AgentOutcome(
+                1,
+                "exited",
+                result=result("Handled the ECONNRESET case in client.py.", is_error=False),
+                error="the agent exited with status 1",
+            ),
+            None,
+        ),
     ],
 )
 def test_transient_failures(outcome: AgentOutcome, kind: str | None) -> None:
