@@ -57,8 +57,8 @@ SAMPLED = 10
 COALESCED = re.compile(r"^\[(\d+) chunks coalesced away")
 SEQ = re.compile(rb'"seq":(\d+)')
 BUCKET_NS = 100_000  # delays are counted in 0.1 ms buckets
-STEADY_AFTER = 5  # seconds of an agent's own start left out of the steady-state figure
-STEADY_BEFORE_END = 3  # and of its end (battles ending: loops, commits, merges back)
+STEADY_AFTER = 5  # seconds after the last start left out of the figures while all stream
+STEADY_BEFORE_END = 3  # and before the first end (battles ending: loops, commits, merges)
 LATE_NS = 100_000_000  # the target: a line later than this is counted by when it was written
 EVENT = b'"method":"event"'
 
@@ -80,9 +80,9 @@ class Tally:
     since_written: Counter[int] = field(default_factory=Counter)  # delay buckets (sampled)
     since_due: Counter[int] = field(default_factory=Counter)
     late: Counter[int] = field(default_factory=Counter)  # sampled >100 ms, by second written
-    steady_from: int = 0  # line numbers of an agent past its start and before its end
-    steady_to: int = 0
-    steady_written: Counter[int] = field(default_factory=Counter)  # since_written from there
+    # since_written's buckets by the second (wall clock) the line was written, to read
+    # the delays of a window of the run afterwards
+    by_second: dict[int, Counter[int]] = field(default_factory=dict)
     last_seq: int = 0
     error: str = ""
 
@@ -96,12 +96,15 @@ class Tally:
         if self.measure:
             written, due = self.since_written, self.since_due
             self.per_battle.update(TAG.findall(block))  # counted in C
-            steady, steady_from, steady_to = self.steady_written, self.steady_from, self.steady_to
+            by_second = self.by_second
             for m in SAMPLE.finditer(block):
                 wrote = int(m.group(2))
-                written[(now - wrote) // BUCKET_NS] += 1
-                if steady_from <= int(m.group(3)) < steady_to:
-                    steady[(now - wrote) // BUCKET_NS] += 1
+                bucket = (now - wrote) // BUCKET_NS
+                written[bucket] += 1
+                second = wrote // 1_000_000_000
+                if (counts := by_second.get(second)) is None:
+                    counts = by_second[second] = Counter()
+                counts[bucket] += 1
                 due[(now - int(m.group(1))) // BUCKET_NS] += 1
                 if now - wrote > LATE_NS:
                     self.late[wrote // 1_000_000_000] += SAMPLED
@@ -438,8 +441,7 @@ def run(
             name = "websocket" if last else f"subscriber {i + 1}"
             # measured in full: the first and last subscribers (fan-out order) and the page
             counts = last or i < measure // 2 or i >= subscribers - (measure - measure // 2)
-            steady = (int(rate * STEADY_AFTER), int(rate * (seconds - STEADY_BEFORE_END)))
-            tally = Tally(name, measure=counts, steady_from=steady[0], steady_to=steady[1])
+            tally = Tally(name, measure=counts)
             ready = ctx.Event()
             receive, send = ctx.Pipe(duplex=False)
             if last:
@@ -463,7 +465,7 @@ def run(
         sampler.start()
         with daemon.connect(timeout=seconds * 4 + 600) as conn:
             conn.call("events.subscribe", {"types": ["battle_complete", "battle_failed"]})
-            t0 = time.monotonic()
+            t0, t0_wall = time.monotonic(), time.time()
             answered: list[float] = []
 
             def start(repo: Path) -> None:
@@ -534,13 +536,23 @@ def run(
             f"target p99 <100 ms; at {', '.join(t.name for t in measured)} (every "
             f"{SAMPLED}th line of each battle timed, every line counted)",
         )
+        # while every battle streams: from STEADY_AFTER s after the last start was
+        # answered to STEADY_BEFORE_END s before the first agents are done (wall clock)
+        calm_from = math.ceil(t0_wall + max(answered) + STEADY_AFTER)
+        calm_until = math.floor(t0_wall + min(answered) + seconds - STEADY_BEFORE_END)
+        calm_lines: Counter[int] = Counter()
+        for t in measured:
+            for second, histogram in t.by_second.items():
+                if calm_from <= second < calm_until:
+                    calm_lines.update(histogram)
         table.add(
-            f"  the same past each agent's first {STEADY_AFTER} s and before its last "
-            f"{STEADY_BEFORE_END} s",
-            ms2(pcts(merged(measured, "steady_written"), 50, 99)),
-            f"streaming only: at the start {battles} battles start at once (each a sandbox, "
-            "its bridge and an agent: three processes, two of them Python), and at the end "
-            "they run their feedback loops, commit and merge back, on the same cores",
+            "  the same while every battle streams",
+            ms2(pcts(calm_lines, 50, 99)),
+            f"lines written from {calm_from - t0_wall:.1f} to {calm_until - t0_wall:.1f} s: "
+            f"{STEADY_AFTER} s after the last start was answered to {STEADY_BEFORE_END} s "
+            f"before the first agents were done. Around it {battles} battles start at once "
+            "(each a sandbox, its bridge and an agent: three processes, two of them Python) "
+            "and end at once (their feedback loops, commits and merges back), on the same cores",
         )
         late = merged(measured, "late")
         if late:
