@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from pokeralphd.proc import CHILD_SCOPE, OWNER_VAR, UNKNOWN_SCOPE, AgentScope, ProcessOwner
+from pokeralphd.proc import CHILD_SCOPE, UNKNOWN_SCOPE, AgentScope, ProcessOwner
+from pokeralphd.procenv import OWNER_VAR
 from pokeralphd.protocol.codes import ErrorCode
 from tests.helpers import FAKES, make_git_repo
 from tests.inproc import running_daemon

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from pokeralphctl.client import RequestFailed
-from pokeralphd.proc import marked
+from pokeralphd.procenv import marked
 from pokeralphd.sandbox import probe
 from pokeralphd.settings import DaemonSettings
 from tests.helpers import DaemonProcess, events_of, make_git_repo, pid_alive, reap, wait_until

@@ -15,15 +15,8 @@ import psutil
 import pytest
 
 from pokeralph_core.config.sandbox import SandboxConfig
-from pokeralphd.proc import (
-    TOKEN_VAR,
-    AgentScope,
-    ProcessOwner,
-    end_tree,
-    reap,
-    spawn,
-    token_processes,
-)
+from pokeralphd.proc import AgentScope, ProcessOwner, end_tree, reap, spawn
+from pokeralphd.procenv import TOKEN_VAR, token_processes
 from pokeralphd.sandbox import probe
 from pokeralphd.sandbox.service import SandboxService
 from tests.helpers import make_git_repo, short_tmpdir, wait_until

@@ -18,7 +18,8 @@ import psutil
 import pytest
 
 from pokeralph_core.weblink import info_path, token_path
-from pokeralphd.proc import OWNER_VAR, TOKEN_VAR, AgentScope
+from pokeralphd.proc import AgentScope
+from pokeralphd.procenv import OWNER_VAR, TOKEN_VAR
 from pokeralphd.protocol.codes import ErrorCode
 from tests.helpers import FAKES, make_git_repo, short_tmpdir, wait_until
 from tests.inproc import InProcDaemon, ThreadedDaemon, running_daemon, setup_task

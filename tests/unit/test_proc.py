@@ -19,14 +19,8 @@ from hypothesis import strategies as st
 
 from pokeralphd import childproc
 from pokeralphd.childlines import iter_line_blocks, iter_lines
-from pokeralphd.proc import (
-    OWNER_VAR,
-    TOKEN_VAR,
-    ProcessOwner,
-    kill_group,
-    marked,
-    spawn,
-)
+from pokeralphd.proc import ProcessOwner, kill_group, spawn
+from pokeralphd.procenv import OWNER_VAR, TOKEN_VAR, marked
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.anyio
