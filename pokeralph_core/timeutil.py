@@ -22,6 +22,11 @@ def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def iso_or_none(moment: datetime | None) -> str | None:
+    """:func:`iso`, or None for no time (an optional field on the wire)."""
+    return None if moment is None else iso(moment)
+
+
 def now_iso() -> str:
     return iso(utcnow())
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic import TypeAdapter, ValidationError
 
-from pokeralph_core.timeutil import iso, utcnow
+from pokeralph_core.timeutil import iso, iso_or_none, utcnow
 from pokeralphd.domain.inbox import (
     DELIVERY_TRANSITIONS,
     MAX_WAIT_SECONDS,
@@ -171,7 +171,7 @@ class RepoInbox:
                 status=e.status,
                 title=e.title,
                 created_at=iso(e.created_at),
-                completed_at=iso(e.completed_at) if e.completed_at is not None else None,
+                completed_at=iso_or_none(e.completed_at),
             )
             for e in index.items
         ]

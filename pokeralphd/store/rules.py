@@ -31,7 +31,7 @@ from pokeralph_core.approval import (
 from pokeralph_core.config import layers as config_layers
 from pokeralph_core.config.layers import RULES_KEY
 from pokeralph_core.documents import DocumentKind
-from pokeralph_core.timeutil import iso
+from pokeralph_core.timeutil import iso_or_none
 from pokeralphd.errors import InvalidParams, InvalidState, NotFound
 from pokeralphd.protocol.results import RuleView
 from pokeralphd.store import config_writes
@@ -77,10 +77,6 @@ def forget_usage(path: Path, rule_ids: list[str]) -> None:
             documents.save(USAGE_KIND, path, ApprovalUsage(rules=usage))
 
 
-def _iso(moment: datetime | None) -> str | None:
-    return None if moment is None else iso(moment)
-
-
 @dataclass(frozen=True)
 class EffectiveRule:
     """A rule in effect, the layer it comes from, and its usage."""
@@ -98,9 +94,9 @@ class EffectiveRule:
             decision=rule.decision,
             param_pattern=rule.param_pattern,
             description=rule.description,
-            created_at=_iso(rule.created_at),
+            created_at=iso_or_none(rule.created_at),
             source=self.source,
-            last_used_at=_iso(usage.last_used_at),
+            last_used_at=iso_or_none(usage.last_used_at),
             use_count=usage.use_count,
         )
 
