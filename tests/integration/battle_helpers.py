@@ -76,6 +76,26 @@ def types(events: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+def output_texts(events: list[dict[str, Any]], kind: str) -> list[str]:
+    """The text of every ``iteration_output`` chunk of ``kind`` (notice, text, tool_use)
+    among ``events``."""
+    return [
+        c["text"]
+        for e in events
+        if e["type"] == "iteration_output"
+        for c in e["payload"]["chunks"]
+        if c["kind"] == kind
+    ]
+
+
+def printing_agent(script: Path, printed: str) -> Path:
+    """A plain-text agent at ``script``: it reads its prompt, then prints ``printed``
+    as it is (a heredoc), a line at a time as any command does."""
+    script.write_text(f"#!/bin/sh\ncat > /dev/null\ncat <<'EOF'\n{printed}\nEOF\n")
+    script.chmod(0o755)
+    return script
+
+
 def agent_pids(pidfile: Path) -> list[int]:
     """The fake agent's pid and its setsid grandchild's, once it has written both."""
     wait_until(

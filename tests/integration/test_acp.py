@@ -19,6 +19,7 @@ from pokeralphd.agents.base import AgentEvent, AgentPermissionDecision, AgentReq
 from pokeralphd.agents.runner import run_agent
 from tests.helpers import FAKES, make_git_repo
 from tests.inproc import InProcDaemon, running_daemon, setup_task
+from tests.integration.battle_helpers import output_texts
 
 pytestmark = pytest.mark.anyio
 ENDS = {"battle_complete", "battle_failed", "battle_cancelled"}
@@ -42,13 +43,7 @@ async def _battle(d: InProcDaemon, repo: Path, task: str) -> list[dict[str, Any]
 
 def _output(events: list[dict[str, Any]], kind: str) -> str:
     """Every output chunk of ``kind`` the battle published."""
-    return "\n".join(
-        c["text"]
-        for e in events
-        if e["type"] == "iteration_output"
-        for c in e["payload"]["chunks"]
-        if c["kind"] == kind
-    )
+    return "\n".join(output_texts(events, kind))
 
 
 async def _iteration(d: InProcDaemon, repo: Path, task: str) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from tests.integration.battle_helpers import (
     advance_to,
     agent_pids,
     fake_clock,
+    output_texts,
     run_until,
     setup_repo,
     start_until_blocked,
@@ -644,13 +645,7 @@ def test_a_failed_auto_commit_is_said_and_the_iteration_stands(
     )
     events = run_until(daemon, ("battle.start", {"repo": str(repo), "taskId": task}), END)
     assert types(events)[-1] == "battle_complete"
-    notices = [
-        c["text"]
-        for e in events
-        if e["type"] == "iteration_output"
-        for c in e["payload"]["chunks"]
-        if c["kind"] == "notice"
-    ]
+    notices = output_texts(events, "notice")
     assert any(n.startswith("auto-commit failed: git commit failed") for n in notices), notices
     history = daemon.call("battle.history", {"repo": str(repo), "taskId": task})["battle"]
     [record] = history["iterations"]

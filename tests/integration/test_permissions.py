@@ -12,6 +12,7 @@ import pytest
 
 from tests.helpers import FAKES, make_git_repo
 from tests.inproc import Client, InProcDaemon, running_daemon, setup_task
+from tests.integration.battle_helpers import output_texts
 
 pytestmark = pytest.mark.anyio
 COMMAND = "touch permission-bash.txt"
@@ -158,13 +159,7 @@ async def test_a_refusal_the_agent_made_on_its_own_is_recorded(home: Path) -> No
         async with d.client() as watcher:
             events = await _battle(d, watcher, repo, task)
         assert not [e for e in events if e["type"] == "permission_requested"]
-        notices = [
-            c["text"]
-            for e in events
-            if e["type"] == "iteration_output"
-            for c in e["payload"]["chunks"]
-            if c["kind"] == "notice"
-        ]
+        notices = output_texts(events, "notice")
         assert any(
             "the agent refused Bash on its own: touch permission-bash.txt needs approval." in n
             for n in notices

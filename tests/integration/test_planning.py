@@ -11,6 +11,7 @@ import pytest
 from pokeralphctl.client import RequestFailed
 from tests.helpers import FAKES, DaemonProcess, events_of
 from tests.inproc import ThreadedDaemon
+from tests.integration.battle_helpers import printing_agent
 
 
 def setup(daemon: DaemonProcess, repo: Path, home: Path, **env: str) -> Path:
@@ -185,13 +186,8 @@ def test_a_plain_text_planners_prd_over_many_lines_is_read(
             }
         ],
     }
-    script = home / "planner.sh"
-    script.write_text(
-        "#!/bin/sh\ncat > /dev/null\ncat <<'EOF'\nHere is the plan.\n<prd>\n"
-        + json.dumps(prd, indent=2)
-        + "\n</prd>\nEOF\n"
-    )
-    script.chmod(0o755)
+    printed = f"Here is the plan.\n<prd>\n{json.dumps(prd, indent=2)}\n</prd>"
+    script = printing_agent(home / "planner.sh", printed)
     daemon.call("repo.register", {"path": str(repo)})
     agent = {"backend": "command", "command": str(script)}
     daemon.call("config.update", {"repo": str(repo), "patch": {"agent": agent}})

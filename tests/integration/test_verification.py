@@ -12,7 +12,13 @@ import pytest
 
 from pokeralphctl.client import RequestFailed
 from tests.helpers import FAKES, DaemonProcess
-from tests.integration.battle_helpers import run_until, setup_repo, types
+from tests.integration.battle_helpers import (
+    output_texts,
+    printing_agent,
+    run_until,
+    setup_repo,
+    types,
+)
 
 END = {"battle_complete", "battle_failed", "battle_cancelled", "battle_escalated"}
 
@@ -239,13 +245,7 @@ def test_what_a_role_changes_in_the_tree_is_put_back(
         "battle.report", {"repo": str(repo), "taskId": task, "phase": "verification"}
     )["report"]
     assert sorted(report["discardedChanges"]) == ["reviewer-notes.txt", "work.txt"]
-    notices = [
-        c["text"]
-        for e in events
-        if e["type"] == "iteration_output"
-        for c in e["payload"]["chunks"]
-        if c["kind"] == "notice"
-    ]
+    notices = output_texts(events, "notice")
     assert any("put back" in n for n in notices)
 
 
@@ -279,13 +279,8 @@ def test_a_plain_text_reviewer_writing_its_report_over_many_lines_is_read(
     many lines; its words arrive a line at a time, and the report was looked for in each
     line alone: never found, so the review failed and the battle was escalated."""
     report = {"assessment": "approve", "comments": [], "feedback": {"message": "looks good"}}
-    script = home / "reviewer.sh"
-    script.write_text(
-        "#!/bin/sh\ncat > /dev/null\ncat <<'EOF'\nReviewed.\n<review-report>\n"
-        + json.dumps(report, indent=2)
-        + "\n</review-report>\nEOF\n"
-    )
-    script.chmod(0o755)
+    printed = f"Reviewed.\n<review-report>\n{json.dumps(report, indent=2)}\n</review-report>"
+    script = printing_agent(home / "reviewer.sh", printed)
     task = setup_repo(
         daemon,
         repo,
