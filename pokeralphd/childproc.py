@@ -217,17 +217,18 @@ class FdProcess(Process):
             try:
                 assert self._pidfd is not None
                 await anyio.wait_readable(self._pidfd)  # readable once the child ended
-                self._reap(os.WNOHANG)
+                self._reap()
             finally:
                 self._watching = None
                 watching.set()
         return self._returncode
 
-    def _reap(self, flags: int) -> None:
+    def _reap(self) -> None:
+        """Take the child's status if it has ended (never blocks)."""
         if self._returncode is not None:
             return
         try:
-            pid, status = os.waitpid(self._pid, flags)
+            pid, status = os.waitpid(self._pid, os.WNOHANG)
         except ChildProcessError:  # reaped elsewhere: what it said is lost
             pid, status = self._pid, 255 << 8
         if pid == 0:
@@ -267,7 +268,7 @@ class FdProcess(Process):
         # zombie is left; its descriptors are closed
         if self._returncode is None:
             with contextlib.suppress(OSError):
-                self._reap(os.WNOHANG)
+                self._reap()
         for stream in (self._stdin, self._stdout, self._stderr):
             fd = getattr(stream, "_fd", None)
             if fd is not None:
