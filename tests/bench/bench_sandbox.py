@@ -143,9 +143,11 @@ def run(table: Table, runs: int = 40, requests: int = 300) -> None:
 
 
 def _daemon_runs(table: Table, tree: Path, home: Path, runs: int) -> None:
-    """A run as the daemon starts one (``proc.spawn``, setpriv, a token): bare, and with
-    the whole per-run sandbox of an iteration (its policy, its own socket served, its
-    proxy under allowlist, bwrap and the bridge), opened and closed each time."""
+    """A run as the daemon starts and ends one (``proc.spawn``, a token, the end of its
+    leftovers): bare (through setpriv, swept by token), and with the whole per-run sandbox
+    of an iteration (its policy, its own socket served, its proxy under allowlist, bwrap
+    and the bridge; no setpriv or sweep: bwrap's pid namespace ends with it), opened and
+    closed each time."""
     sockets = short_tmpdir("prbr")
     owner = ProcessOwner.anonymous()
     scope = AgentScope("battle", "bench", "001-bench")
