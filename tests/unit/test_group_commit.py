@@ -625,3 +625,18 @@ async def test_every_way_of_putting_a_task_in_is_validated(store: RepoStore, how
     assert info.value.data["field"] == "tasks"
     prd, version = await store.prd()
     assert version == 1 and prd is not None and [t.id for t in prd.tasks] == ["001-a"]
+
+
+def test_documents_are_indented_as_the_standard_library_indents_them() -> None:
+    """``documents.pretty`` writes ``json.dumps(indent=2, ensure_ascii=False)``'s bytes
+    (but for a float's exponent), integers past 64 bits and text of any script included."""
+    value = {
+        "big": 2**70,
+        "small": -(2**100),
+        "text": 'é \u2028 "quoted" \\ \x01',
+        "nested": [[], {}, {"a": [1, 2.5, None, True]}],
+        "": "",
+    }
+    expected = json.dumps(value, indent=2, ensure_ascii=False).encode()
+    assert documents.pretty(value) == expected
+    assert json.loads(documents.pretty({"f": 1e16})) == {"f": 1e16}
