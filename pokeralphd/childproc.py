@@ -30,7 +30,7 @@ import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
 AVAILABLE = hasattr(os, "pidfd_open")
 
@@ -65,8 +65,9 @@ class _Reader(ByteReceiveStream):
 
     LIMIT = 1 << 18
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, heard: Callable[[], None] | None = None) -> None:
         self._fd: int | None = fd
+        self._heard = heard  # told once, of the first bytes or the end
         self._buf = bytearray()
         self._eof = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -88,6 +89,9 @@ class _Reader(ByteReceiveStream):
             self._buf += data
         else:
             self._eof = True
+        if self._heard is not None:
+            heard, self._heard = self._heard, None
+            heard()
         if self._eof or len(self._buf) >= self.LIMIT:
             self._stop_reading()
         waiter, self._waiter = self._waiter, None
@@ -176,8 +180,10 @@ class FdProcess(Process):
         stdin: _Writer | None,
         stdout: _Reader | None,
         stderr: _Reader | None,
+        heard: Callable[[], None] | None = None,
     ) -> None:
         self._pid = pid
+        self._heard = heard  # told once it has ended, if nothing was heard before
         self._pidfd: int | None = pidfd
         self._returncode: int | None = None
         self._watching: anyio.Event | None = None  # set when the pidfd's watcher stops
@@ -237,6 +243,9 @@ class FdProcess(Process):
         pidfd, self._pidfd = self._pidfd, None
         if pidfd is not None:
             os.close(pidfd)
+        if self._heard is not None:
+            heard, self._heard = self._heard, None
+            heard()
 
     def send_signal(self, value: signal.Signals) -> None:
         if self._returncode is None:  # unreaped: the pid is still our child's
@@ -295,11 +304,16 @@ def start(
     stdin: int | None,
     stdout: int | None,
     stderr: int | None,
+    heard: Callable[[], None] | None = None,
 ) -> FdProcess:
     """Start ``argv`` in a new session, as ``anyio.open_process`` with
     ``start_new_session`` would (``subprocess.PIPE``, ``DEVNULL``, ``STDOUT`` or None for
     each stream; raises OSError as it does). Blocking for as long as ``vfork`` and
-    ``exec`` take, as asyncio's subprocess start is."""
+    ``exec`` take, as asyncio's subprocess start is.
+
+    ``heard`` is called when the child is first heard from: the first bytes read from
+    its stdout or stderr, or their end, or its exit once reaped (it may be called more
+    than once: once by each)."""
     ours: list[int] = []  # our ends: closed again if the start fails
     theirs: list[int] = []  # the child's ends: closed once it has them
     child: dict[str, int | None] = {}
@@ -345,6 +359,7 @@ def start(
         popen.pid,
         pidfd,
         _Writer(next(fds)) if stdin == subprocess.PIPE else None,
-        _Reader(next(fds)) if stdout == subprocess.PIPE else None,
-        _Reader(next(fds)) if stderr == subprocess.PIPE else None,
+        _Reader(next(fds), heard) if stdout == subprocess.PIPE else None,
+        _Reader(next(fds), heard) if stderr == subprocess.PIPE else None,
+        heard,
     )

@@ -42,7 +42,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             dest=name,
             type=float if field.annotation is float else int,
             metavar="N",
-            help=f"{(field.description or '').split('. ')[0]} (default {field.default})",
+            help=f"{(field.description or '').split('. ')[0]} "
+            f"(default {field.get_default(call_default_factory=True)})",
         )
     parser.add_argument("--debug-methods", action="store_true", help="enable debug.* (benchmarks)")
     parser.add_argument(

@@ -82,7 +82,9 @@ class Daemon:
         self.started = time.monotonic()
         # Sequence numbers belong to one daemon process: the epoch tells clients which one.
         self.epoch = uuid.uuid4().hex[:16]
-        self.owner = ProcessOwner.for_state_dir(paths.state_dir, settings.run_nice)
+        self.owner = ProcessOwner.for_state_dir(
+            paths.state_dir, settings.run_nice, settings.starting_runs
+        )
         self.shutdown_requested = anyio.Event()
         self.ready = anyio.Event()  # set once clients are being served
         self.bound: BoundSocket | None = None

@@ -57,6 +57,7 @@ from pokeralph_core.proctree import end_tree as end_group_tree
 from pokeralph_core.proctree import wait_ended
 from pokeralphd import childproc
 from pokeralphd.procenv import OWNER_VAR, TOKEN_VAR, bound, marked, run_vars, token_processes
+from pokeralphd.startgate import StartGate
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
@@ -127,12 +128,18 @@ class ProcessOwner:
     pid: int
     started: float
     nice: int = 0  # how much lower its children's priority is than its own (run_nice)
+    # runs starting up at once (startingRuns); None: no bound (tests' and tools' owners)
+    start_gate: StartGate | None = field(default=None, compare=False)
     _runs: dict[str, TrackedRun] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def for_state_dir(cls, state_dir: object, nice: int = 0) -> ProcessOwner:
+    def for_state_dir(
+        cls, state_dir: object, nice: int = 0, starting: int | None = None
+    ) -> ProcessOwner:
+        """The daemon's owner: ``starting`` runs may be starting up at once (None: any)."""
         scope = hashlib.sha256(os.fsencode(str(state_dir))).hexdigest()[:16]
-        return cls(scope, os.getpid(), create_time(os.getpid()) or 0.0, nice)
+        gate = StartGate(starting) if starting is not None else None
+        return cls(scope, os.getpid(), create_time(os.getpid()) or 0.0, nice, gate)
 
     @classmethod
     def anonymous(cls) -> ProcessOwner:
@@ -339,21 +346,39 @@ async def spawn(
         argv, full_env = confine.wrap(argv, full_env, cwd)
     if not contained(confine):
         argv = _with_death_signal(argv)
-    with anyio.CancelScope(shield=True):
-        if childproc.usable():  # Linux: the pipes and a pidfd straight on the loop
-            process: Process = childproc.start(
-                argv, cwd=cwd, env=full_env, stdin=stdin, stdout=subprocess.PIPE, stderr=stderr
-            )
-        else:
-            process = await anyio.open_process(
-                argv,
-                stdin=stdin,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                cwd=cwd,
-                env=full_env,
-                start_new_session=True,
-            )
+    gate = owner.start_gate if owner is not None else None
+    starting = await gate.enter() if gate is not None else None
+    try:
+        with anyio.CancelScope(shield=True):
+            if childproc.usable():  # Linux: the pipes and a pidfd straight on the loop
+                heard = starting.done if starting is not None else None
+                process: Process = childproc.start(
+                    argv,
+                    cwd=cwd,
+                    env=full_env,
+                    stdin=stdin,
+                    stdout=subprocess.PIPE,
+                    stderr=stderr,
+                    heard=heard,
+                )
+                if starting is not None and gate is not None:
+                    starting.settle_after(gate.settle)
+            else:
+                process = await anyio.open_process(
+                    argv,
+                    stdin=stdin,
+                    stdout=subprocess.PIPE,
+                    stderr=stderr,
+                    cwd=cwd,
+                    env=full_env,
+                    start_new_session=True,
+                )
+                if starting is not None:  # nothing here hears it load
+                    starting.done()
+    except BaseException:
+        if starting is not None:
+            starting.done()
+        raise
     if owner is not None and owner.nice:
         lower_priority(process.pid, owner.nice)
     try:

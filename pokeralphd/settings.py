@@ -20,8 +20,10 @@ sendStallTimeout          30 s        the connection is closed (logged)
 ========================  ==========  =====================================================
 
 Not limits: ``runNice`` (how far below the daemon's priority battles' processes run),
-``sandbox`` (battles confined as ``sandbox.mode`` says, unless ``--no-sandbox``), ``web`` (the dashboard on 127.0.0.1, on unless ``--no-web``) and ``webPort``
-(its port; 0 picks a free one, written to ``pokeralphd.web.json`` beside the socket). Its
+``startingRuns`` (how many runs may be loading at once: :mod:`pokeralphd.startgate`),
+``sandbox`` (battles confined as ``sandbox.mode`` says, unless ``--no-sandbox``),
+``web`` (the dashboard on 127.0.0.1, on unless ``--no-web``) and ``webPort`` (its port;
+0 picks a free one, written to ``pokeralphd.web.json`` beside the socket). Its
 WebSocket connections are bounded as the socket's are (the limits above, per connection,
 and at most ``maxConnections`` of them).
 
@@ -35,6 +37,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from pokeralphd.domain.models import Model
+from pokeralphd.startgate import default_slots
 
 
 class DaemonSettings(Model):
@@ -146,6 +149,16 @@ class DaemonSettings(Model):
         description="How much lower than the daemon's the priority of every battle's "
         "processes is (agents, feedback loops, verifiers; 0 to 19, 0: the same): the daemon, "
         "its clients and the rest of the machine stay responsive while battles compute.",
+    )
+    starting_runs: int = Field(
+        default_factory=default_slots,
+        ge=1,
+        le=256,
+        description="Runs starting up at once, in all repositories (1 to 256; default twice "
+        "the CPUs): a run (an agent, a feedback loop, a verifier) holds a slot from its start "
+        "until it first prints, ends, or 2 s have passed; the rest wait their turn. A hundred "
+        "battles started together then load a few at a time instead of taking the machine "
+        "from the daemon and its clients all at once.",
     )
     web: bool = Field(
         default=True,
