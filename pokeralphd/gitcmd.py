@@ -59,15 +59,19 @@ pairs after :data:`PROTECTIONS`. Drivers from the user's global or system config
 theirs and keep working (a git-lfs installed globally, say); one defined in the
 repository's own config is not trusted, git-lfs installed ``--local`` included.
 
-The listing is cached per working tree and used again while the repository's config
-files (found from its ``.git``: the common ``config``, the worktree's
-``config.worktree``) have the same inode, size, mtime and ctime, stamped *before* the
-listing, so a change made meanwhile is seen next time. It is listed anew for every
-command when the local config includes other files (they could change unseen) or names
-files we did not expect. Measured: a cached lookup is two ``stat`` calls; a listing is
-one ``git config`` process (2-5 ms here), once per repository and config change. An
-iteration's git steps cost what they did before (git's CPU per iteration 17-19 ms,
-GitPython's runner 19-21 ms, on a loaded machine).
+The listing is cached and used again while the repository's config files (found from its
+``.git``: the common ``config``, the worktree's ``config.worktree``) are unchanged. A
+working tree's files are stamped (inode, size, mtime and ctime) *before* the listing and
+again after it; a listing is kept only if they did not change meanwhile. While the stamp
+is the same, a lookup is two ``stat`` calls. When it is not, the files are read: if
+their bytes are those of a listing kept (git rewrote the file as it was: ``git branch
+-D`` does, for every branch it deletes; or another worktree of the same repository was
+listed), that listing is used. What the repository's files define is all a listing is
+made of here: it is listed anew for every command when the local config includes other
+files (they could change unseen) or names files we did not expect. A listing is one
+``git config`` process (2-5 ms here). Before contents were compared, a hundred battles
+of ten repositories ending together listed the config three times per battle: each
+deleted branch made every worktree of its repository list it again.
 
 Not every answer needs a git: :func:`read_head` reads HEAD's commit from the files where
 they say it plainly (a loose branch ref, a detached HEAD), so a commit is not followed by
@@ -84,6 +88,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import hashlib
 import os
 import re
 import subprocess
@@ -93,11 +98,14 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from pokeralphd import childproc
 from pokeralphd.errors import InvalidState
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
     from pathlib import Path
+
+    from anyio.abc import ByteReceiveStream
 
 #: Config every git command gets, outranking every config file (see the module's
 #: docstring): no hooks, no fsmonitor, no signing, no background gc, no submodule
@@ -366,22 +374,65 @@ def _stamp(files: tuple[Path, ...]) -> tuple[tuple[int, int, int, int] | None, .
     return tuple(stamps)
 
 
+#: Config files larger than this together are listed for every command, not kept.
+MAX_KEPT_CONFIG = 1 << 20
+
+
+def _contents(files: tuple[Path, ...]) -> bytes | None:
+    """A digest of the files' bytes (a missing file says so); None when they are too big
+    to keep or cannot be read."""
+    digest = hashlib.sha256()
+    total = 0
+    for path in files:
+        try:
+            with open(path, "rb") as file:
+                data = file.read(MAX_KEPT_CONFIG + 1)
+        except FileNotFoundError:
+            digest.update(b"-\0")
+            continue
+        except OSError:
+            return None
+        total += len(data)
+        if total > MAX_KEPT_CONFIG:
+            return None
+        digest.update(b"%d\0" % len(data))
+        digest.update(data)
+    return digest.digest()
+
+
 @dataclass(frozen=True)
 class _Entry:
     files: tuple[Path, ...]
     stamp: tuple[tuple[int, int, int, int] | None, ...]
-    overrides: tuple[tuple[str, str], ...]
+    contents: bytes  # the digest of the files' bytes this stamp was taken with
 
 
 class _OverrideCache:
-    """Each working tree's overrides, with the stamp of its config files (bounded: the
-    least recently used is forgotten first). Thread-safe: git steps run in threads."""
+    """Listings kept by the bytes of the config files they were made from, and each
+    working tree's files' stamp with the bytes it stands for (both bounded: the least
+    recently used is forgotten first). Thread-safe: git steps run in threads."""
 
     def __init__(self, capacity: int = CACHED_REPOSITORIES) -> None:
         self.capacity = capacity
         self._entries: collections.OrderedDict[str, _Entry] = collections.OrderedDict()
+        self._listed: collections.OrderedDict[bytes, tuple[tuple[str, str], ...]] = (
+            collections.OrderedDict()
+        )
         self._lock = threading.Lock()
         self.listings = 0  # how many times a config was listed (for the tests)
+
+    def _kept(self, contents: bytes) -> tuple[tuple[str, str], ...] | None:
+        overrides = self._listed.get(contents)
+        if overrides is not None:
+            self._listed.move_to_end(contents)
+        return overrides
+
+    def _remember(self, key: str, entry: _Entry) -> None:
+        self._entries[key] = entry
+        self._entries.move_to_end(key)
+        for kept in (self._entries, self._listed):
+            while len(kept) > self.capacity:
+                kept.popitem(last=False)
 
     def get(self, cwd: Path) -> tuple[tuple[str, str], ...]:
         key = str(cwd)
@@ -390,19 +441,36 @@ class _OverrideCache:
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None and entry.files == files and entry.stamp == stamp:
-                self._entries.move_to_end(key)
-                return entry.overrides
+                overrides = self._kept(entry.contents)
+                if overrides is not None:
+                    self._entries.move_to_end(key)
+                    return overrides
+        contents = None
+        if files is not None and stamp is not None:
+            contents = _contents(files)
+            if contents is not None and _stamp(files) == stamp:  # what the stamp stands for
+                with self._lock:
+                    overrides = self._kept(contents)
+                    if overrides is not None:
+                        self._remember(key, _Entry(files, stamp, contents))
+                        return overrides
         listing = parse_listing(_list_config(cwd))
         overrides = overrides_for(listing.names)
         known = {os.path.normpath(p) for p in files or ()}
         found = {os.path.normpath(cwd / origin) for origin in listing.origins}
+        unchanged = files is not None and _stamp(files) == stamp  # while it was listed
         with self._lock:
             self.listings += 1
-            if files is not None and stamp is not None and not listing.includes and found <= known:
-                self._entries[key] = _Entry(files, stamp, overrides)
-                self._entries.move_to_end(key)
-                while len(self._entries) > self.capacity:
-                    self._entries.popitem(last=False)
+            if (
+                files is not None
+                and stamp is not None
+                and contents is not None
+                and unchanged
+                and not listing.includes
+                and found <= known
+            ):
+                self._listed[contents] = overrides
+                self._remember(key, _Entry(files, stamp, contents))
             else:
                 self._entries.pop(key, None)
         return overrides
@@ -499,5 +567,45 @@ async def run_async(
     the command runs as an anyio child, at most ``timeout`` seconds (TimeoutError)."""
     cmd, environ = await anyio.to_thread.run_sync(_prepare, cwd, args, env, repository)
     with starting_git(), anyio.fail_after(timeout):
-        done = await anyio.run_process(cmd, cwd=cwd, env=environ, check=False)
-    return _result(args, done.returncode, done.stdout, done.stderr, check)
+        if not childproc.usable():
+            done = await anyio.run_process(cmd, cwd=cwd, env=environ, check=False)
+            return _result(args, done.returncode, done.stdout, done.stderr, check)
+        code, out, err = await _run_child(cmd, cwd, environ)
+    return _result(args, code, out, err, check)
+
+
+async def _run_child(
+    cmd: list[str], cwd: Path, environ: dict[str, str]
+) -> tuple[int, bytes, bytes]:
+    """``cmd`` to its end, driven from its descriptors (:mod:`pokeralphd.childproc`): its
+    status, stdout and stderr. In the daemon's own session, as ``anyio.run_process``
+    starts it: a session of its own would be an autogroup of its own, which the scheduler
+    would weigh as much as the whole daemon. Killed if this is cancelled (a timeout)."""
+    process = childproc.start(
+        cmd,
+        cwd=str(cwd),
+        env=environ,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        new_session=False,
+    )
+    out, err = bytearray(), bytearray()
+
+    async def drain(stream: ByteReceiveStream | None, into: bytearray) -> None:
+        if stream is not None:
+            async for chunk in stream:
+                into += chunk
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(drain, process.stderr, err)
+            await drain(process.stdout, out)
+        code = await process.wait()
+    except BaseException:
+        process.kill()
+        raise
+    finally:
+        with anyio.CancelScope(shield=True):
+            await process.aclose()
+    return code, bytes(out), bytes(err)

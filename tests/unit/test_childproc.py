@@ -177,3 +177,30 @@ async def test_a_cancelled_receive_takes_nothing() -> None:
     assert scope.cancelled_caught
     assert await _read(process.stdout) == [b"e", b"two"]
     await process.aclose()
+
+
+async def test_bytes_already_read_are_taken_without_a_turn_of_the_loop_a_few_times() -> None:
+    """A receive that finds bytes waiting takes them at once (one turn of the loop per
+    read, not two), but not forever: every MAX_UNWAITED such reads, the others run."""
+    process = _start("printf '%0100d' 0")
+    assert process.stdout is not None
+    assert await process.wait() == 0
+    assert await process.stdout.receive(1) == b"0"  # waited for the loop to read them
+    turns = 0
+
+    async def count_turns() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(count_turns)
+        await anyio.lowlevel.checkpoint()
+        start = turns
+        taken = b"".join([await process.stdout.receive(1) for _ in range(99)])
+        tg.cancel_scope.cancel()
+    assert taken == b"0" * 99
+    limit = childproc._Reader.MAX_UNWAITED
+    assert 99 // (limit + 1) <= turns - start <= 99 // limit + 1
+    await process.aclose()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pokeralphd import gitcmd
+from pokeralphd import childproc, gitcmd
 from tests.helpers import make_git_repo
 
 
@@ -139,14 +139,15 @@ def test_the_listing_is_used_again_until_the_config_changes(tmp_path: Path) -> N
     assert ("filter.x.smudge", "") in cache.get(repo) and cache.listings == 2
     assert cache.get(repo) and cache.listings == 2
 
-    # a linked worktree reads the shared config: it is known, so reused too
+    # a linked worktree reads the shared config, whose bytes were listed: no git
     tree = tmp_path / "tree"
     git(repo, "worktree", "add", "-q", str(tree))
-    assert ("filter.x.smudge", "") in cache.get(tree) and cache.listings == 3
+    assert ("filter.x.smudge", "") in cache.get(tree) and cache.listings == 2
     cache.get(tree)
-    assert cache.listings == 3
+    assert cache.listings == 2
     git(repo, "config", "filter.y.clean", "planted")  # seen from the worktree as well
-    assert ("filter.y.clean", "") in cache.get(tree) and cache.listings == 4
+    assert ("filter.y.clean", "") in cache.get(tree) and cache.listings == 3
+    assert ("filter.y.clean", "") in cache.get(repo) and cache.listings == 3
 
     # config.worktree appearing (with the extension on) counts as a change
     git(repo, "config", "extensions.worktreeConfig", "true")
@@ -154,6 +155,60 @@ def test_the_listing_is_used_again_until_the_config_changes(tmp_path: Path) -> N
     listed = cache.listings
     (repo / ".git" / "config.worktree").write_text('[filter "w"]\n\tclean = planted\n')
     assert ("filter.w.clean", "") in cache.get(repo) and cache.listings == listed + 1
+
+
+def test_a_config_rewritten_as_it_was_is_not_listed_again(tmp_path: Path) -> None:
+    """``git branch -D`` rewrites the config for every branch it deletes: a new inode,
+    the same bytes. A hundred battles ending together each listed it three times."""
+    repo = make_git_repo(tmp_path / "repo")
+    git(repo, "config", "filter.x.smudge", "planted")
+    cache = gitcmd._OverrideCache()
+    assert ("filter.x.smudge", "") in cache.get(repo) and cache.listings == 1
+    config = repo / ".git" / "config"
+    before = (config.stat().st_ino, config.read_bytes())
+    git(repo, "branch", "gone")
+    git(repo, "branch", "-D", "gone")
+    assert (config.stat().st_ino, config.read_bytes()) != before  # rewritten...
+    assert config.read_bytes() == before[1]  # ...as it was
+    assert ("filter.x.smudge", "") in cache.get(repo) and cache.listings == 1
+    config.write_bytes(before[1].replace(b"planted", b"changed"))  # the same size
+    assert ("filter.x.smudge", "") in cache.get(repo) and cache.listings == 2
+    config.write_bytes(before[1].replace(b'"x"', b'"z"'))
+    assert ("filter.z.smudge", "") in cache.get(repo) and cache.listings == 3
+
+
+def test_a_config_that_changes_while_it_is_listed_is_not_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The listing may have read either version: it is used once and not remembered for
+    the bytes read before it (else a version listed without its driver could stand for
+    one that has it)."""
+    repo = make_git_repo(tmp_path / "repo")
+    config = repo / ".git" / "config"
+    original = config.read_bytes()
+    planted = original + b'[filter "x"]\n\tclean = planted\n'
+    listing = gitcmd._list_config
+
+    def listed_as_it_changes(cwd: Path) -> str:
+        config.write_bytes(planted)
+        text = listing(cwd)
+        config.write_bytes(original)  # back as it was read before: a new ctime
+        return text
+
+    cache = gitcmd._OverrideCache()
+    monkeypatch.setattr(gitcmd, "_list_config", listed_as_it_changes)
+    assert ("filter.x.clean", "") in cache.get(repo) and cache.listings == 1
+    monkeypatch.setattr(gitcmd, "_list_config", listing)
+    assert cache.get(repo) == () and cache.listings == 2  # not what the first listing saw
+
+
+def test_a_config_too_big_to_keep_is_listed_every_time(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo")
+    with (repo / ".git" / "config").open("a") as f:
+        f.write("# " + "x" * gitcmd.MAX_KEPT_CONFIG + "\n")
+    cache = gitcmd._OverrideCache()
+    assert cache.get(repo) == () and cache.get(repo) == ()
+    assert cache.listings == 2
 
 
 def test_a_config_that_includes_another_is_listed_every_time(tmp_path: Path) -> None:
@@ -230,3 +285,47 @@ def test_head_is_read_only_where_the_files_say_it_plainly(tmp_path: Path) -> Non
         (repo / ".git" / "HEAD").write_text(planted + "\n")
         assert gitcmd.read_head(repo) is None
     assert gitcmd.read_head(tmp_path) is None  # no repository
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("from_descriptors", [True, False])
+async def test_an_async_git_gives_its_output_and_errors_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, from_descriptors: bool
+) -> None:
+    """:func:`gitcmd.run_async`, driven from the child's descriptors (Linux) or asyncio's
+    way: output past a pipe's buffer on both streams, the exit status, the error."""
+    if from_descriptors and not childproc.usable():
+        pytest.skip("no pidfds here")
+    if not from_descriptors:
+        monkeypatch.setattr(childproc, "usable", lambda: False)
+    repo = make_git_repo(tmp_path / "repo")
+    big = "".join(f"line {i}\n" for i in range(40_000))  # ~400 KB
+    (repo / "big.txt").write_text(big)
+    git(repo, "add", "big.txt")
+    git(repo, "commit", "-q", "-m", "big")
+    done = await gitcmd.run_async(repo, "show", "HEAD:big.txt")
+    assert (done.code, done.out) == (0, big)
+    with pytest.raises(gitcmd.GitFailed) as failed:
+        await gitcmd.run_async(repo, "show", "HEAD:missing.txt")
+    assert "missing.txt" in failed.value.err and failed.value.code == 128
+    quiet = await gitcmd.run_async(repo, "rev-parse", "--verify", "-q", "nope", check=False)
+    assert (quiet.code, quiet.out, quiet.err) == (1, "", "")
+
+
+@pytest.mark.anyio
+async def test_an_async_git_runs_in_the_daemons_session_and_ends_on_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not a session (so not an autogroup) of its own: the scheduler weighs the daemon's
+    git with the daemon. One that outlives its timeout is killed and reaped."""
+    fake = tmp_path / "git"
+    seen = tmp_path / "seen"
+    fake.write_text(f'#!/bin/sh\necho "$$ $(ps -o sid= -p $$)" > {seen}\nexec sleep 60\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("GIT_PYTHON_GIT_EXECUTABLE", str(fake))
+    with pytest.raises(TimeoutError):
+        await gitcmd.run_async(tmp_path, "status", repository=False, timeout=0.5)
+    pid, sid = (int(word) for word in seen.read_text().split())
+    assert sid == os.getsid(0)
+    with pytest.raises(ChildProcessError):  # reaped: no zombie left
+        os.waitpid(pid, os.WNOHANG)
