@@ -328,6 +328,87 @@ def _small(path: Path) -> str | None:
         return None
 
 
+class AskGit(Exception):
+    """The repository's files do not say it plainly: ask git."""
+
+
+#: A branch name read here: git's rules, narrowed to what needs no thought (else ask git).
+_BRANCH = re.compile(r"[A-Za-z0-9_+=@,-]+(?:[./][A-Za-z0-9_+=@,-]+)*")
+MAX_PACKED_REFS = 4 << 20  # a packed-refs file larger than this: ask git
+
+
+def _branch_name(name: str) -> str:
+    if (
+        not _BRANCH.fullmatch(name)
+        or any(part.startswith(".") or part.endswith(".lock") for part in name.split("/"))
+        or "@{" in name
+    ):
+        raise AskGit(name)
+    return name
+
+
+def read_branch(cwd: Path, name: str) -> str | None:
+    """The commit ``refs/heads/NAME`` points at, or None when there is no such branch, as
+    the repository's files say without starting git (~20 µs against ~1.5 ms of CPU for a
+    ``git rev-parse``): its loose ref, else its line in ``packed-refs``. AskGit where they
+    do not say it plainly: an unusual name, the reftable format, a symbolic ref, a file
+    that cannot be read or looks unlike git's."""
+    dirs = git_dirs(cwd)
+    if dirs is None:
+        raise AskGit(str(cwd))
+    common = dirs[1]
+    name = _branch_name(name)
+    if (common / "reftable").exists():
+        raise AskGit("reftable")
+    loose = common / "refs" / "heads" / name
+    try:
+        with open(loose, "rb") as file:
+            value = file.read(512).decode("ascii")
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        value = None  # not loose (a folder of that name holds longer ones): packed?
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AskGit(name) from exc
+    if value is not None:
+        if not value.endswith("\n") or not _OBJECT_ID.fullmatch(value[:-1]):
+            raise AskGit(name)
+        return value[:-1]
+    try:
+        with open(common / "packed-refs", "rb") as file:
+            packed = file.read(MAX_PACKED_REFS + 1)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise AskGit(name) from exc
+    if len(packed) > MAX_PACKED_REFS:
+        raise AskGit(name)
+    wanted = b"refs/heads/" + name.encode()
+    for line in packed.splitlines():  # "<id> <ref>", "^<id>" (what a tag peels to), "# ..."
+        found, _, ref = line.partition(b" ")
+        if ref == wanted:
+            value = found.decode("ascii", "replace")
+            if not _OBJECT_ID.fullmatch(value):
+                raise AskGit(name)
+            return value
+    return None
+
+
+def read_head_branch(cwd: Path) -> str | None:
+    """The branch HEAD names (None: a detached HEAD), from the files; AskGit where they do
+    not say it plainly."""
+    dirs = git_dirs(cwd)
+    if dirs is None:
+        raise AskGit(str(cwd))
+    head = _small(dirs[0] / "HEAD")
+    if head is None or not head.endswith("\n"):
+        raise AskGit("HEAD")
+    head = head[:-1]
+    if _OBJECT_ID.fullmatch(head):
+        return None
+    if not head.startswith("ref: refs/heads/"):
+        raise AskGit("HEAD")
+    return _branch_name(head.removeprefix("ref: refs/heads/"))
+
+
 def read_head(cwd: Path) -> str | None:
     """HEAD's commit where the repository's files say it plainly, without starting git: a
     detached ``HEAD``, or ``ref: refs/heads/NAME`` and that branch's loose ref (what a

@@ -87,7 +87,12 @@ async def _ok(cwd: Path, *args: str) -> bool:
 
 
 async def current_branch(repo_path: Path) -> str | None:
-    """The branch checked out in ``repo_path`` (None: a detached HEAD)."""
+    """The branch checked out in ``repo_path`` (None: a detached HEAD): from its files
+    where they say it plainly, else asked of git."""
+    try:
+        return await anyio.to_thread.run_sync(gitcmd.read_head_branch, repo_path)
+    except gitcmd.AskGit:
+        pass
     try:
         ref = await git(repo_path, "symbolic-ref", "-q", "HEAD")
     except GitFailed:
@@ -96,6 +101,19 @@ async def current_branch(repo_path: Path) -> str | None:
 
 
 async def rev(repo_path: Path, ref: str) -> str | None:
+    """The commit ``ref`` names, or None. A branch (``refs/heads/NAME``) is read from the
+    repository's files where they say it plainly (:func:`gitcmd.read_branch`: a battle's
+    end read five refs, each a git process), and so is HEAD's commit
+    (:func:`gitcmd.read_head`); anything else is asked of git."""
+    if ref.startswith("refs/heads/"):
+        try:
+            return await anyio.to_thread.run_sync(
+                gitcmd.read_branch, repo_path, ref.removeprefix("refs/heads/")
+            )
+        except gitcmd.AskGit:
+            pass
+    elif ref == "HEAD" and (plain := await anyio.to_thread.run_sync(gitcmd.read_head, repo_path)):
+        return plain
     try:
         return await git(repo_path, "rev-parse", "--verify", "-q", ref + "^{commit}")
     except GitFailed:
@@ -197,10 +215,15 @@ async def ensure(repo_path: Path, worktree: BattleWorktree) -> None:
 
 
 async def _drop_worktree(repo_path: Path, path: Path) -> None:
-    if await anyio.to_thread.run_sync(path.exists) and not await _ok(
+    """No worktree at ``path`` any more, nor git's record of one. ``worktree remove``
+    takes both; where it cannot (or there was no folder: a worktree made anew, whose
+    folder a crash or a person may have taken), the folder goes and git forgets what it
+    no longer finds (``worktree prune``)."""
+    if await anyio.to_thread.run_sync(path.exists) and await _ok(
         repo_path, "worktree", "remove", "--force", "--force", str(path)
     ):
-        await anyio.to_thread.run_sync(lambda: shutil.rmtree(path, ignore_errors=True))
+        return
+    await anyio.to_thread.run_sync(lambda: shutil.rmtree(path, ignore_errors=True))
     await git(repo_path, "worktree", "prune")
 
 
