@@ -282,6 +282,18 @@ class Sampler(threading.Thread):
             self.waited.append(run_queue_wait(self.proc.pid))
             self.halt.wait(0.5)
 
+    def second(self, t0: float, t0_wall: float, second: int) -> str:
+        """What the daemon did in that second of the run (from ``int(t0_wall)``): its CPU
+        and its loop's run-queue wait (ms), and the agents running at its end."""
+        start = t0 + (int(t0_wall) + second - t0_wall)
+        pairs = list(zip(self.samples, self.waited, strict=True))
+        inside = [(s, w) for s, w in pairs if start <= s[0] <= start + 1.0]
+        if len(inside) < 2:
+            return f"{second} s: -"
+        (a, wa), (b, wb) = inside[0], inside[-1]
+        scale = 1000 / max(b[0] - a[0], 1e-9)
+        return f"{second} s: {(b[1] - a[1]) * scale:.0f}/{(wb - wa) * scale:.0f}/{b[3]}"
+
     def at(self, t: float) -> tuple[float, float, int, int]:
         """The first sample at or after ``t`` (the last one if none)."""
         return next((s for s in self.samples if s[0] >= t), self.samples[-1])
@@ -556,14 +568,21 @@ def run(
         )
         late = merged(measured, "late")
         if late:
-            first = min(late)
+            first = int(t0_wall)
             worst = ", ".join(f"{s - first} s: {n:,}" for s, n in sorted(late.items())[:40] if n)
             table.add(
                 "  lines later than 100 ms, by second they were written",
                 f"~{sum(late.values()):,}",
                 f"of {sum(t.arrived for t in measured):,} received at the measuring receivers "
                 f"(from the timed lines, x{SAMPLED}); "
-                f"counting from the first late one: {worst}",
+                f"by the second of the run they were written: {worst}",
+            )
+            table.add(
+                "  the daemon around them",
+                "",
+                "each second of the run, the daemon's CPU and its event loop's wait for a CPU "
+                "(ms), and the agents running: "
+                + ", ".join(sampler.second(t0, t0_wall, s - first) for s in sorted(late)[:40]),
             )
         table.add(
             "  agent line due → subscriber p50 / p99",
