@@ -298,7 +298,7 @@ async def merge_back(repo_path: Path, worktree: BattleWorktree, strategy: str) -
                 message=f"the branch {base} the battle started from is gone; "
                 f"the work is on {branch}",
             )
-        if await _ok(repo_path, "merge-base", "--is-ancestor", tip, target):
+        if tip == target or await _ok(repo_path, "merge-base", "--is-ancestor", tip, target):
             return MergeOutcome(True, tip=target)  # nothing of ours is missing there
         if not await _ok(repo_path, "merge-base", "--is-ancestor", target, tip):
             fork = await git(repo_path, "merge-base", target, tip)
