@@ -286,7 +286,10 @@ class FdProcess(Process):
 
     def __del__(self) -> None:
         # a child never waited for (a bug elsewhere): reaped if it has ended, so no
-        # zombie is left; its descriptors are closed
+        # zombie is left; its descriptors are closed. Nobody is told it was heard: a
+        # collection may run this in any thread, and the start gate's slot is the
+        # event loop's (its settle timer gives the slot back)
+        self._heard = None
         if self._returncode is None:
             with contextlib.suppress(OSError):
                 self._reap()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import gc
 import os
 import signal
 import subprocess
@@ -204,3 +205,41 @@ async def test_bytes_already_read_are_taken_without_a_turn_of_the_loop_a_few_tim
     limit = childproc._Reader.MAX_UNWAITED
     assert 99 // (limit + 1) <= turns - start <= 99 // limit + 1
     await process.aclose()
+
+
+async def test_heard_is_told_of_the_first_bytes_or_the_end_and_never_by_a_collection() -> None:
+    """``heard``: called when the child is first heard from (its first bytes, the end of
+    its output, its exit once reaped). A child collected without being waited for tells
+    no one: a collection may run in any thread."""
+    told: list[str] = []
+    process = childproc.start(
+        ["/bin/sh", "-c", "read line; echo $line"],
+        cwd="/",
+        env={"PATH": os.environ["PATH"]},
+        stdin=PIPE,
+        stdout=PIPE,
+        stderr=PIPE,
+        heard=lambda: told.append("heard"),
+    )
+    assert process.stdin is not None and process.stdout is not None
+    await process.stdin.send(b"hi\n")
+    assert await process.stdout.receive() == b"hi\n"
+    assert told == ["heard"]
+    assert await process.wait() == 0
+    await process.aclose()
+    assert told == ["heard", "heard"]  # the end, once by each (the gate's is idempotent)
+
+    quiet: list[str] = []
+    unwaited = childproc.start(
+        ["/bin/sh", "-c", "exit 0"],
+        cwd="/",
+        env={},
+        stdin=DEVNULL,
+        stdout=PIPE,
+        stderr=PIPE,
+        heard=lambda: quiet.append("heard"),
+    )
+    os.waitid(os.P_PID, unwaited.pid, os.WEXITED | os.WNOWAIT)  # ended, not reaped
+    del unwaited
+    gc.collect()
+    assert quiet == []
