@@ -18,6 +18,8 @@
   every process whose mark names a previous daemon of the same state folder that is no
   longer alive (:meth:`ProcessOwner.sweep_orphans`): agents, feedback loops and whatever
   they started.
+- The owner bounds how many runs may be loading at once (its :class:`StartGate`, the
+  daemon's ``startingRuns``): a hundred battles started together load a few at a time.
 - The owner also knows the runs under way (:meth:`ProcessOwner.track`: which repository
   and task each run works for: an agent, a verifier or reviewer, a planning agent, a
   feedback loop running the agent's code) and tells who a connecting process is
@@ -334,6 +336,10 @@ async def spawn(
     ``setpriv --pdeathsig`` (unless the wrapper :attr:`~Wrap.contains` the run: it dies
     with the daemon by itself) and the new session: the wrapper leads the run's process
     group, dies with the daemon, and carries the run's token and the owner's mark.
+
+    Where the owner has a start gate (:mod:`pokeralphd.startgate`: the daemon's), it
+    first waits for a slot, held until the child first prints, ends, or the gate's
+    settle time has passed.
 
     A cancel never leaves the child behind: starting is shielded (a cancel that landed
     while asyncio connected the pipes would kill the child but leave it unwaited, its
