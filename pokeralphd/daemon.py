@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
+from msgspec import UNSET, UnsetType
 
 from pokeralph_core.config import layers as config_layers
 from pokeralph_core.timeutil import utcnow
@@ -34,7 +35,7 @@ from pokeralphd.inbox.service import InboxService
 from pokeralphd.notify.service import NotifyService
 from pokeralphd.planning.service import PlanService
 from pokeralphd.proc import ProcessOwner
-from pokeralphd.protocol.results import DaemonStatus
+from pokeralphd.protocol.results import DaemonStatus, RunStarts
 from pokeralphd.repositories import Repositories
 from pokeralphd.repository import Repository
 from pokeralphd.sandbox.service import SandboxService
@@ -220,7 +221,14 @@ class Daemon:
             epoch=self.epoch,
             spend_today=self.ledger.day_total(utcnow().date().isoformat()).spend(),
             sandbox=self.sandbox.status(),
+            starts=self._starts(),
         )
+
+    def _starts(self) -> RunStarts | UnsetType:
+        gate = self.owner.start_gate
+        if gate is None:
+            return UNSET
+        return RunStarts(slots=gate.slots, starting=gate.starting, waiting=gate.waiting)
 
     def _clients(self) -> int:
         return len(self.server.connections) + (len(self.web.connections) if self.web else 0)

@@ -106,6 +106,14 @@ def print_status(out: Output, result: dict[str, Any]) -> None:
     sandbox = daemon.get("sandbox")
     if isinstance(sandbox, dict) and sandbox.get("warning"):
         out.line(out.style(clean(f"! sandbox: {sandbox['warning']}"), "yellow"))
+    starts = daemon.get("starts")
+    if isinstance(starts, dict) and starts.get("waiting"):
+        # runs past the start gate's slots (pokeralphd --starting-runs): why an agent of a
+        # battle shown running has printed nothing yet
+        out.line(
+            f"runs loading: {starts['starting']} of {starts['slots']} at once, "
+            f"{starts['waiting']} waiting their turn to start"
+        )
     spent = daemon.get("spendToday")
     if isinstance(spent, dict) and spent["iterations"]:
         out.line(f"today: {money(spent['costUsd'])} over {spent['iterations']} iterations")

@@ -133,6 +133,15 @@ class SandboxStatus(Result):
     warning: str | UnsetType = UNSET
 
 
+class RunStarts(Result):
+    """Runs loading now (``starting``, at most ``slots``: the daemon's startingRuns) and
+    runs waiting for a slot before their process starts (``waiting``)."""
+
+    slots: int
+    starting: int
+    waiting: int
+
+
 class DaemonStatus(Result):
     version: str
     pid: int
@@ -145,6 +154,7 @@ class DaemonStatus(Result):
     epoch: Epoch
     spend_today: SpendTotals | UnsetType = UNSET  # UTC day, every repository
     sandbox: SandboxStatus | UnsetType = UNSET  # issue 23
+    starts: RunStarts | UnsetType = UNSET  # the start gate (startingRuns)
 
 
 class CostPart(SpendTotals, kw_only=True):

@@ -1,0 +1,74 @@
+"""The start gate in a daemon (``startingRuns``): a battle's agent past the slots waits
+for one before its process starts, ``daemon.status`` and ``pokeralphctl status`` say
+how many wait, and each starts once the one before it has spoken.
+
+The agent is quiet until a gate file appears (then it says it is done), and notes its
+own start in a shared file: the second battle's agent is proved not started while the
+first holds the only slot, by that file, not by timing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from pokeralphd.settings import DaemonSettings
+from tests.helpers import make_git_repo, run_ctl
+from tests.inproc import running_daemon
+
+pytestmark = pytest.mark.anyio
+
+AGENT = """#!/bin/sh
+cat > /dev/null
+echo "$POKERALPH_TASK_ID" >> "{started}"
+while [ ! -e "{gate}" ]; do sleep 0.01; done
+echo "done <promise>COMPLETE</promise>"
+"""
+
+
+async def test_a_run_past_the_slots_waits_its_turn_and_status_says_so(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    started, gate = tmp_path / "started.txt", tmp_path / "gate"
+    agent = tmp_path / "agent.sh"
+    agent.write_text(AGENT.format(started=started, gate=gate))
+    agent.chmod(0o755)
+    settings = DaemonSettings.model_validate({"startingRuns": 1, "maxConcurrentBattles": 4})
+    async with running_daemon(home, settings) as d:
+        start_gate = d.daemon.owner.start_gate
+        assert start_gate is not None and start_gate.slots == 1
+        start_gate.settle = 600.0  # the quiet agent keeps its slot until it speaks
+        repo = make_git_repo(home / "repo")
+        await d.call("repo.register", {"path": str(repo)})
+        patch = {
+            "agent": {"backend": "command", "command": str(agent), "env": {}},
+            "mode": "yolo",
+            "phases": ["implementation"],
+            "feedbackLoops": ["none"],
+            "parallelBattles": 2,
+        }
+        await d.call("config.update", {"repo": str(repo), "patch": patch})
+        for title in ("First", "Second"):
+            task = {"repo": str(repo), "title": title, "description": "d"}
+            await d.call("task.create", {**task, "acceptanceCriteria": ["c"]})
+        async with d.client() as watcher:
+            await watcher.call("events.subscribe", {"types": ["battle_complete"]})
+            await d.call("battle.start", {"repo": str(repo), "all": True})
+            with anyio.fail_after(30):
+                while (status := await d.call("daemon.status"))["starts"]["waiting"] < 1:
+                    await anyio.sleep(0.01)
+            assert status["starts"] == {"slots": 1, "starting": 1, "waiting": 1}
+            assert len(started.read_text().splitlines()) == 1  # the second is not started
+            env = {"POKERALPH_SOCKET": str(d.paths.socket), "NO_COLOR": "1"}
+            said = await anyio.to_thread.run_sync(lambda: run_ctl(env, "status"))
+            assert "runs loading: 1 of 1 at once, 1 waiting their turn to start" in said.stdout
+            gate.touch()  # the first speaks, and the second starts
+            events = await watcher.events_until({"battle_complete"}, timeout=60)
+            if len(events) < 2:
+                events += await watcher.events_until({"battle_complete"}, timeout=60)
+        assert len(started.read_text().splitlines()) == 2
+        status = await d.call("daemon.status")
+        assert status["starts"] == {"slots": 1, "starting": 0, "waiting": 0}
+        said = await anyio.to_thread.run_sync(lambda: run_ctl(env, "status"))
+        assert "runs loading" not in said.stdout
