@@ -18,6 +18,7 @@ dropped and counted, and the event says so (``[N chunks coalesced away; see the 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import math
@@ -69,6 +70,16 @@ LOG_INTERVAL = 0.1
 MAX_PENDING_CHARS = 512 * 1024
 
 
+def loop_clock() -> Callable[[], float]:
+    """The running asyncio loop's own clock, the one ``anyio.current_time`` reads: asked
+    directly, as anyio first asks which library runs (0.8 µs a call, against 0.06), and
+    a stream reads the clock for every window with output."""
+    try:
+        return asyncio.get_running_loop().time
+    except RuntimeError:  # no asyncio loop here: anyio knows which clock
+        return anyio.current_time
+
+
 def next_tick(now: float, window: float) -> float:
     """The first boundary of ``window`` after ``now``: the moment every stream with that
     window flushes (timers due at one moment fire in one pass of the event loop)."""
@@ -82,14 +93,15 @@ class OutputStream:
         publish: Callable[[list[Chunk]], None],
         window_ms: int,
         *,
-        now: Callable[[], float] = anyio.current_time,
-        sleep_until: Callable[[float], Awaitable[None]] = anyio.sleep_until,
+        now: Callable[[], float] | None = None,
+        sleep_until: Callable[[float], Awaitable[None]] | None = None,
     ) -> None:
         self.log_path = log_path
         self._publish = publish
         self._window = window_ms / 1000
-        self._now = now  # the event loop's clock (tests pass a fake one)
-        self._sleep_until = sleep_until
+        # the event loop's clock (tests pass a fake one, and how to sleep on it)
+        self._now = now or loop_clock()
+        self._sleep_until = sleep_until or self._sleep_on_clock
         self._chunks: list[Chunk] = []
         self._pending_chars = 0  # their texts' length
         self._dropped = 0
@@ -263,6 +275,9 @@ class OutputStream:
                 )
                 self._dropped = 0
             self._publish(chunks)
+
+    async def _sleep_on_clock(self, deadline: float) -> None:
+        await anyio.sleep(max(0.0, deadline - self._now()))
 
     async def run(self) -> None:
         """Publish pending chunks at the tick after the first of them came, until
