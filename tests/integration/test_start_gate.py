@@ -16,9 +16,25 @@ import pytest
 
 from pokeralphd.settings import DaemonSettings
 from tests.helpers import make_git_repo, run_ctl
-from tests.inproc import running_daemon
+from tests.inproc import InProcDaemon, running_daemon
 
 pytestmark = pytest.mark.anyio
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().split() if path.exists() else []
+
+
+async def one_loading_one_waiting(d: InProcDaemon, started: Path) -> dict[str, int]:
+    """Once the first agent has noted its start and the second waits for the slot: the
+    daemon's ``starts``."""
+    with anyio.fail_after(30):
+        while True:
+            starts: dict[str, int] = (await d.call("daemon.status"))["starts"]
+            if starts["waiting"] >= 1 and lines(started):
+                return starts
+            await anyio.sleep(0.01)
+
 
 AGENT = """#!/bin/sh
 cat > /dev/null
@@ -55,20 +71,65 @@ async def test_a_run_past_the_slots_waits_its_turn_and_status_says_so(tmp_path: 
         async with d.client() as watcher:
             await watcher.call("events.subscribe", {"types": ["battle_complete"]})
             await d.call("battle.start", {"repo": str(repo), "all": True})
-            with anyio.fail_after(30):
-                while (status := await d.call("daemon.status"))["starts"]["waiting"] < 1:
-                    await anyio.sleep(0.01)
-            assert status["starts"] == {"slots": 1, "starting": 1, "waiting": 1}
-            assert len(started.read_text().splitlines()) == 1  # the second is not started
+            starts = await one_loading_one_waiting(d, started)
+            assert starts == {"slots": 1, "starting": 1, "waiting": 1}
+            assert len(lines(started)) == 1  # the second is not started
             env = {"POKERALPH_SOCKET": str(d.paths.socket), "NO_COLOR": "1"}
             said = await anyio.to_thread.run_sync(lambda: run_ctl(env, "status"))
             assert "runs loading: 1 of 1 at once, 1 waiting their turn to start" in said.stdout
             gate.touch()  # the first speaks, and the second starts
-            events = await watcher.events_until({"battle_complete"}, timeout=60)
-            if len(events) < 2:
-                events += await watcher.events_until({"battle_complete"}, timeout=60)
-        assert len(started.read_text().splitlines()) == 2
+            await watcher.events_until({"battle_complete"}, timeout=60)
+            await watcher.events_until({"battle_complete"}, timeout=60)
+        assert len(lines(started)) == 2
         status = await d.call("daemon.status")
         assert status["starts"] == {"slots": 1, "starting": 0, "waiting": 0}
         said = await anyio.to_thread.run_sync(lambda: run_ctl(env, "status"))
         assert "runs loading" not in said.stdout
+
+
+async def test_a_battle_cancelled_while_its_agent_waits_its_turn_starts_nothing(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    started, gate = tmp_path / "started.txt", tmp_path / "gate"
+    agent = tmp_path / "agent.sh"
+    agent.write_text(AGENT.format(started=started, gate=gate))
+    agent.chmod(0o755)
+    settings = DaemonSettings.model_validate({"startingRuns": 1, "maxConcurrentBattles": 4})
+    async with running_daemon(home, settings) as d:
+        start_gate = d.daemon.owner.start_gate
+        assert start_gate is not None
+        start_gate.settle = 600.0
+        repo = make_git_repo(home / "repo")
+        await d.call("repo.register", {"path": str(repo)})
+        patch = {
+            "agent": {"backend": "command", "command": str(agent), "env": {}},
+            "mode": "yolo",
+            "phases": ["implementation"],
+            "feedbackLoops": ["none"],
+            "parallelBattles": 2,
+        }
+        await d.call("config.update", {"repo": str(repo), "patch": patch})
+        ids = []
+        for title in ("First", "Second"):
+            task = {"repo": str(repo), "title": title, "description": "d"}
+            ids.append(
+                (await d.call("task.create", {**task, "acceptanceCriteria": ["c"]}))["task"]["id"]
+            )
+        async with d.client() as watcher:
+            await watcher.call(
+                "events.subscribe", {"types": ["battle_complete", "battle_cancelled"]}
+            )
+            await d.call("battle.start", {"repo": str(repo), "all": True})
+            await one_loading_one_waiting(d, started)
+            [running] = lines(started)
+            [waiting] = [t for t in ids if t != running]
+            await d.call("battle.cancel", {"repo": str(repo), "taskId": waiting})
+            events = await watcher.events_until({"battle_cancelled"}, timeout=30)
+            assert events[-1]["taskId"] == waiting
+            status = await d.call("daemon.status")
+            assert status["starts"] == {"slots": 1, "starting": 1, "waiting": 0}
+            gate.touch()
+            events = await watcher.events_until({"battle_complete"}, timeout=60)
+            assert events[-1]["taskId"] == running
+        assert lines(started) == [running]  # the cancelled one never started
