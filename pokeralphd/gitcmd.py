@@ -73,9 +73,8 @@ files (they could change unseen) or names files we did not expect. A listing is 
 of ten repositories ending together listed the config three times per battle: each
 deleted branch made every worktree of its repository list it again.
 
-Not every answer needs a git: :func:`read_head` reads HEAD's commit from the files where
-they say it plainly (a loose branch ref, a detached HEAD), so a commit is not followed by
-a ``git rev-parse`` (issue 22); anything else is asked of git.
+Not every answer needs a git: :mod:`pokeralphd.gitfiles` reads what the repository's
+files say plainly (HEAD, a branch, where the config files are), without starting one.
 
 Left as they are: what the daemon's own environment says (``GIT_CONFIG_GLOBAL``, the
 user's identity and global config: the user's, not the repository's); git's aliases (we only run builtins, which aliases cannot shadow); ``trace2`` settings (git
@@ -90,7 +89,6 @@ import collections
 import contextlib
 import hashlib
 import os
-import re
 import subprocess
 import threading
 from dataclasses import dataclass
@@ -100,6 +98,7 @@ import anyio
 
 from pokeralphd import childproc
 from pokeralphd.errors import InvalidState
+from pokeralphd.gitfiles import config_files
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -287,158 +286,6 @@ def overrides_for(names: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
         kind, _, name = full.partition(".")
         pairs += [(f"{kind}.{name}.{variable}", value) for variable, value in NEUTRAL[kind]]
     return tuple(pairs)
-
-
-def git_dirs(cwd: Path) -> tuple[Path, Path] | None:
-    """The git folder and the common git folder of the repository whose top is ``cwd``,
-    as git finds them from its ``.git`` (a folder, both; or a worktree's file naming its
-    git folder, whose ``commondir`` names the shared one); None when ``cwd`` is no such
-    top."""
-    dot = cwd / ".git"
-    try:
-        if dot.is_dir():
-            return dot, dot
-        text = dot.read_text()
-        if not text.startswith("gitdir: "):
-            return None
-        gitdir = cwd / text[len("gitdir: ") :].strip()
-        return gitdir, gitdir / (gitdir / "commondir").read_text().strip()
-    except OSError:
-        return None
-
-
-def config_files(cwd: Path) -> tuple[Path, ...] | None:
-    """The config files git reads for the repository whose top is ``cwd`` (the common
-    ``config``, the worktree's ``config.worktree``); None when ``cwd`` is no such top."""
-    dirs = git_dirs(cwd)
-    if dirs is None:
-        return None
-    gitdir, common = dirs
-    return (common / "config", gitdir / "config.worktree")
-
-
-_OBJECT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")  # SHA-1 or SHA-256, in full
-
-
-def _small(path: Path) -> str | None:
-    try:
-        with open(path, "rb") as file:
-            return file.read(512).decode("ascii", "replace")
-    except OSError:
-        return None
-
-
-class AskGit(Exception):
-    """The repository's files do not say it plainly: ask git."""
-
-
-#: A branch name read here: git's rules, narrowed to what needs no thought (else ask git).
-_BRANCH = re.compile(r"[A-Za-z0-9_+=@,-]+(?:[./][A-Za-z0-9_+=@,-]+)*")
-MAX_PACKED_REFS = 4 << 20  # a packed-refs file larger than this: ask git
-
-
-def _branch_name(name: str) -> str:
-    if (
-        not _BRANCH.fullmatch(name)
-        or any(part.startswith(".") or part.endswith(".lock") for part in name.split("/"))
-        or "@{" in name
-    ):
-        raise AskGit(name)
-    return name
-
-
-def read_branch(cwd: Path, name: str) -> str | None:
-    """The commit ``refs/heads/NAME`` points at, or None when there is no such branch, as
-    the repository's files say without starting git (~20 µs against ~1.5 ms of CPU for a
-    ``git rev-parse``): its loose ref, else its line in ``packed-refs``. AskGit where they
-    do not say it plainly: an unusual name, the reftable format, a symbolic ref, a file
-    that cannot be read or looks unlike git's."""
-    dirs = git_dirs(cwd)
-    if dirs is None:
-        raise AskGit(str(cwd))
-    common = dirs[1]
-    name = _branch_name(name)
-    if (common / "reftable").exists():
-        raise AskGit("reftable")
-    loose = common / "refs" / "heads" / name
-    try:
-        with open(loose, "rb") as file:
-            value = file.read(512).decode("ascii")
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        value = None  # not loose (a folder of that name holds longer ones): packed?
-    except (OSError, UnicodeDecodeError) as exc:
-        raise AskGit(name) from exc
-    if value is not None:
-        if not value.endswith("\n") or not _OBJECT_ID.fullmatch(value[:-1]):
-            raise AskGit(name)
-        return value[:-1]
-    try:
-        with open(common / "packed-refs", "rb") as file:
-            packed = file.read(MAX_PACKED_REFS + 1)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise AskGit(name) from exc
-    if len(packed) > MAX_PACKED_REFS:
-        raise AskGit(name)
-    wanted = b"refs/heads/" + name.encode()
-    for line in packed.splitlines():  # "<id> <ref>", "^<id>" (what a tag peels to), "# ..."
-        found, _, ref = line.partition(b" ")
-        if ref == wanted:
-            value = found.decode("ascii", "replace")
-            if not _OBJECT_ID.fullmatch(value):
-                raise AskGit(name)
-            return value
-    return None
-
-
-def read_head_branch(cwd: Path) -> str | None:
-    """The branch HEAD names (None: a detached HEAD), from the files; AskGit where they do
-    not say it plainly."""
-    dirs = git_dirs(cwd)
-    if dirs is None:
-        raise AskGit(str(cwd))
-    head = _small(dirs[0] / "HEAD")
-    if head is None or not head.endswith("\n"):
-        raise AskGit("HEAD")
-    head = head[:-1]
-    if _OBJECT_ID.fullmatch(head):
-        return None
-    if not head.startswith("ref: refs/heads/"):
-        raise AskGit("HEAD")
-    return _branch_name(head.removeprefix("ref: refs/heads/"))
-
-
-def read_head(cwd: Path) -> str | None:
-    """HEAD's commit where the repository's files say it plainly, without starting git: a
-    detached ``HEAD``, or ``ref: refs/heads/NAME`` and that branch's loose ref (what a
-    ``git commit`` on a branch has just written, by a rename). None where they do not (no
-    ``.git``, an unborn or packed branch, a ref of another form, the reftable format,
-    whose ``HEAD`` names ``refs/heads/.invalid``): then ask git. Measured: ~20 µs against
-    ~1.5 ms of CPU for a ``git rev-parse``."""
-    dirs = git_dirs(cwd)
-    if dirs is None:
-        return None
-    gitdir, common = dirs
-    head = _small(gitdir / "HEAD")
-    if head is None or not head.endswith("\n"):
-        return None
-    head = head[:-1]
-    if _OBJECT_ID.fullmatch(head):
-        return head
-    name = head.removeprefix("ref: ")
-    parts = name.split("/")
-    if (
-        name == head
-        or parts[:2] != ["refs", "heads"]
-        or len(parts) < 3
-        or any(not part or part.startswith(".") or "\\" in part for part in parts)
-    ):
-        return None
-    value = _small(common.joinpath(*parts))
-    if value is None or not value.endswith("\n") or not _OBJECT_ID.fullmatch(value[:-1]):
-        return None
-    return value[:-1]
 
 
 def _stamp(files: tuple[Path, ...]) -> tuple[tuple[int, int, int, int] | None, ...]:

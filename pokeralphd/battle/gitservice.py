@@ -20,7 +20,7 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pokeralphd import gitcmd
+from pokeralphd import gitcmd, gitfiles
 from pokeralphd.errors import InvalidState, StorageError
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def _identity_stamp(root: Path) -> tuple[tuple[str, int, int], ...]:
         Path("/etc/gitconfig"),
         home / ".gitconfig",
         xdg / "git" / "config",
-        *(gitcmd.config_files(root) or (root / ".git" / "config",)),
+        *(gitfiles.config_files(root) or (root / ".git" / "config",)),
     ]
     if not (root / ".git").is_dir():
         files.append(root / ".git")
@@ -112,8 +112,8 @@ class GitService:
 
     def head(self) -> str | None:
         """HEAD's hash, or None before the first commit: read from the repository's files
-        where they say it plainly (:func:`gitcmd.read_head`), else asked of git."""
-        if (self.root / ".git").exists() and (plain := gitcmd.read_head(self.root)):
+        where they say it plainly (:func:`gitfiles.read_head`), else asked of git."""
+        if (self.root / ".git").exists() and (plain := gitfiles.read_head(self.root)):
             return plain
         return (
             self._git("rev-parse", "--verify", "-q", "HEAD^{commit}", check=False).strip() or None
@@ -259,7 +259,7 @@ class GitService:
         showed git knows (``commit`` takes a known path's content, or its deletion, from
         the working tree itself); a ``git add -A`` of the others first (new files, and
         any path no status was asked about). The hash is read from the branch's ref
-        (:func:`~pokeralphd.gitcmd.read_head`), or asked where it cannot be read.
+        (:func:`~pokeralphd.gitfiles.read_head`), or asked where it cannot be read.
         Measured per iteration: 3 git processes instead of 6 (``add``, the identity's
         ``config``, ``rev-parse``)."""
         if not include_runtime:

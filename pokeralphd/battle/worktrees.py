@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from pokeralphd import gitcmd
+from pokeralphd import gitcmd, gitfiles
 from pokeralphd.battle.gitservice import FALLBACK_IDENTITY_ENV, IDENTITY_QUERY, has_identity
 from pokeralphd.domain.models import BattleWorktree
 from pokeralphd.errors import InvalidState
@@ -90,8 +90,8 @@ async def current_branch(repo_path: Path) -> str | None:
     """The branch checked out in ``repo_path`` (None: a detached HEAD): from its files
     where they say it plainly, else asked of git."""
     try:
-        return await anyio.to_thread.run_sync(gitcmd.read_head_branch, repo_path)
-    except gitcmd.AskGit:
+        return await anyio.to_thread.run_sync(gitfiles.read_head_branch, repo_path)
+    except gitfiles.AskGit:
         pass
     try:
         ref = await git(repo_path, "symbolic-ref", "-q", "HEAD")
@@ -102,17 +102,17 @@ async def current_branch(repo_path: Path) -> str | None:
 
 async def rev(repo_path: Path, ref: str) -> str | None:
     """The commit ``ref`` names, or None. A branch (``refs/heads/NAME``) is read from the
-    repository's files where they say it plainly (:func:`gitcmd.read_branch`: a battle's
+    repository's files where they say it plainly (:func:`gitfiles.read_branch`: a battle's
     end read five refs, each a git process), and so is HEAD's commit
-    (:func:`gitcmd.read_head`); anything else is asked of git."""
+    (:func:`gitfiles.read_head`); anything else is asked of git."""
     if ref.startswith("refs/heads/"):
         try:
             return await anyio.to_thread.run_sync(
-                gitcmd.read_branch, repo_path, ref.removeprefix("refs/heads/")
+                gitfiles.read_branch, repo_path, ref.removeprefix("refs/heads/")
             )
-        except gitcmd.AskGit:
+        except gitfiles.AskGit:
             pass
-    elif ref == "HEAD" and (plain := await anyio.to_thread.run_sync(gitcmd.read_head, repo_path)):
+    elif ref == "HEAD" and (plain := await anyio.to_thread.run_sync(gitfiles.read_head, repo_path)):
         return plain
     try:
         return await git(repo_path, "rev-parse", "--verify", "-q", ref + "^{commit}")
