@@ -307,6 +307,19 @@ class Sampler(threading.Thread):
         return float(times.children_user + times.children_system)
 
 
+def host_speed(seconds: float = 1.0) -> float:
+    """Millions of iterations a second of a fixed pure-Python loop (the best of five
+    slices of ``seconds``): how fast this host runs Python just now."""
+    best = 0.0
+    for _ in range(5):
+        count, end = 0, time.perf_counter() + seconds / 5
+        while time.perf_counter() < end:
+            for _ in range(1000):
+                count += 1
+        best = max(best, count / (seconds / 5))
+    return best / 1e6
+
+
 def run_queue_wait(pid: int) -> float:
     """Seconds the process's main thread spent runnable but waiting for a CPU (Linux's
     /proc/PID/schedstat; NaN elsewhere)."""
@@ -388,6 +401,7 @@ def run(
             f"{per_repo} battles per repository: parallelBattles allows {MAX_PER_REPO}"
         )
     at_once = min(battles, MAX_CONCURRENT)
+    speed = host_speed()
     home = short_tmpdir("prst")
     out_dir = home / "printed"
     out_dir.mkdir()
@@ -610,6 +624,13 @@ def run(
             f"children, git and what the sandbox lets it count, {children_cpu:.1f} s; "
             f"clients: the {subscribers} subscribers, the WebSocket and the pinger: {split}); "
             f"load average {os.getloadavg()[0]:.1f} at the end",
+        )
+        table.add(
+            "  the host: a fixed Python loop before the run",
+            f"{speed:.1f} M/s",
+            "iterations a second of the same pure-Python loop, timed alone just before the "
+            "run: runs on a slower host (a shared VM) are slower throughout, and this says "
+            "how much slower the host was, apart from the code",
         )
         table.add(
             "  daemon's event loop waiting for a CPU",
