@@ -20,7 +20,8 @@ sendStallTimeout          30 s        the connection is closed (logged)
 ========================  ==========  =====================================================
 
 Not limits: ``runNice`` (how far below the daemon's priority battles' processes run),
-``startingRuns`` (how many runs may be loading at once: :mod:`pokeralphd.startgate`),
+``startingRuns`` (how many runs may be loading, and battles landing, at once:
+:mod:`pokeralphd.startgate`),
 ``sandbox`` (battles confined as ``sandbox.mode`` says, unless ``--no-sandbox``),
 ``web`` (the dashboard on 127.0.0.1, on unless ``--no-web``) and ``webPort`` (its port;
 0 picks a free one, written to ``pokeralphd.web.json`` beside the socket). Its
@@ -156,9 +157,10 @@ class DaemonSettings(Model):
         le=256,
         description="Runs starting up at once, in all repositories (1 to 256; default twice "
         "the CPUs): a run (an agent, a feedback loop, a verifier) holds a slot from its start "
-        "until it first prints, ends, or 2 s have passed; the rest wait their turn. A hundred "
-        "battles started together then load a few at a time instead of taking the machine "
-        "from the daemon and its clients all at once.",
+        "until it first prints, ends, or 2 s have passed; the rest wait their turn. A battle "
+        "landing (merging back, removing its worktree) takes a slot too, for as long or 2 s. "
+        "A hundred battles started together then load, and end, a few at a time instead of "
+        "taking the machine from the daemon and its clients all at once.",
     )
     web: bool = Field(
         default=True,

@@ -394,6 +394,13 @@ class BattleRun:
     async def _complete(self, *, merge: bool = True) -> bool:
         """Complete the battle: True; or, for a worktree battle whose branch cannot be
         merged back, escalate to a person naming why and the files (False: it waits)."""
+        gate = self.orch.host.owner.start_gate if self.orch.host.owner is not None else None
+        if gate is None:
+            return await self._land(merge)
+        async with gate.held():  # a few at a time when many end together (startgate)
+            return await self._land(merge)
+
+    async def _land(self, merge: bool) -> bool:
         orch, state = self.orch, self.state
         battle = state.battle
         if merge:

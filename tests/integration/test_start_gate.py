@@ -1,6 +1,7 @@
 """The start gate in a daemon (``startingRuns``): a battle's agent past the slots waits
 for one before its process starts, ``daemon.status`` and ``pokeralphctl status`` say
-how many wait, and each starts once the one before it has spoken.
+how many wait, and each starts once the one before it has spoken; a battle lands (merges
+back, removes its worktree) only with a slot.
 
 The agent is quiet until a gate file appears (then it says it is done), and notes its
 own start in a shared file: the second battle's agent is proved not started while the
@@ -133,3 +134,53 @@ async def test_a_battle_cancelled_while_its_agent_waits_its_turn_starts_nothing(
             events = await watcher.events_until({"battle_complete"}, timeout=60)
             assert events[-1]["taskId"] == running
         assert lines(started) == [running]  # the cancelled one never started
+
+
+async def test_a_battle_lands_only_with_a_slot(tmp_path: Path) -> None:
+    """A battle whose agent is done merges back and removes its worktree (its landing)
+    only with a slot of the gate: while the test holds the only one, the battle is not
+    complete and status says one waits; given back, it completes."""
+    home = tmp_path / "home"
+    started, gate = tmp_path / "started.txt", tmp_path / "gate"
+    agent = tmp_path / "agent.sh"
+    speaking = AGENT.replace('>> "{started}"\n', '>> "{started}"\necho working\n')
+    agent.write_text(speaking.format(started=started, gate=gate))
+    agent.chmod(0o755)
+    settings = DaemonSettings.model_validate({"startingRuns": 1})
+    async with running_daemon(home, settings) as d:
+        start_gate = d.daemon.owner.start_gate
+        assert start_gate is not None
+        start_gate.settle = 600.0
+        repo = make_git_repo(home / "repo")
+        await d.call("repo.register", {"path": str(repo)})
+        patch = {
+            "agent": {"backend": "command", "command": str(agent), "env": {}},
+            "mode": "yolo",
+            "phases": ["implementation"],
+            "feedbackLoops": ["none"],
+            "parallelBattles": 2,  # a worktree battle: it lands by merging back
+        }
+        await d.call("config.update", {"repo": str(repo), "patch": patch})
+        task = {"repo": str(repo), "title": "Only", "description": "d"}
+        made = await d.call("task.create", {**task, "acceptanceCriteria": ["c"]})
+        task_id = made["task"]["id"]
+        async with d.client() as watcher:
+            await watcher.call("events.subscribe", {"types": ["iteration_end", "battle_complete"]})
+            await d.call("battle.start", {"repo": str(repo), "taskId": task_id})
+            with anyio.fail_after(30):  # the agent has spoken: the slot is free
+                while not lines(started) or start_gate.starting:
+                    await anyio.sleep(0.01)
+            held = await start_gate.enter()  # the test takes the only slot
+            gate.touch()  # the agent is done: the battle would land now
+            await watcher.events_until({"iteration_end"}, timeout=30)
+            with anyio.fail_after(30):
+                while not start_gate.waiting:
+                    await anyio.sleep(0.01)
+            history = await d.call("battle.history", {"repo": str(repo), "taskId": task_id})
+            assert history["battle"]["status"] == "running"
+            assert history["battle"]["worktree"]["merged"] is False
+            assert (await d.call("daemon.status"))["starts"]["waiting"] == 1
+            held.done()
+            events = await watcher.events_until({"battle_complete"}, timeout=30)
+            assert events[-1]["taskId"] == task_id
+        assert start_gate.starting == 0

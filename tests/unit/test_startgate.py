@@ -183,3 +183,31 @@ def test_the_flag_says_its_default(capsys: pytest.CaptureFixture[str]) -> None:
     out = " ".join(capsys.readouterr().out.split())
     assert f"(default {default_slots()})" in out
     assert "PydanticUndefined" not in out
+
+
+async def test_a_held_slot_comes_back_at_the_blocks_end_or_after_the_settle_time() -> None:
+    """:meth:`StartGate.held`, for a burst of work done in the daemon (a battle landing):
+    the slot is the block's until it ends, or until the settle time if it lasts longer
+    (the work goes on; the next one may start)."""
+    gate = StartGate(1, settle=0.2)
+    async with gate.held():
+        assert gate.starting == 1
+    assert gate.starting == 0
+    finished = anyio.Event()
+    order: list[str] = []
+
+    async def long_block() -> None:
+        async with gate.held():
+            await finished.wait()
+            order.append("long block done")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(long_block)
+        await wait_all_tasks_blocked()
+        with anyio.fail_after(10):  # the settle time, not the block's end
+            slot = await gate.enter()
+        order.append("next one in")
+        slot.done()
+        finished.set()
+    assert order == ["next one in", "long block done"]
+    assert gate.starting == 0
