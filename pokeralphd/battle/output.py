@@ -111,6 +111,7 @@ class OutputStream:
         self._log_lines: list[bytes] = []  # the log's lines not written yet
         self._log_bytes = 0
         self._log_due = 0.0  # the log is written at the first flush from then on
+        self._log_timer: asyncio.TimerHandle | None = None  # writes it then, if no flush does
         self.last_text = ""
         self.log_error: str | None = None
         # Set while the run is confined by the sandbox: a write the sandbox refused is
@@ -262,10 +263,16 @@ class OutputStream:
 
     def flush(self) -> None:
         """Publish what is pending; write the log's lines if :data:`LOG_INTERVAL` has
-        passed since it was last written."""
-        if self._log_lines and (now := self._now()) >= self._log_due:
-            self._log_due = now + LOG_INTERVAL
-            self._write_log()
+        passed since it was last written, else once it has (even if the agent says
+        nothing more meanwhile: a long tool call must not keep its last lines from the
+        log)."""
+        if self._log_lines:
+            now = self._now()
+            if now >= self._log_due:
+                self._log_due = now + LOG_INTERVAL
+                self._write_log()
+            else:
+                self._write_log_later(self._log_due - now)
         if self._chunks or self._dropped:
             chunks, self._chunks = self._chunks, []
             self._pending_chars = 0
@@ -275,6 +282,24 @@ class OutputStream:
                 )
                 self._dropped = 0
             self._publish(chunks)
+
+    def _write_log_later(self, delay: float) -> None:
+        """Write the log's pending lines in ``delay`` seconds (one timer at a time, on the
+        running event loop; without one, as in a test's own flushes, the next flush or
+        the close writes them)."""
+        if self._log_timer is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._log_timer = loop.call_later(delay, self._log_timer_fired)
+
+    def _log_timer_fired(self) -> None:
+        self._log_timer = None
+        if self._log_lines:
+            self._log_due = self._now() + LOG_INTERVAL
+            self._write_log()
 
     async def _sleep_on_clock(self, deadline: float) -> None:
         await anyio.sleep(max(0.0, deadline - self._now()))
@@ -290,6 +315,9 @@ class OutputStream:
             self.flush()
 
     def close(self) -> None:
+        if self._log_timer is not None:
+            self._log_timer.cancel()
+            self._log_timer = None
         self._write_log()
         self.flush()
         if self._file is not None:

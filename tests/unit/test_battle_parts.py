@@ -712,3 +712,27 @@ def test_outside_a_loop_the_clock_is_anyios() -> None:
     from pokeralphd.battle.output import loop_clock
 
     assert loop_clock() is anyio.current_time
+
+
+@pytest.mark.anyio
+async def test_the_logs_last_lines_are_written_when_the_agent_then_says_nothing(
+    tmp_path: Path,
+) -> None:
+    """A flush inside the log interval leaves the lines for later; if nothing more comes
+    (a long tool call), they are written once the interval has passed, not at the next
+    word the agent says, which may be minutes away."""
+    from pokeralphd.battle.output import LOG_INTERVAL, OutputStream
+
+    path = tmp_path / "run.log"
+    stream = OutputStream(path, lambda chunks: None, 10)
+    stream.open()
+    stream.raw(b"first\n")
+    stream.flush()  # written at once
+    stream.raw(b"then quiet\n")
+    stream.flush()  # inside the interval: left for later
+    assert path.read_text().splitlines() == ["first"]
+    with anyio.fail_after(LOG_INTERVAL + 5):
+        while path.read_text().splitlines() != ["first", "then quiet"]:
+            await anyio.sleep(0.01)
+    stream.close()
+    assert path.read_text().splitlines() == ["first", "then quiet"]
