@@ -4,12 +4,15 @@ answer is git's own, or the caller is told to ask git."""
 from __future__ import annotations
 
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pokeralphd import gitfiles
-from tests.helpers import make_git_repo
+from tests.helpers import TEST_TMP, fuzz_cases, make_git_repo
 
 
 def git(repo: Path, *args: str) -> str:
@@ -107,3 +110,45 @@ def test_a_reftable_repository_is_always_asked_of_git(tmp_path: Path) -> None:
         (repo / ".git" / "reftable").mkdir()
     with pytest.raises(gitfiles.AskGit):
         gitfiles.read_branch(repo, "main")
+
+
+_NAME_PART = st.text(alphabet="abcXYZ019_+=@,-.", min_size=1, max_size=8)
+
+
+@settings(max_examples=fuzz_cases(25, 300), deadline=None)
+@given(
+    names=st.lists(
+        st.lists(_NAME_PART, min_size=1, max_size=3).map("/".join),
+        min_size=1,
+        max_size=6,
+        unique=True,
+    ),
+    packed=st.booleans(),
+    asked=st.lists(_NAME_PART, max_size=3),
+)
+def test_a_branch_read_from_the_files_is_what_git_says_or_git_is_asked(
+    names: list[str], packed: bool, asked: list[str]
+) -> None:
+    """Any names git accepts (and some it refuses), loose or packed, and names that are
+    not branches: ``read_branch`` gives ``git rev-parse``'s answer, or asks git."""
+    with tempfile.TemporaryDirectory(dir=TEST_TMP) as tmp:
+        repo = make_git_repo(Path(tmp) / "r")
+        made = []
+        for name in names:
+            done = subprocess.run(["git", "-C", str(repo), "branch", name], capture_output=True)
+            if done.returncode == 0:
+                made.append(name)
+        if packed:
+            git(repo, "pack-refs", "--all")
+        for name in [*made, *asked, *(n + "x" for n in made)]:
+            try:
+                read = gitfiles.read_branch(repo, name)
+            except gitfiles.AskGit:
+                continue
+            said = subprocess.run(
+                ["git", "-C", str(repo), "rev-parse", "--verify", "-q", f"refs/heads/{name}"],
+                capture_output=True,
+                text=True,
+            )
+            expected = said.stdout.strip() if said.returncode == 0 else None
+            assert read == expected, (name, made, packed)
