@@ -323,9 +323,9 @@ def start(
     new_session: bool = True,
 ) -> FdProcess:
     """Start ``argv`` in a new session (unless not ``new_session``), as
-    ``anyio.open_process`` with ``start_new_session`` would (``subprocess.PIPE``, ``DEVNULL``, ``STDOUT`` or None for
-    each stream; raises OSError as it does). Blocking for as long as ``vfork`` and
-    ``exec`` take, as asyncio's subprocess start is.
+    ``anyio.open_process`` with ``start_new_session`` would (``subprocess.PIPE``,
+    ``DEVNULL``, ``STDOUT`` or None for each stream; raises OSError as it does). Blocking
+    for as long as ``vfork`` and ``exec`` take, as asyncio's subprocess start is.
 
     ``heard`` is called when the child is first heard from: the first bytes read from
     its stdout or stderr, or their end, or its exit once reaped (it may be called more
