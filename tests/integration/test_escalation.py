@@ -229,7 +229,12 @@ def test_kill_9_during_verification_then_resume_runs_it_again(home: Path, repo: 
             roles={"verifier": verifier},
         )
         first.call("battle.start", {"repo": str(repo), "taskId": task})
-        wait_until(lambda: pidfile.exists(), 30, "the verifier to start")
+        # the pid once written whole (the file is made first, then written)
+        wait_until(
+            lambda: pidfile.exists() and pidfile.read_text().endswith("\n"),
+            30,
+            "the verifier to start",
+        )
         reviewer_pid = int(pidfile.read_text())
         battle = json.loads((repo / ".pokeralph" / "battles" / task / "history.json").read_text())
         assert battle["phase"] == "verification"
