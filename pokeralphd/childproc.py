@@ -379,3 +379,39 @@ def start(
         _Reader(next(fds), heard) if stderr == subprocess.PIPE else None,
         heard,
     )
+
+
+async def run(
+    argv: Sequence[str], *, cwd: str, env: Mapping[str, str], new_session: bool = True
+) -> subprocess.CompletedProcess[bytes]:
+    """``argv`` to its end, as ``anyio.run_process(..., check=False)`` runs it: stdin
+    ``/dev/null``, stdout and stderr read whole. Killed and reaped if this is cancelled (a
+    timeout)."""
+    process = start(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        new_session=new_session,
+    )
+    out, err = bytearray(), bytearray()
+
+    async def drain(stream: ByteReceiveStream | None, into: bytearray) -> None:
+        if stream is not None:
+            async for chunk in stream:
+                into += chunk
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(drain, process.stderr, err)
+            await drain(process.stdout, out)
+        code = await process.wait()
+    except BaseException:
+        process.kill()
+        raise
+    finally:
+        with anyio.CancelScope(shield=True):
+            await process.aclose()
+    return subprocess.CompletedProcess(list(argv), code, bytes(out), bytes(err))

@@ -104,8 +104,6 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
     from pathlib import Path
 
-    from anyio.abc import ByteReceiveStream
-
 #: Config every git command gets, outranking every config file (see the module's
 #: docstring): no hooks, no fsmonitor, no signing, no background gc, no submodule
 #: recursion, no credential prompts.
@@ -492,48 +490,14 @@ async def run_async(
     timeout: float = 120.0,
 ) -> Result:
     """:func:`run` for async callers: the overrides are looked up in a worker thread,
-    the command runs as an anyio child, at most ``timeout`` seconds (TimeoutError)."""
+    the command runs driven from its descriptors (:func:`childproc.run`, Linux) or as an
+    anyio child, at most ``timeout`` seconds (TimeoutError)."""
     cmd, environ = await anyio.to_thread.run_sync(_prepare, cwd, args, env, repository)
     with starting_git(), anyio.fail_after(timeout):
-        if not childproc.usable():
+        if childproc.usable():
+            # in the daemon's own session, as anyio starts it: a session of its own would
+            # be an autogroup of its own, weighed by the scheduler as much as the daemon
+            done = await childproc.run(cmd, cwd=str(cwd), env=environ, new_session=False)
+        else:
             done = await anyio.run_process(cmd, cwd=cwd, env=environ, check=False)
-            return _result(args, done.returncode, done.stdout, done.stderr, check)
-        code, out, err = await _run_child(cmd, cwd, environ)
-    return _result(args, code, out, err, check)
-
-
-async def _run_child(
-    cmd: list[str], cwd: Path, environ: dict[str, str]
-) -> tuple[int, bytes, bytes]:
-    """``cmd`` to its end, driven from its descriptors (:mod:`pokeralphd.childproc`): its
-    status, stdout and stderr. In the daemon's own session, as ``anyio.run_process``
-    starts it: a session of its own would be an autogroup of its own, which the scheduler
-    would weigh as much as the whole daemon. Killed if this is cancelled (a timeout)."""
-    process = childproc.start(
-        cmd,
-        cwd=str(cwd),
-        env=environ,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        new_session=False,
-    )
-    out, err = bytearray(), bytearray()
-
-    async def drain(stream: ByteReceiveStream | None, into: bytearray) -> None:
-        if stream is not None:
-            async for chunk in stream:
-                into += chunk
-
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(drain, process.stderr, err)
-            await drain(process.stdout, out)
-        code = await process.wait()
-    except BaseException:
-        process.kill()
-        raise
-    finally:
-        with anyio.CancelScope(shield=True):
-            await process.aclose()
-    return code, bytes(out), bytes(err)
+    return _result(args, done.returncode, done.stdout, done.stderr, check)

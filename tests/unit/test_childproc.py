@@ -243,3 +243,16 @@ async def test_heard_is_told_of_the_first_bytes_or_the_end_and_never_by_a_collec
     del unwaited
     gc.collect()
     assert quiet == []
+
+
+async def test_run_gives_the_status_and_both_streams_whole() -> None:
+    """:func:`childproc.run`, as ``anyio.run_process(check=False)``: past a pipe's buffer
+    on both streams at once, the exit status, and the session it was asked for."""
+    script = "head -c 300000 /dev/zero; head -c 200000 /dev/zero >&2; ps -o sid= -p $$ >&2; exit 3"
+    done = await childproc.run(
+        ["/bin/sh", "-c", script], cwd="/", env={"PATH": os.environ["PATH"]}, new_session=False
+    )
+    assert done.returncode == 3
+    assert done.stdout == b"\0" * 300_000
+    assert done.stderr[:200_000] == b"\0" * 200_000
+    assert int(done.stderr[200_000:]) == os.getsid(0)
