@@ -23,8 +23,8 @@ def git(repo: Path, *args: str) -> str:
 
 def test_head_is_read_only_where_the_files_say_it_plainly(tmp_path: Path) -> None:
     """:func:`gitfiles.read_head` gives git's own answer or None (then git is asked): a
-    branch's loose ref, a detached HEAD and a worktree's branch are read; an unborn or
-    packed branch, a ref to a ref and a HEAD naming a path outside ``refs/heads`` are not."""
+    branch's loose or packed ref, a detached HEAD and a worktree's branch are read; an
+    unborn branch, a ref to a ref and a HEAD naming a path outside ``refs/heads`` are not."""
     repo = make_git_repo(tmp_path / "r")
     head = git(repo, "rev-parse", "HEAD")
     assert gitfiles.read_head(repo) == head
@@ -35,7 +35,7 @@ def test_head_is_read_only_where_the_files_say_it_plainly(tmp_path: Path) -> Non
     assert gitfiles.read_head(tmp_path / "wt") == git(tmp_path / "wt", "rev-parse", "HEAD") != head
     assert gitfiles.read_head(repo) == head
     git(repo, "pack-refs", "--all")
-    assert gitfiles.read_head(repo) is None  # packed: ask git
+    assert gitfiles.read_head(repo) == head  # packed: read from packed-refs
     git(repo, "checkout", "-q", "--detach")
     assert gitfiles.read_head(repo) == head
     git(repo, "checkout", "-q", "-b", "unborn-to-be")
