@@ -367,8 +367,8 @@ async def spawn(
                     stderr=stderr,
                     heard=heard,
                 )
-                if starting is not None and gate is not None:
-                    starting.settle_after(gate.settle)
+                if starting is not None:
+                    starting.settle()
             else:
                 process = await anyio.open_process(
                     argv,

@@ -53,16 +53,18 @@ class Starting:
     """One run's slot, given back once (:meth:`done`, idempotent: its first word, its
     end, the settle timer and a failed start may each call it)."""
 
-    __slots__ = ("_free", "_timer")
+    __slots__ = ("_free", "_settle", "_timer")
 
-    def __init__(self, free: anyio.Semaphore) -> None:
+    def __init__(self, free: anyio.Semaphore, settle: float) -> None:
         self._free: anyio.Semaphore | None = free
+        self._settle = settle
         self._timer: asyncio.TimerHandle | None = None
 
-    def settle_after(self, seconds: float) -> None:
-        """Give the slot back in ``seconds`` at the latest (under asyncio)."""
+    def settle(self) -> None:
+        """From now, give the slot back after the gate's settle time at the latest (under
+        asyncio)."""
         if self._free is not None:
-            self._timer = asyncio.get_running_loop().call_later(seconds, self.done)
+            self._timer = asyncio.get_running_loop().call_later(self._settle, self.done)
 
     def done(self) -> None:
         free, self._free = self._free, None
@@ -100,7 +102,7 @@ class StartGate:
         worktree removal, a handful of git processes), given back when the block ends or
         after the settle time, whichever comes first."""
         slot = await self.enter()
-        slot.settle_after(self.settle)
+        slot.settle()
         try:
             yield
         finally:
@@ -111,4 +113,4 @@ class StartGate:
         if self._free is None:
             self._free = anyio.Semaphore(self.slots, fast_acquire=True)
         await self._free.acquire()
-        return Starting(self._free)
+        return Starting(self._free, self.settle)

@@ -23,6 +23,7 @@ timed wait runs on the engine's clock and ends early on a command.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import TYPE_CHECKING
 
@@ -394,10 +395,10 @@ class BattleRun:
     async def _complete(self, *, merge: bool = True) -> bool:
         """Complete the battle: True; or, for a worktree battle whose branch cannot be
         merged back, escalate to a person naming why and the files (False: it waits)."""
-        gate = self.orch.host.owner.start_gate if self.orch.host.owner is not None else None
-        if gate is None:
-            return await self._land(merge)
-        async with gate.held():  # a few at a time when many end together (startgate)
+        owner = self.orch.host.owner
+        gate = owner.start_gate if owner is not None else None
+        # a slot of the start gate: a few battles land at a time when many end together
+        async with gate.held() if gate is not None else contextlib.nullcontext():
             return await self._land(merge)
 
     async def _land(self, merge: bool) -> bool:
