@@ -56,7 +56,7 @@ M = TypeVar("M", bound=BaseModel)
 Signature = tuple[int, int, int, int, int]
 
 
-def _signature_of(info: os.stat_result) -> Signature:
+def signature_of(info: os.stat_result) -> Signature:
     return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
@@ -70,7 +70,7 @@ def signature(path: Path) -> Signature | None:
         return None
     except OSError as exc:
         raise StorageError(f"cannot look at {path}: {exc.strerror or exc}", file=str(path)) from exc
-    return _signature_of(info)
+    return signature_of(info)
 
 
 # ---------------------------------------------------------------------------- mechanism
@@ -229,7 +229,7 @@ class DocumentFile(Generic[M]):
         else:
             loaded = documents.decode_document(self.kind, self.path, raw)
             # the signature of the very file read: a change after this is noticed
-            fresh = Durable(loaded.value, loaded.version, _signature_of(info))
+            fresh = Durable(loaded.value, loaded.version, signature_of(info))
         self._state = fresh
         return fresh
 

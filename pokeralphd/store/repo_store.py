@@ -28,7 +28,7 @@ from pokeralphd.errors import InvalidParams, PokeralphError, RepoNotFound, TaskN
 from pokeralphd.protocol import events as ev
 from pokeralphd.protocol.results import ConfigResult, RepoRef, TrustResult
 from pokeralphd.store import config_views, config_writes, local_defaults
-from pokeralphd.store.commit import DocumentFile
+from pokeralphd.store.commit import DocumentFile, Signature, signature_of
 from pokeralphd.store.filemanager import HISTORY_KIND, PRD_KIND, PROGRESS_KIND, FileManager
 from pokeralphd.store.history_body import HistoryBodies
 from pokeralphd.store.locks import RepoLock
@@ -67,7 +67,7 @@ class RepoStore:
         # the PRD in memory, written by group commit; the tasks' encodings are kept
         self._prd = DocumentFile(PRD_KIND, self.files.prd_path, fragments_of="tasks")
         self._battle_files: dict[str, BattleFiles] = {}
-        self._config_kept: tuple[tuple[_Key | None, _Key | None], Config] | None = None
+        self._config_kept: tuple[tuple[Signature | None, Signature | None], Config] | None = None
         self._battle_ids_seen: tuple[int, list[str]] = (0, [])  # (PRD write, ids)
         # approval rules: in the config layers; their usage in state files of the daemon
         self.rules_store = RuleStore(
@@ -421,18 +421,14 @@ class RepoStore:
         self._battle_files.pop(task_id, None)
 
 
-_Key = tuple[int, int, int, int, int]
-
-
-def _stat_key(path: Path) -> _Key | None:
-    """What tells that a config layer's file changed: its identity, size and times,
-    through a link (a dotfile manager links the user's file), None when it cannot be
-    looked at (then the load says why)."""
+def _stat_key(path: Path) -> Signature | None:
+    """What tells that a config layer's file changed: its signature, through a link (a
+    dotfile manager links the user's file), None when it cannot be looked at (then the
+    load says why)."""
     try:
-        info = os.stat(path)
+        return signature_of(os.stat(path))
     except OSError:
         return None
-    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
 @dataclass(frozen=True)
