@@ -309,7 +309,9 @@ def test_no_socket_but_loopback_under_strace(codex_bin: Path, home: Path, repo: 
     if strace is None:
         pytest.skip("strace is not installed")
     trace = home / "strace.txt"
-    wrap = (strace, "-f", "-qq", "-e", "trace=connect", "-o", str(trace))
+    # --seccomp-bpf: the traced processes stop at connect() only, not at every call
+    # (the run's CPU 1.45 s -> 0.93-1.13 s); the filter is inherited like the trace.
+    wrap = (strace, "-f", "--seccomp-bpf", "-qq", "-e", "trace=connect", "-o", str(trace))
     with ResponsesAPI([WRITE, DONE]) as api:
         run = run_codex(our_argv(codex_bin), repo, codex_env(api, home), wrap=wrap)
     if run.returncode != 0 and "ptrace" in run.stderr:
