@@ -78,13 +78,17 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 # module-scoped browser (a run starts one Chromium and one dashboard daemon, not one per
 # worker); the ACP SDK's client (~0.45 s of CPU to import) and Textual (~0.25 s) are
 # imported by the worker that runs the tests that use them, not by each (every worker
-# collects every module: those modules import them lazily). The rest are spread one test
-# at a time, as ``--dist load`` spreads them.
+# collects every module: those modules import them lazily). The tests that read the
+# package's source parse each file once on one worker (tests.helpers.source_nodes), not
+# once on each. The rest are spread one test at a time, as ``--dist load`` spreads them.
 ONE_WORKER = {
     "tests/web/test_browser.py": "browser",
     "tests/acp/test_acp_agent.py": "acp",
     "tests/tui/test_dashboard.py": "tui",
     "tests/tui/test_parts.py": "tui",
+    "tests/unit/test_architecture.py": "source",
+    "tests/unit/test_contract.py": "source",
+    "tests/unit/test_result_paths.py": "source",
 }
 
 

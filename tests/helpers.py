@@ -8,8 +8,10 @@ the standard-library client, exactly as any other client would.
 
 from __future__ import annotations
 
+import ast
 import atexit
 import contextlib
+import functools
 import importlib
 import io
 import json
@@ -486,3 +488,11 @@ BUG_FORM: dict[str, Any] = {
         {"name": "blocker", "type": "checkbox", "label": "Blocks a release"},
     ],
 }
+
+
+@functools.cache
+def source_nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of a source file's syntax tree, in :func:`ast.walk`'s order, parsed once
+    per test process: the architecture and contract tests read the whole package, each
+    for its own question (parsing and walking was most of their ~1 s of CPU)."""
+    return tuple(ast.walk(ast.parse(path.read_text())))

@@ -10,6 +10,7 @@ not fall back; an event without the shape of its type falls back to one line.
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 from typing import Any
 
@@ -52,8 +53,14 @@ def _doc(model: BaseModel, full: bool) -> dict[str, Any]:
     dumped = model.model_dump(mode="json", by_alias=True)
     if full:
         return dumped
-    required = type(model).model_json_schema(by_alias=True).get("required", [])
-    return {key: dumped[key] for key in required}
+    return {key: dumped[key] for key in _required_fields(type(model))}
+
+
+@functools.cache
+def _required_fields(model: type[BaseModel]) -> tuple[str, ...]:
+    """The fields a model's JSON schema requires (built once a model: building a schema
+    is most of what building an example costs, and every test builds several)."""
+    return tuple(model.model_json_schema(by_alias=True).get("required", []))
 
 
 def documents(full: bool) -> dict[str, Any]:

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.helpers import source_nodes
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # Lower layers never import higher ones: domain <- store <- services <- server <- daemon.
@@ -66,7 +68,7 @@ def _imports(modules: dict[str, Path]) -> dict[str, set[str]]:
     edges: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in source_nodes(path):
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -152,7 +154,7 @@ def test_only_the_entry_points_know_the_daemon() -> None:
 
 def test_the_client_needs_nothing_of_the_daemon_package() -> None:
     for path in (ROOT / "pokeralphctl").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in source_nodes(path):
             if isinstance(node, ast.ImportFrom) and node.module:
                 assert not node.module.startswith("pokeralphd"), path
             if isinstance(node, ast.Import):
@@ -179,12 +181,13 @@ def _within(name: str, package: str) -> bool:
     return name == package or name.startswith(package + ".")
 
 
-def _absolute_imports(source: str, module: str, is_package: bool) -> set[str]:
-    """Every module ``source`` names in an import, at any depth (functions and
-    TYPE_CHECKING included): for ``from m import a``, both ``m`` and ``m.a``."""
+def _absolute_imports(source: str | Path, module: str, is_package: bool) -> set[str]:
+    """Every module ``source`` (a text, or a file) names in an import, at any depth
+    (functions and TYPE_CHECKING included): for ``from m import a``, both ``m`` and ``m.a``."""
     package = module if is_package else module.rsplit(".", 1)[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
+    nodes = source_nodes(source) if isinstance(source, Path) else ast.walk(ast.parse(source))
+    for node in nodes:
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -218,7 +221,7 @@ def test_the_packages_depend_on_the_core_not_on_each_other() -> None:
     found = []
     for package in PACKAGES:
         for name, path in sorted(_modules(package).items()):
-            imports = _absolute_imports(path.read_text(), name, path.name == "__init__.py")
+            imports = _absolute_imports(path, name, path.name == "__init__.py")
             found += _violations(name, imports)
     assert found == []
 
@@ -259,7 +262,7 @@ def test_the_client_loads_only_standard_library_core_modules() -> None:
     """What the client may import of the core imports the standard library only."""
     for module in STDLIB_CORE:
         path = _modules("pokeralph_core")[module]
-        imports = _absolute_imports(path.read_text(), module, path.name == "__init__.py")
+        imports = _absolute_imports(path, module, path.name == "__init__.py")
         tops = {name.split(".")[0] for name in imports} - {"__future__"}
         assert tops <= set(sys.stdlib_module_names), (module, sorted(tops))
 
@@ -305,8 +308,7 @@ def test_the_local_agent_writes_no_file_the_daemon_owns() -> None:
     found = []
     for path in (ROOT / "pokeralph_agent").rglob("*.py"):
         aliases: dict[str, str] = {}  # a name bound to one of those modules -> the module
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
+        for node in source_nodes(path):
             if isinstance(node, ast.ImportFrom) and node.module:
                 for alias in node.names:
                     dotted = f"{node.module}.{alias.name}"
@@ -319,7 +321,7 @@ def test_the_local_agent_writes_no_file_the_daemon_owns() -> None:
                 for alias in node.names:
                     if alias.name in DAEMON_WRITES:
                         aliases[alias.asname or alias.name] = alias.name
-        for node in ast.walk(tree):
+        for node in source_nodes(path):
             if (
                 isinstance(node, ast.Attribute)
                 and isinstance(node.value, ast.Name)
@@ -362,7 +364,7 @@ def test_only_the_git_runner_runs_git() -> None:
     for name, path in sorted(_modules("pokeralphd").items()):
         if name == GIT_RUNNER:
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in source_nodes(path):
             if isinstance(node, ast.Import) and any(
                 a.name == "git" or a.name.startswith("git.") for a in node.names
             ):

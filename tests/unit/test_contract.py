@@ -14,6 +14,7 @@ from pokeralphd.protocol.codes import ERROR_DESCRIPTIONS, ErrorCode
 from pokeralphd.protocol.contract import CLIENT_CODES, client_codes, render
 from pokeralphd.protocol.events import EVENT_TYPES, check_event
 from pokeralphd.server.methods import build_table
+from tests.helpers import source_nodes
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT / "shared"
@@ -63,7 +64,7 @@ def constructed_event_structs() -> dict[str, list[str]]:
     for path in sorted((ROOT / "pokeralphd").rglob("*.py")):
         if "demo/sample" in path.as_posix() or path.name == "events.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in source_nodes(path):
             if not isinstance(node, ast.Call):
                 continue
             func = node.func
@@ -88,7 +89,7 @@ def test_no_event_is_named_by_a_string() -> None:
     for path in sorted((ROOT / "pokeralphd").rglob("*.py")):
         if "demo/sample" in path.as_posix():
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in source_nodes(path):
             if (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)

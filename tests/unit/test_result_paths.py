@@ -7,12 +7,14 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.helpers import source_nodes
+
 METHODS = Path(__file__).resolve().parents[2] / "pokeralphd" / "server" / "methods"
 
 
 def _converts(path: Path) -> list[str]:
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in source_nodes(path):
         if not isinstance(node, ast.Call):
             continue
         func = node.func
