@@ -7,7 +7,7 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
@@ -118,8 +118,13 @@ SLOW_FIRST = (
     "tests/tui/test_dashboard.py::*",
     "tests/real/*",
     "tests/acp/*",
-    # They wait (a reader 8 ms between reads, webhook retries, a seatbelt proxy's
-    # timeouts): last in the files' order, they were a run's last seconds alone.
+)
+# Tests that mostly wait (a reader 8 ms between reads, webhook retries, a proxy's
+# timeouts), a second or two each: late in the files' order they were a run's last seconds
+# alone; started together they left both CPUs idle for 3 s. They are spread evenly among
+# the integration tests, whose battles keep the CPUs busy meanwhile.
+WAITING = (
+    "tests/editors/test_nvim.py::*",
     "tests/notify/test_notify_live.py::*",
     "tests/unit/test_wire_limits.py::test_a_slow_reader_gets_the_whole_frame",
     "tests/unit/test_sandbox_seatbelt_run.py::*",
@@ -156,6 +161,35 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         )
 
     items.sort(key=rank)  # stable: the order within each rank is kept
+    items[:] = spread_waiting(items, rank)
+
+
+def spread_waiting(
+    items: list[pytest.Item], rank: Callable[[pytest.Item], int]
+) -> list[pytest.Item]:
+    """``items`` with the :data:`WAITING` tests that are not in SLOW_FIRST taken out and put
+    back at even intervals among the integration tests."""
+    waiting = [
+        item
+        for item in items
+        if rank(item) == len(SLOW_FIRST)
+        and any(fnmatch(item.nodeid, pattern) for pattern in WAITING)
+    ]
+    if not waiting:
+        return items
+    held = {id(item) for item in waiting}
+    others = [item for item in items if id(item) not in held]
+    among = [
+        n
+        for n, item in enumerate(others)
+        if rank(item) == len(SLOW_FIRST) and item.nodeid.startswith("tests/integration/")
+    ]
+    if not among:
+        return others + waiting
+    step = max(1, len(among) // len(waiting))
+    for n, item in reversed(list(enumerate(waiting))):  # from the end: earlier places hold
+        others.insert(among[min(n * step, len(among) - 1)], item)
+    return others
 
 
 @pytest.fixture
