@@ -110,7 +110,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 # finishes. Most are real agent CLIs (CPU-bound Node and Bun programs: OpenCode's battles
 # are the longest); the slow reader sleeps on purpose for over 5 s (it must outlast the
 # old fixed 5 s window), which costs no CPU when it overlaps with the rest. Patterns
-# (fnmatch, on the node id) in the order they start; the rest keep their order.
+# (fnmatch, on the node id) in the order they start; the rest keep their order, but for
+# WAITING (below).
 SLOW_FIRST = (
     "tests/real/test_real_acp.py::*[[]opencode]",
     "tests/real/test_real_acp.py::*",
