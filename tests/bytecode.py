@@ -115,8 +115,11 @@ def _write_one(job: tuple[str, bool], config: pytest.Config | None = None) -> No
     config = config or _config
     assert config is not None
     cache_dir = get_cache_dir(path)
-    cache_dir.mkdir(exist_ok=True)
-    source_hash, code = _rewrite_test(path, config)
+    try:
+        cache_dir.mkdir(exist_ok=True)
+        source_hash, code = _rewrite_test(path, config)
+    except (OSError, SyntaxError, ValueError):
+        return  # the worker that imports it meets the error again, and reports it as usual
     _write_pyc(
         config.stash[assertstate_key], code, source_hash, cache_dir / (path.name[:-3] + PYC_TAIL)
     )
