@@ -36,7 +36,8 @@ sys.dont_write_bytecode = False
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("pokeralph_core", "pokeralphd", "pokeralphctl", "pokeralph_agent", "pokeralph_acp")
-# As pyproject's norecursedirs: not collected, so never rewritten.
+# As pyproject's norecursedirs: not collected, so never rewritten (their modules are
+# compiled as the other helpers are).
 NOT_COLLECTED = ("bench", "fakes")
 
 _config: pytest.Config | None = None  # the controller's, for the forked writers
@@ -51,7 +52,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         return  # one process, or a worker: it writes what it imports, once
     rewritten = _stale_test_modules(config)
     compiled = [path for package in PACKAGES for path in sorted((ROOT / package).rglob("*.py"))]
-    compiled += _test_files(lambda path: not _is_rewritten(path))
+    compiled += sorted(p for p in (ROOT / "tests").rglob("*.py") if not _is_rewritten(p))
     _write(config, rewritten, compiled)
 
 
