@@ -7,7 +7,7 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
@@ -133,48 +133,48 @@ WAITING = (
 )
 
 
-# The collector's thresholds in a test process: a youngest generation of 10,000 objects,
-# not 700, as the daemon sets its own (pokeralphd.heap). The in-process daemons and the
-# tests allocate fast and free most of it at once: at the default a worker collected
-# 1,100-3,100 times a run (4.3 s of CPU, the workers together), now 60-150 times
-# (2.1-2.3 s; a worker's RSS at most 220 MB).
-GC_THRESHOLDS = (10_000, 20, 50)
-
-
 def pytest_collection_finish(session: pytest.Session) -> None:
     """What is alive once the tests are collected (the modules, their items, the libraries
     they imported) lives as long as the session: the cyclic garbage collector stops
     walking it at every full collection (``gc.freeze``). That walk was ~10% of a pytest
-    process's CPU (tests/cli, tests/tui and tests/acp: 16.3 s of CPU, 14.5 s frozen)."""
+    process's CPU (tests/cli, tests/tui and tests/acp: 16.3 s of CPU, 14.5 s frozen).
+
+    Frozen, the collector is set as the daemon sets its own (:func:`pokeralphd.heap.settle`):
+    a youngest generation of 10,000 objects, not 700. The in-process daemons and the tests
+    allocate fast and free most of it at once: at Python's default a worker collected
+    1,100-3,100 times a run, about half of the CPU spent collecting (4.0 s against 2.3 s,
+    the workers together, in one hour). Wider older generations (20 and 50, not 10 and 10)
+    made no difference measured."""
+    from pokeralphd import heap  # here: tests.bytecode comes before the package's imports
+
     gc.collect()
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
+    heap.settle()
+
+
+def start_rank(item: pytest.Item) -> int:
+    """The place of ``item``'s pattern in :data:`SLOW_FIRST` (its length: none)."""
+    return next(
+        (i for i, pattern in enumerate(SLOW_FIRST) if fnmatch(item.nodeid, pattern)),
+        len(SLOW_FIRST),
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return  # one process: the files' own order (the controller schedules a worker's)
-
-    def rank(item: pytest.Item) -> int:
-        return next(
-            (i for i, pattern in enumerate(SLOW_FIRST) if fnmatch(item.nodeid, pattern)),
-            len(SLOW_FIRST),
-        )
-
-    items.sort(key=rank)  # stable: the order within each rank is kept
-    items[:] = spread_waiting(items, rank)
+    items[:] = start_order(items)
 
 
-def spread_waiting(
-    items: list[pytest.Item], rank: Callable[[pytest.Item], int]
-) -> list[pytest.Item]:
-    """``items`` with the :data:`WAITING` tests that are not in SLOW_FIRST taken out and put
-    back at even intervals among the integration tests."""
+def start_order(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The order the tests start in under xdist: :data:`SLOW_FIRST` first (stable: the
+    order within each pattern is kept), then the rest, the :data:`WAITING` ones among them
+    taken out and put back at even intervals among the integration tests."""
+    items = sorted(items, key=start_rank)
+    rest = len(SLOW_FIRST)
     waiting = [
         item
         for item in items
-        if rank(item) == len(SLOW_FIRST)
-        and any(fnmatch(item.nodeid, pattern) for pattern in WAITING)
+        if start_rank(item) == rest and any(fnmatch(item.nodeid, p) for p in WAITING)
     ]
     if not waiting:
         return items
@@ -183,7 +183,7 @@ def spread_waiting(
     among = [
         n
         for n, item in enumerate(others)
-        if rank(item) == len(SLOW_FIRST) and item.nodeid.startswith("tests/integration/")
+        if start_rank(item) == rest and item.nodeid.startswith("tests/integration/")
     ]
     if not among:
         return others + waiting

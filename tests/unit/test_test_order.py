@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatch
 from typing import TYPE_CHECKING, cast
 
-from tests.conftest import SLOW_FIRST, WAITING, spread_waiting
+from tests.conftest import WAITING, start_order
 
 if TYPE_CHECKING:
     import pytest
@@ -19,13 +19,6 @@ class Item:
     nodeid: str
 
 
-def rank(item: pytest.Item) -> int:
-    return next(
-        (i for i, pattern in enumerate(SLOW_FIRST) if fnmatch(item.nodeid, pattern)),
-        len(SLOW_FIRST),
-    )
-
-
 def test_waiting_tests_are_spread_among_the_integration_tests_and_none_is_lost() -> None:
     slow = [Item("tests/real/test_real_acp.py::test_a[opencode]")]
     cli = [Item(f"tests/cli/test_c.py::test_{n}") for n in range(10)]
@@ -33,8 +26,8 @@ def test_waiting_tests_are_spread_among_the_integration_tests_and_none_is_lost()
     waiting = [Item(f"tests/notify/test_notify_live.py::test_{n}") for n in range(4)]
     units = [Item(f"tests/unit/test_u.py::test_{n}") for n in range(20)]
     slow_reader = Item("tests/unit/test_wire_limits.py::test_a_slow_reader_gets_the_whole_frame")
-    items = cast("list[pytest.Item]", [*slow, *cli, *battles, *waiting, *units, slow_reader])
-    order = [item.nodeid for item in spread_waiting(items, rank)]
+    items = cast("list[pytest.Item]", [*cli, *battles, *waiting, *units, slow_reader, *slow])
+    order = [item.nodeid for item in start_order(items)]
     assert sorted(order) == sorted(item.nodeid for item in items)  # the same tests
     assert order[0] == slow[0].nodeid  # SLOW_FIRST stays first
     placed = [n for n, nodeid in enumerate(order) if any(fnmatch(nodeid, p) for p in WAITING)]
@@ -50,7 +43,7 @@ def test_without_integration_tests_the_order_is_kept_but_for_the_waiting_last() 
         "list[pytest.Item]",
         [Item("tests/notify/test_notify_live.py::test_x"), Item("tests/unit/test_u.py::test_y")],
     )
-    assert [i.nodeid for i in spread_waiting(items, rank)] == [
+    assert [i.nodeid for i in start_order(items)] == [
         "tests/unit/test_u.py::test_y",
         "tests/notify/test_notify_live.py::test_x",
     ]
