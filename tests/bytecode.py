@@ -25,7 +25,6 @@ import compileall
 import multiprocessing
 import os
 import sys
-from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -36,9 +35,6 @@ sys.dont_write_bytecode = False
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("pokeralph_core", "pokeralphd", "pokeralphctl", "pokeralph_agent", "pokeralph_acp")
-# As pyproject's norecursedirs: not collected, so never rewritten (their modules are
-# compiled as the other helpers are).
-NOT_COLLECTED = ("bench", "fakes")
 
 _config: pytest.Config | None = None  # the controller's, for the forked writers
 
@@ -50,49 +46,60 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
     if not config.pluginmanager.has_plugin("dsession"):
         return  # one process, or a worker: it writes what it imports, once
-    rewritten = _stale_test_modules(config)
+    from _pytest.assertion.rewrite import assertstate_key
+
+    tests = sorted((ROOT / "tests").rglob("*.py"))
+    rewritten = {path for path in tests if _is_rewritten(config, path)}
+    rewriting = assertstate_key in config.stash  # not under --assert=plain
+    stale = [path for path in sorted(rewritten) if rewriting and not _fresh(config, path)]
     compiled = [path for package in PACKAGES for path in sorted((ROOT / package).rglob("*.py"))]
-    compiled += sorted(p for p in (ROOT / "tests").rglob("*.py") if not _is_rewritten(p))
-    _write(config, rewritten, compiled)
+    compiled += [path for path in tests if path not in rewritten]
+    _write(config, stale, compiled)
 
 
-def _test_files(keep: Callable[[Path], bool]) -> list[Path]:
-    tests = ROOT / "tests"
-    return sorted(
-        path
-        for path in tests.rglob("*.py")
-        if path.relative_to(tests).parts[0] not in NOT_COLLECTED and keep(path)
-    )
+def _is_rewritten(config: pytest.Config, path: Path) -> bool:
+    """Whether pytest rewrites ``path`` as it imports it: a conftest file, or a module it
+    collects (named as ``python_files`` says, in no folder ``norecursedirs`` skips)."""
+    from _pytest.pathlib import fnmatch_ex
+
+    if path.name == "conftest.py":
+        return True
+    if not any(fnmatch_ex(pattern, path) for pattern in config.getini("python_files")):
+        return False
+    skipped = config.getini("norecursedirs")
+    folders = [folder for folder in path.parents if folder.is_relative_to(ROOT / "tests")]
+    return not any(fnmatch_ex(pattern, folder) for pattern in skipped for folder in folders)
 
 
-def _is_rewritten(path: Path) -> bool:
-    """What pytest rewrites as it imports: the test modules and the conftest files."""
-    return path.name == "conftest.py" or (path.name.startswith("test_") and path.suffix == ".py")
+def _rewritten_pyc(path: Path) -> Path:
+    from _pytest.assertion.rewrite import PYC_TAIL, get_cache_dir
+
+    return get_cache_dir(path) / (path.name[:-3] + PYC_TAIL)
 
 
-def _stale_test_modules(config: pytest.Config) -> list[Path]:
-    from _pytest.assertion.rewrite import PYC_TAIL, _read_pyc, assertstate_key, get_cache_dir
+def _fresh(config: pytest.Config, path: Path) -> bool:
+    """Whether the code pytest kept for ``path`` is there and fresh."""
+    from _pytest.assertion.rewrite import _read_pyc, assertstate_key
 
-    if assertstate_key not in config.stash:
-        return []  # --assert=plain: nothing is rewritten
-    trace = config.stash[assertstate_key].trace
-    return [
-        path
-        for path in _test_files(_is_rewritten)
-        if _read_pyc(path, get_cache_dir(path) / (path.name[:-3] + PYC_TAIL), trace) is None
-    ]
+    return _read_pyc(path, _rewritten_pyc(path), config.stash[assertstate_key].trace) is not None
 
 
 def _write(config: pytest.Config, rewritten: list[Path], compiled: list[Path]) -> None:
+    """Rewrite and compile, on one forked process per CPU when there is rewriting to do
+    (else checking what is there is all, done here)."""
     global _config
     jobs = [(str(p), True) for p in rewritten] + [(str(p), False) for p in compiled]
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    if not rewritten or (cpus or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
-        for job in jobs:
-            _write_one(job, config)
-        return
     _config = config
     try:
+        if (
+            not rewritten
+            or (cpus or 1) < 2
+            or "fork" not in multiprocessing.get_all_start_methods()
+        ):
+            for job in jobs:
+                _write_one(job)
+            return
         context = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(max_workers=cpus, mp_context=context) as pool:
             list(pool.map(_write_one, jobs, chunksize=8))
@@ -100,27 +107,19 @@ def _write(config: pytest.Config, rewritten: list[Path], compiled: list[Path]) -
         _config = None
 
 
-def _write_one(job: tuple[str, bool], config: pytest.Config | None = None) -> None:
+def _write_one(job: tuple[str, bool]) -> None:
     path, rewrite = Path(job[0]), job[1]
     if not rewrite:
         compileall.compile_file(path, quiet=2)
         return
-    from _pytest.assertion.rewrite import (
-        PYC_TAIL,
-        _rewrite_test,
-        _write_pyc,
-        assertstate_key,
-        get_cache_dir,
-    )
+    from _pytest.assertion.rewrite import _rewrite_test, _write_pyc, assertstate_key, try_makedirs
 
-    config = config or _config
+    config = _config
     assert config is not None
-    cache_dir = get_cache_dir(path)
+    pyc = _rewritten_pyc(path)
     try:
-        cache_dir.mkdir(exist_ok=True)
         source_hash, code = _rewrite_test(path, config)
     except (OSError, SyntaxError, ValueError):
         return  # the worker that imports it meets the error again, and reports it as usual
-    _write_pyc(
-        config.stash[assertstate_key], code, source_hash, cache_dir / (path.name[:-3] + PYC_TAIL)
-    )
+    if try_makedirs(pyc.parent):
+        _write_pyc(config.stash[assertstate_key], code, source_hash, pyc)
