@@ -9,13 +9,16 @@
 # native binary in a platform package (an optional dependency:
 # @anthropic-ai/claude-code-<os>-<arch>, @openai/codex published as
 # @openai/codex@<version>-<os>-<arch>, opencode-<os>-<arch>); Gemini CLI and Qwen Code are
-# JavaScript bundles run by Node.
+# JavaScript bundles run by Node: the tests run them on the Node LTS pinned here (NODE_VERSION
+# overrides), the registry's node-<os>-<arch> package, whatever Node the machine has (Debian's
+# is 20, past its end of life; both need 20 or later).
 set -eu
 CLAUDE_VERSION="${CLAUDE_CODE_VERSION:-2.1.330}"
 CODEX_VERSION="${CODEX_VERSION:-0.169.0}"
 GEMINI_VERSION="${GEMINI_CLI_VERSION:-0.61.0}"
 OPENCODE_VERSION="${OPENCODE_VERSION:-1.18.33}"
 QWEN_VERSION="${QWEN_CODE_VERSION:-0.24.4}"
+NODE_LTS_VERSION="${NODE_VERSION:-24.21.0}"
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 PREFIX="$ROOT/.tools"
 BIN="$PREFIX/node_modules/.bin"
@@ -31,6 +34,8 @@ version_of() {  # CLI -> the version it says it is (nothing when it is not there
         codex)  # prints "codex-cli 0.169.0"
             HOME="$SCRATCH" CODEX_HOME="$SCRATCH" OPENAI_BASE_URL=http://127.0.0.1:9 \
                 "$BIN/codex" --version 2>/dev/null | cut -d' ' -f2 || true ;;
+        node)  # prints "v24.21.0"
+            "$BIN/node" --version 2>/dev/null | sed 's/^v//' || true ;;
         *)  # gemini, opencode, qwen print the bare version
             HOME="$SCRATCH" XDG_CONFIG_HOME="$SCRATCH" XDG_DATA_HOME="$SCRATCH" \
                 XDG_CACHE_HOME="$SCRATCH" XDG_STATE_HOME="$SCRATCH" \
@@ -45,6 +50,7 @@ pin_of() {
         gemini) echo "$GEMINI_VERSION" ;;
         opencode) echo "$OPENCODE_VERSION" ;;
         qwen) echo "$QWEN_VERSION" ;;
+        node) echo "$NODE_LTS_VERSION" ;;
     esac
 }
 package_of() {
@@ -54,10 +60,20 @@ package_of() {
         gemini) echo "@google/gemini-cli" ;;
         opencode) echo "opencode-ai" ;;
         qwen) echo "@qwen-code/qwen-code" ;;
+        node) echo "node-$(node_platform)" ;;
     esac
 }
+node_platform() {  # the suffix of the registry's Node package for this machine: linux-x64, ...
+    os="$(uname -s | tr '[:upper:]' '[:lower:]')"
+    case "$(uname -m)" in
+        x86_64 | amd64) arch=x64 ;;
+        aarch64 | arm64) arch=arm64 ;;
+        *) arch="$(uname -m)" ;;
+    esac
+    echo "$os-$arch"
+}
 
-CLIS="claude codex gemini opencode qwen"
+CLIS="claude codex gemini opencode qwen node"
 SCRATCH="$(mktemp -d)"
 trap 'rm -rf "$SCRATCH"' EXIT
 want=""
