@@ -1,7 +1,13 @@
 """A real browser for the dashboard's tests and benchmark: headless Chromium from the
-system's packages (``chromium`` and ``chromium-driver``), driven by Selenium with the
-system's chromedriver, so nothing is downloaded. ``tests/web/install-browser.sh``
-installs both; without them the browser tests skip and say why.
+system's packages, driven by Selenium with the system's chromedriver, so nothing is
+downloaded. ``tests/web/install-browser.sh`` installs them; without them the browser tests
+skip and say why.
+
+The browser is Chromium's headless shell (``chromium-headless-shell``: the same Blink and
+V8 as the browser, without its windowing and profile services; what Puppeteer runs for
+headless tests) where it is installed, else ``chromium --headless=new``. Same pages, same
+screenshots; the shell costs a third less CPU (the browser tests: 12.2 s of the machine's
+CPU with the full browser, 9.0 s with the shell, 2026-11-28).
 """
 
 from __future__ import annotations
@@ -15,7 +21,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from selenium.webdriver.remote.webdriver import WebDriver
 
-CHROMIUM_PATHS = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
+# The shell by its binary: Debian's /usr/bin/chromium-headless-shell is a script that runs
+# it as a child (no exec), and chromedriver's quit would end the script, not the browser.
+SHELL_PATHS = ("/usr/lib/chromium/chromium-headless-shell",)
+CHROMIUM_PATHS = (*SHELL_PATHS, "/usr/bin/chromium", "/usr/bin/chromium-browser")
 DRIVER_PATHS = ("/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver")
 #: Where screenshots go (gitignored); $POKERALPH_SCREENSHOTS wins.
 SCREENSHOTS = Path(os.environ.get("POKERALPH_SCREENSHOTS") or Path(__file__).parent / "screenshots")
@@ -41,15 +50,22 @@ def missing() -> str | None:
 class Browser:
     """One headless Chromium with a fresh profile; ``close`` ends it and removes it."""
 
+    profile: str | None
+
     def __init__(self, width: int = 1400, height: int = 900) -> None:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
 
-        self.profile = tempfile.mkdtemp(prefix="pokeralph-chromium-")
+        binary = _first(CHROMIUM_PATHS) or ""
         options = webdriver.ChromeOptions()
-        options.binary_location = _first(CHROMIUM_PATHS) or ""
+        options.binary_location = binary
+        # The shell is headless by itself, and with a profile folder of ours it opens no
+        # page for chromedriver to drive: it keeps chromedriver's own (fresh, removed at
+        # quit). The full browser is told both.
+        self.profile = None if binary in SHELL_PATHS else tempfile.mkdtemp(prefix="pokeralph-")
+        full = () if self.profile is None else ("--headless=new", f"--user-data-dir={self.profile}")
         for flag in (
-            "--headless=new",
+            *full,
             "--no-sandbox",
             "--disable-gpu",
             "--disable-quic",
@@ -59,7 +75,6 @@ class Browser:
             "--disable-sync",
             "--disable-dev-shm-usage",
             "--disable-features=Translate,MediaRouter,OptimizationHints",
-            f"--user-data-dir={self.profile}",
             f"--window-size={width},{height}",
         ):
             options.add_argument(flag)
@@ -72,7 +87,8 @@ class Browser:
         try:
             self.driver.quit()
         finally:
-            shutil.rmtree(self.profile, ignore_errors=True)
+            if self.profile is not None:
+                shutil.rmtree(self.profile, ignore_errors=True)
 
     def shot(self, name: str) -> Path:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
