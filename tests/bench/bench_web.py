@@ -1,4 +1,5 @@
-"""The dashboard in a real browser (headless Chromium): the page's first load (login
+"""The dashboard in a real browser (the full headless Chromium, not the tests' headless
+shell: what a person's browser does): the page's first load (login
 link to a drawn dashboard, and the browser's own load event), and the delay from an
 agent printing a line to that line appearing in the Battle view (agent → daemon →
 iteration_output → WebSocket → DOM, coalescing window included)."""
@@ -41,7 +42,7 @@ def run(table: Table, loads: int = 5, lines: int = 200) -> None:
         print(f"  skipped: {why}")
         return
     daemon = start_daemon()
-    browser = Browser()
+    browser = Browser(full=True)
     try:
         socket = str(daemon.socket)
         wait_until(lambda: Path(info_path(socket)).exists(), what="the dashboard's address")

@@ -52,11 +52,13 @@ class Browser:
 
     profile: str | None
 
-    def __init__(self, width: int = 1400, height: int = 900) -> None:
+    def __init__(self, width: int = 1400, height: int = 900, *, full: bool = False) -> None:
+        """``full``: the whole browser even where the shell is installed (the benchmark
+        measures what a person's browser does)."""
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
 
-        binary = _first(CHROMIUM_PATHS) or ""
+        binary = _first(CHROMIUM_PATHS[len(SHELL_PATHS) :] if full else CHROMIUM_PATHS) or ""
         options = webdriver.ChromeOptions()
         options.binary_location = binary
         # The shell is headless by itself, and with a profile folder of ours it opens no
