@@ -9,9 +9,10 @@
 # native binary in a platform package (an optional dependency:
 # @anthropic-ai/claude-code-<os>-<arch>, @openai/codex published as
 # @openai/codex@<version>-<os>-<arch>, opencode-<os>-<arch>); Gemini CLI and Qwen Code are
-# JavaScript bundles run by Node: the tests run them on the Node LTS pinned here (NODE_VERSION
-# overrides), the registry's node-<os>-<arch> package, whatever Node the machine has (Debian's
-# is 20, past its end of life; both need 20 or later).
+# JavaScript bundles run by Node: the tests run them on the Node LTS pinned here (the
+# registry's node-<os>-<arch> package; NODE_VERSION overrides), not on whatever Node the
+# machine has (Debian's is 20, past its end of life; Qwen Code and Claude Code's wrapper
+# declare node >=22).
 set -eu
 CLAUDE_VERSION="${CLAUDE_CODE_VERSION:-2.1.330}"
 CODEX_VERSION="${CODEX_VERSION:-0.169.0}"
