@@ -65,9 +65,9 @@ class Browser:
         # page for chromedriver to drive: it keeps chromedriver's own (fresh, removed at
         # quit). The full browser is told both.
         self.profile = None if binary in SHELL_PATHS else tempfile.mkdtemp(prefix="pokeralph-")
-        full = () if self.profile is None else ("--headless=new", f"--user-data-dir={self.profile}")
+        own = () if self.profile is None else ("--headless=new", f"--user-data-dir={self.profile}")
         for flag in (
-            *full,
+            *own,
             "--no-sandbox",
             "--disable-gpu",
             "--disable-quic",
