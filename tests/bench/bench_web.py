@@ -37,7 +37,7 @@ new MutationObserver(() => {
 
 
 def run(table: Table, loads: int = 5, lines: int = 200) -> None:
-    why = missing()
+    why = missing(full=True)
     if why is not None:
         print(f"  skipped: {why}")
         return

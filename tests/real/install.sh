@@ -51,7 +51,6 @@ pin_of() {
         gemini) echo "$GEMINI_VERSION" ;;
         opencode) echo "$OPENCODE_VERSION" ;;
         qwen) echo "$QWEN_VERSION" ;;
-        node) echo "$NODE_LTS_VERSION" ;;
     esac
 }
 package_of() {

@@ -152,7 +152,8 @@ def node_env() -> dict[str, str]:
     that cache on by itself (in the temporary folder) where Node has it; a Gemini CLI user
     may set the variable. Each start then reads the bundles' compiled code instead of
     compiling them again: with Node 24, ~20% less CPU a battle than Debian's Node 20,
-    which has neither. Without the pinned Node (an older .tools), the machine's."""
+    which has neither. Without a Node there (install.sh found no package of it for this
+    platform), the machine's."""
     if not NODE.exists():
         return {}
     NODE_CACHE.mkdir(exist_ok=True)

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 # The shell by its binary: Debian's /usr/bin/chromium-headless-shell is a script that runs
 # it as a child (no exec), and chromedriver's quit would end the script, not the browser.
 SHELL_PATHS = ("/usr/lib/chromium/chromium-headless-shell",)
-CHROMIUM_PATHS = (*SHELL_PATHS, "/usr/bin/chromium", "/usr/bin/chromium-browser")
+FULL_PATHS = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 DRIVER_PATHS = ("/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver")
 #: Where screenshots go (gitignored); $POKERALPH_SCREENSHOTS wins.
 SCREENSHOTS = Path(os.environ.get("POKERALPH_SCREENSHOTS") or Path(__file__).parent / "screenshots")
@@ -34,9 +34,15 @@ def _first(paths: tuple[str, ...]) -> str | None:
     return next((p for p in paths if os.access(p, os.X_OK)), None)
 
 
-def missing() -> str | None:
-    """Why no browser can run here, or None."""
-    if _first(CHROMIUM_PATHS) is None:
+def _binary(full: bool) -> str | None:
+    """The browser to run: the shell where it is installed (unless ``full``), else the
+    whole browser."""
+    return _first(FULL_PATHS if full else (*SHELL_PATHS, *FULL_PATHS))
+
+
+def missing(*, full: bool = False) -> str | None:
+    """Why no browser (``full``: no whole browser) can run here, or None."""
+    if _binary(full) is None:
         return "no chromium (run tests/web/install-browser.sh: apt-get install chromium)"
     if _first(DRIVER_PATHS) is None:
         return "no chromedriver (run tests/web/install-browser.sh: apt-get install chromium-driver)"
@@ -58,7 +64,7 @@ class Browser:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
 
-        binary = _first(CHROMIUM_PATHS[len(SHELL_PATHS) :] if full else CHROMIUM_PATHS) or ""
+        binary = _binary(full) or ""
         options = webdriver.ChromeOptions()
         options.binary_location = binary
         # The shell is headless by itself, and with a profile folder of ours it opens no
