@@ -64,8 +64,10 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n logical``/``-n auto``: two workers more than this process may use CPUs. A good
     part of a worker's time waits (on sockets, a slow reader, a browser, real CLIs, an
-    agent's gate); the extra workers fill it. On 2 cores, 2026-11-28 (1,682 tests, runs
-    alternating): 3 workers 74-79 s, 4 workers 70.5-73.2 s. (On 2026-11-23, 1,156 tests:
+    agent's gate); the extra workers fill it. On 2 cores, 2026-11-28, runs alternating:
+    1,741 tests, 3 workers 58.2 and 55.6 s, 4 workers 58.1 and 54.7 s (three used 5-10 s
+    less CPU for the same wall time); 1,682 tests earlier that day, 3 workers 74-79 s, 4
+    workers 70.5-73.2 s. (On 2026-11-23, 1,156 tests:
     2 workers 47.5 s, 3 42.7 s, 4 46.9 s; the suite has since gained tests that mostly
     wait.) ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still wins."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
