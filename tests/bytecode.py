@@ -34,7 +34,6 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("pokeralph_core", "pokeralphd", "pokeralphctl", "pokeralph_agent", "pokeralph_acp")
 
 _config: pytest.Config | None = None  # the controller's, for the forked writers
 
@@ -52,9 +51,18 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     rewritten = {path for path in tests if _is_rewritten(config, path)}
     rewriting = assertstate_key in config.stash  # not under --assert=plain
     stale = [path for path in sorted(rewritten) if rewriting and not _fresh(config, path)]
-    compiled = [path for package in PACKAGES for path in sorted((ROOT / package).rglob("*.py"))]
+    compiled = [path for package in _packages() for path in sorted((ROOT / package).rglob("*.py"))]
     compiled += [path for path in tests if path not in rewritten]
     _write(config, stale, compiled)
+
+
+def _packages() -> list[str]:
+    """The project's packages, as pyproject.toml tells setuptools to find them."""
+    import tomllib
+
+    with (ROOT / "pyproject.toml").open("rb") as file:
+        found = tomllib.load(file)["tool"]["setuptools"]["packages"]["find"]["include"]
+    return [pattern.rstrip("*") for pattern in found]
 
 
 def _is_rewritten(config: pytest.Config, path: Path) -> bool:
