@@ -171,12 +171,13 @@ def start_order(items: list[pytest.Item]) -> list[pytest.Item]:
     """The order the tests start in under xdist: :data:`SLOW_FIRST` first (stable: the
     order within each pattern is kept), then the rest, the :data:`WAITING` ones among them
     taken out and put back at even intervals among the integration tests."""
-    items = sorted(items, key=start_rank)
-    rest = len(SLOW_FIRST)
+    ranks = {id(item): start_rank(item) for item in items}
+    items = sorted(items, key=lambda item: ranks[id(item)])
+    unranked = len(SLOW_FIRST)
     waiting = [
         item
         for item in items
-        if start_rank(item) == rest and any(fnmatch(item.nodeid, p) for p in WAITING)
+        if ranks[id(item)] == unranked and any(fnmatch(item.nodeid, p) for p in WAITING)
     ]
     if not waiting:
         return items
@@ -185,7 +186,7 @@ def start_order(items: list[pytest.Item]) -> list[pytest.Item]:
     among = [
         n
         for n, item in enumerate(others)
-        if start_rank(item) == rest and item.nodeid.startswith("tests/integration/")
+        if ranks[id(item)] == unranked and item.nodeid.startswith("tests/integration/")
     ]
     if not among:
         return others + waiting
