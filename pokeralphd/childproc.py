@@ -193,9 +193,11 @@ class FdProcess(Process):
         stdout: _Reader | None,
         stderr: _Reader | None,
         heard: Callable[[], None] | None = None,
+        reaped: Callable[[int], None] | None = None,
     ) -> None:
         self._pid = pid
         self._heard = heard  # told once it has ended, if nothing was heard before
+        self._reaped = reaped  # told its pid once reaped (in whatever thread reaps it)
         self._pidfd: int | None = pidfd
         self._returncode: int | None = None
         self._watching: anyio.Event | None = None  # set when the pidfd's watcher stops
@@ -255,6 +257,9 @@ class FdProcess(Process):
         pidfd, self._pidfd = self._pidfd, None
         if pidfd is not None:
             os.close(pidfd)
+        if self._reaped is not None:
+            reaped, self._reaped = self._reaped, None
+            reaped(self._pid)
         if self._heard is not None:
             heard, self._heard = self._heard, None
             heard()
@@ -321,6 +326,8 @@ def start(
     stderr: int | None,
     heard: Callable[[], None] | None = None,
     new_session: bool = True,
+    pass_fds: Sequence[int] = (),
+    reaped: Callable[[int], None] | None = None,
 ) -> FdProcess:
     """Start ``argv`` in a new session (unless not ``new_session``), as
     ``anyio.open_process`` with ``start_new_session`` would (``subprocess.PIPE``,
@@ -329,7 +336,8 @@ def start(
 
     ``heard`` is called when the child is first heard from: the first bytes read from
     its stdout or stderr, or their end, or its exit once reaped (it may be called more
-    than once: once by each)."""
+    than once: once by each). ``pass_fds`` are left open in the child, as Popen's.
+    ``reaped`` is given the child's pid once it has been reaped: the pid is free again."""
     ours: list[int] = []  # our ends: closed again if the start fails
     theirs: list[int] = []  # the child's ends: closed once it has them
     child: dict[str, int | None] = {}
@@ -354,6 +362,7 @@ def start(
             cwd=cwd,
             env=dict(env),
             start_new_session=new_session,
+            pass_fds=tuple(pass_fds),
         )
     except BaseException:
         for fd in (*ours, *theirs):
@@ -378,6 +387,7 @@ def start(
         _Reader(next(fds), heard) if stdout == subprocess.PIPE else None,
         _Reader(next(fds), heard) if stderr == subprocess.PIPE else None,
         heard,
+        reaped,
     )
 
 
