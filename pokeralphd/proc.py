@@ -2,11 +2,14 @@
 
 - :func:`spawn` starts a command in its own process group, with the daemon's service
   variables removed from its environment, a per-run token (``POKERALPH_RUN_TOKEN``) and
-  the owner's mark (``POKERALPH_OWNER``), which every descendant inherits. On Linux the
-  child is started under ``setpriv --pdeathsig KILL`` when that tool is there, so it dies
-  with the daemon even after a ``kill -9`` (a run in bubblewrap needs none: bwrap's
-  ``--die-with-parent`` does it, see :class:`Wrap`), and driven from its descriptors
-  (:mod:`pokeralphd.childproc`).
+  the owner's mark (``POKERALPH_OWNER``), which every descendant inherits; ``nice`` steps
+  below the daemon's priority, every process of it (see :class:`Hold` for why that takes
+  care: a run started ``nice -n`` where nothing holds it, bwrap holding it otherwise). On
+  Linux its process group is the death watch's (:mod:`pokeralphd.deathwatch`) until it is
+  reaped, so it dies with the daemon even after a ``kill -9`` (a run in bubblewrap needs
+  none: bwrap's ``--die-with-parent`` does it, see :class:`Wrap`; where there are no
+  pidfds, ``setpriv --pdeathsig KILL`` does it for the run's first process), and it is
+  driven from its descriptors (:mod:`pokeralphd.childproc`).
 - :func:`end_tree` ends a process group and every process carrying a run's token (so a
   grandchild that left the group with ``setsid`` is found too): SIGTERM, a grace period,
   then SIGKILL. :func:`end_run` kills what a run that exited normally left behind: the
@@ -57,7 +60,7 @@ import psutil
 
 from pokeralph_core.proctree import end_tree as end_group_tree
 from pokeralph_core.proctree import wait_ended
-from pokeralphd import childproc
+from pokeralphd import childproc, deathwatch
 from pokeralphd.procenv import OWNER_VAR, TOKEN_VAR, bound, marked, run_vars, token_processes
 from pokeralphd.startgate import StartGate
 
@@ -293,6 +296,9 @@ def child_env(
 
 
 _SETPRIV = shutil.which("setpriv") if sys.platform.startswith("linux") else None
+_NICE = shutil.which("nice")
+HOLD_WAIT = 10.0  # seconds a wrapper may take to make the run's first process
+HOLD_TOLD_MAX = 1 << 16  # bytes of what it tells (bwrap: a few lines of JSON), at most
 
 
 class Wrap(Protocol):
@@ -302,14 +308,84 @@ class Wrap(Protocol):
     ``contains``: the wrapper dies with the daemon by itself and every process started
     inside ends with the run (bubblewrap: ``--die-with-parent`` and a pid namespace, whose
     processes the kernel kills when its first one ends, ``setsid`` or not). Such a run
-    needs no ``setpriv`` and leaves nothing to sweep after it exits."""
+    needs no death watch and leaves nothing to sweep after it exits."""
 
     @property
     def contains(self) -> bool: ...
 
+    @property
+    def holds(self) -> bool:
+        """Whether ``wrap`` takes a :class:`Hold`: the wrapper says when it has made the
+        run's first process, and holds it there, before it runs anything, until told."""
+        ...
+
     def wrap(
-        self, argv: Sequence[str], env: Mapping[str, str], cwd: str
+        self, argv: Sequence[str], env: Mapping[str, str], cwd: str, hold: Hold | None = None
     ) -> tuple[list[str], dict[str, str]]: ...
+
+
+class Hold:
+    """Two pipes that hold a run's command until its priority is lowered (bubblewrap's
+    ``--info-fd`` and ``--block-fd``: :data:`told` is written to and closed once bwrap has
+    cloned the process that will run the command, which then waits to read :data:`wait`).
+
+    Why: ``setpriority`` on a process group walks the processes in it, and a fork under
+    way during the walk has copied its parent's priority already but joins the group only
+    after it, so the new process keeps the old priority, and so does all it starts. Held,
+    the run has one process that forks no more (bwrap, which waits on its child) and one
+    that has not started the command: nothing is forking while the group is lowered."""
+
+    __slots__ = ("_release", "_tell_read", "told", "wait")
+
+    def __init__(self) -> None:
+        self._tell_read, self.told = os.pipe2(os.O_CLOEXEC)
+        self.wait, self._release = os.pipe2(os.O_CLOEXEC)
+        os.set_blocking(self._tell_read, False)
+
+    @property
+    def child_ends(self) -> tuple[int, int]:
+        return self.told, self.wait
+
+    def started(self) -> None:
+        """The child has its ends: close ours of them (a wrapper that dies now is then
+        seen as the end of what it tells)."""
+        self.told = _closed(self.told)
+        self.wait = _closed(self.wait)
+
+    async def made(self, limit: float = HOLD_WAIT) -> None:
+        """Wait until the wrapper has made the run's first process and said so (it then
+        closes its end), it has died, or ``limit`` seconds have passed."""
+        told = 0
+        with anyio.move_on_after(limit):
+            while told < HOLD_TOLD_MAX:
+                await anyio.wait_readable(self._tell_read)
+                try:
+                    chunk = os.read(self._tell_read, 4096)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    return
+                told += len(chunk)
+
+    def release(self) -> None:
+        """Let the held command run (or, if the wrapper is gone, just close)."""
+        with contextlib.suppress(OSError):
+            os.write(self._release, b"\n")
+        self.close()
+
+    def close(self) -> None:
+        """Close every end still open (again: nothing more)."""
+        self.started()
+        self._tell_read = _closed(self._tell_read)
+        self._release = _closed(self._release)
+
+
+def _closed(fd: int) -> int:
+    """Close ``fd`` unless it is closed already (-1); -1."""
+    if fd >= 0:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    return -1
 
 
 def _with_death_signal(argv: Sequence[str]) -> list[str]:
@@ -317,6 +393,17 @@ def _with_death_signal(argv: Sequence[str]) -> list[str]:
     if _SETPRIV is None:
         return list(argv)
     return [_SETPRIV, "--pdeathsig", "KILL", "--", *argv]
+
+
+def _with_priority(argv: Sequence[str], nice: int) -> list[str]:
+    """``argv`` started ``nice`` steps below our priority (``nice -n``), for a run nothing
+    can hold (:class:`Hold`) while the daemon lowers it: every process of the run then
+    inherits the priority it starts with. About 0.65 ms more a start (one more exec): the
+    price of a run whose command forks at once (``sh -c``, ``make``), otherwise partly
+    left at our priority (:class:`Hold` says why)."""
+    if _NICE is None:
+        return list(argv)
+    return [_NICE, "-n", str(nice), "--", *argv]
 
 
 async def spawn(
@@ -333,9 +420,10 @@ async def spawn(
     """Start ``argv`` in a new process group (raises OSError as ``open_process`` does).
 
     ``confine`` wraps the command (a sandbox) after its program is checked here, inside
-    ``setpriv --pdeathsig`` (unless the wrapper :attr:`~Wrap.contains` the run: it dies
-    with the daemon by itself) and the new session: the wrapper leads the run's process
-    group, dies with the daemon, and carries the run's token and the owner's mark.
+    the new session (and ``nice``, unless it :attr:`~Wrap.holds` the command): the
+    wrapper leads the run's process group, dies with the daemon (by itself where it
+    :attr:`~Wrap.contains` the run, else by the death watch), and carries the run's
+    token and the owner's mark.
 
     Where the owner has a start gate (:mod:`pokeralphd.startgate`: the daemon's), it
     first waits for a slot, held until the child first prints, ends, or the gate's
@@ -348,45 +436,24 @@ async def spawn(
     """
     full_env = child_env(env, owner, token)
     check_program(argv, cwd, full_env.get("PATH"))
-    if confine is not None:
-        argv, full_env = confine.wrap(argv, full_env, cwd)
-    if not contained(confine):
-        argv = _with_death_signal(argv)
-    gate = owner.start_gate if owner is not None else None
-    starting = await gate.enter() if gate is not None else None
+    nice = owner.nice if owner is not None else 0
+    hold = Hold() if nice and confine is not None and confine.holds else None
     try:
-        with anyio.CancelScope(shield=True):
-            if childproc.usable():  # Linux: the pipes and a pidfd straight on the loop
-                heard = starting.done if starting is not None else None
-                process: Process = childproc.start(
-                    argv,
-                    cwd=cwd,
-                    env=full_env,
-                    stdin=stdin,
-                    stdout=subprocess.PIPE,
-                    stderr=stderr,
-                    heard=heard,
-                )
-                if starting is not None:
-                    starting.settle()
-            else:
-                process = await anyio.open_process(
-                    argv,
-                    stdin=stdin,
-                    stdout=subprocess.PIPE,
-                    stderr=stderr,
-                    cwd=cwd,
-                    env=full_env,
-                    start_new_session=True,
-                )
-                if starting is not None:  # nothing here hears it load
-                    starting.done()
+        if confine is not None:
+            argv, full_env = confine.wrap(argv, full_env, cwd, hold)
+        started_low = bool(nice and hold is None and _NICE)
+        if started_low:
+            argv = _with_priority(argv, nice)
+        watched = not contained(confine) and childproc.usable()
+        if not contained(confine) and not watched:
+            argv = _with_death_signal(argv)
+        process = await _start(
+            argv, cwd, full_env, stdin, stderr, owner, nice, hold, started_low, watched
+        )
     except BaseException:
-        if starting is not None:
-            starting.done()
+        if hold is not None:
+            hold.close()
         raise
-    if owner is not None and owner.nice:
-        lower_priority(process.pid, owner.nice)
     try:
         await anyio.lowlevel.checkpoint_if_cancelled()
     except anyio.get_cancelled_exc_class():
@@ -397,23 +464,91 @@ async def spawn(
     return process
 
 
-def lower_priority(pid: int, nice: int) -> None:
+async def _start(
+    argv: Sequence[str],
+    cwd: str,
+    env: dict[str, str],
+    stdin: int | None,
+    stderr: int | None,
+    owner: ProcessOwner | None,
+    nice: int,
+    hold: Hold | None,
+    started_low: bool,
+    watched: bool,
+) -> Process:
+    """Start the child (shielded: see :func:`spawn`) and lower its priority ``nice`` steps
+    (:func:`lower_priority`) while ``hold`` holds the command, where there is one; a run
+    ``started_low`` (``nice -n``) only has its session's autogroup lowered (``nice`` adds
+    to the priority it finds: lowered twice, the run would end up twice as low). A run
+    ``watched`` is the death watch's from its start to its reaping (:mod:`.deathwatch`)."""
+    gate = owner.start_gate if owner is not None else None
+    starting = await gate.enter() if gate is not None else None
+    passed = hold.child_ends if hold is not None else ()
+    try:
+        with anyio.CancelScope(shield=True):
+            if childproc.usable():  # Linux: the pipes and a pidfd straight on the loop
+                process: Process = childproc.start(
+                    argv,
+                    cwd=cwd,
+                    env=env,
+                    stdin=stdin,
+                    stdout=subprocess.PIPE,
+                    stderr=stderr,
+                    heard=starting.done if starting is not None else None,
+                    pass_fds=passed,
+                    reaped=deathwatch.WATCH.forget if watched else None,
+                )
+                if watched:
+                    deathwatch.WATCH.watch(process.pid)
+                if starting is not None:
+                    starting.settle()
+            else:
+                process = await anyio.open_process(
+                    argv,
+                    stdin=stdin,
+                    stdout=subprocess.PIPE,
+                    stderr=stderr,
+                    cwd=cwd,
+                    env=env,
+                    start_new_session=True,
+                    pass_fds=passed,
+                )
+                if starting is not None:  # nothing here hears it load
+                    starting.done()
+            if hold is not None:
+                hold.started()
+                await hold.made()
+            if nice:
+                lower_priority(process.pid, nice, group=not started_low)
+            if hold is not None:
+                hold.release()
+    except BaseException:
+        if starting is not None:
+            starting.done()
+        raise
+    return process
+
+
+def lower_priority(pid: int, nice: int, *, group: bool = True) -> None:
     """Lower a new run's priority ``nice`` steps below ours: its process group (what is in
     it now, and so whatever they start later) and, on Linux, its session's autogroup. The
     scheduler shares the CPU between sessions there before processes (each run is a
     session of its own), so without it a hundred runs would each weigh as much as the
-    whole daemon. Best effort: where the system refuses, the run goes on as it is."""
+    whole daemon. Best effort: where the system refuses, the run goes on as it is.
+    ``group`` False: the group started at that priority (``nice -n``), only the autogroup
+    is left to lower."""
     target = min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice)
-    with contextlib.suppress(OSError):
-        os.setpriority(os.PRIO_PGRP, pid, target)
+    if group:
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PGRP, pid, target)
     if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError), open(f"/proc/{pid}/autogroup", "w") as group:
-            group.write(str(target))
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/autogroup", "w") as autogroup:
+            autogroup.write(str(target))
 
 
 def check_program(argv: Sequence[str], cwd: str, path: str | None) -> None:
     """Raise what ``exec`` would (FileNotFoundError, PermissionError) before we start:
-    behind setpriv a missing program would only show as an exit status."""
+    behind ``nice`` (or a sandbox) a missing program would only show as an exit status."""
     if not argv or not argv[0]:
         raise FileNotFoundError("empty command")
     program = argv[0]

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +88,66 @@ def short_tmpdir(prefix: str = "prx") -> Path:
     path = Path(tempfile.mkdtemp(prefix=prefix, dir=TEST_TMP))
     atexit.register(shutil.rmtree, path, ignore_errors=True)
     return path
+
+
+#: A shell that forks without pause from its first moment (three loops starting sleeps),
+#: and says so.
+FORK_STORM = "for i in 1 2 3; do (while :; do sleep 60 & done) & done; echo started; wait"
+
+
+def group_nices(group: int) -> list[tuple[int, int]]:
+    """(pid, nice) of every process in process group ``group``, read from /proc."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[2]) == group:
+            found.append((int(entry.name), int(fields[16])))
+    return found
+
+
+def hold_up_lowering(monkeypatch: Any, seconds: float) -> None:
+    """Hold the daemon up for ``seconds`` between starting a run and lowering its
+    priority, as a busy machine holds up its event loop now and then."""
+    from pokeralphd import proc
+
+    lower = proc.lower_priority
+
+    def held_up(pid: int, nice: int, *, group: bool = True) -> None:
+        time.sleep(seconds)
+        lower(pid, nice, group=group)
+
+    monkeypatch.setattr(proc, "lower_priority", held_up)
+
+
+async def priority_escapes(
+    start: Callable[[], Awaitable[Any]], nice: int, trials: int
+) -> list[tuple[int, int]]:
+    """Start a :data:`FORK_STORM` run ``trials`` times (``start``), let it fork, freeze
+    its group (a stop signal keeps the group's members in it) and list the processes in
+    it whose priority is not ``nice`` steps below ours."""
+    from pokeralphd.proc import reap
+
+    expected = min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice)
+    escaped: list[tuple[int, int]] = []
+    for _ in range(trials):
+        process = await start()
+        group = process.pid
+        try:
+            assert process.stdout is not None
+            assert await process.stdout.receive() == b"started\n"
+            wait_until(lambda: len(group_nices(group)) > 20, what="a fork storm")  # noqa: B023
+            os.killpg(group, signal.SIGSTOP)
+            escaped += [m for m in group_nices(group) if m[1] != expected]
+        finally:
+            os.killpg(group, signal.SIGKILL)
+            await reap(process)
+    return escaped
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:

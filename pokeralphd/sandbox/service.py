@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     )
 
     from pokeralph_core.config.sandbox import SandboxConfig
-    from pokeralphd.proc import AgentScope
+    from pokeralphd.proc import AgentScope, Hold
     from pokeralphd.sandbox.policy import SandboxPolicy
     from pokeralphd.sandbox.proxy import Decision, NetworkRequest
 
@@ -97,12 +97,19 @@ class SandboxRun:
         to turn its own sandbox off inside ours)."""
         return {CONFINED_ENV: self.kind} if self.confined else {}
 
+    @property
+    def holds(self) -> bool:
+        """bubblewrap holds the command until the daemon has lowered the run's priority
+        (``--block-fd``): see :class:`~pokeralphd.proc.Hold`. Seatbelt cannot."""
+        return self.contains
+
     def wrap(
-        self, argv: Sequence[str], env: Mapping[str, str], cwd: str
+        self, argv: Sequence[str], env: Mapping[str, str], cwd: str, hold: Hold | None = None
     ) -> tuple[list[str], dict[str, str]]:
         """``argv`` as the confined command (``bwrap … -- argv``), and its environment.
-        ``proc.spawn`` puts the new session outside it, and ``setpriv`` where the run is
-        not :attr:`contains`. The program's own installation is made visible, read-only."""
+        ``proc.spawn`` puts the new session outside it (and ``nice``, unless it
+        :attr:`holds` the command). The program's own installation is made visible, read-only.
+        ``hold`` (bubblewrap only): the command waits on it before it starts."""
         if self.policy is None:
             return list(argv), dict(env)
         extra = program_dirs(argv[0], env.get("PATH"), cwd) if argv else ()
@@ -123,7 +130,8 @@ class SandboxRun:
                 else:
                     full[name] = value
             return seatbelt.sandbox_exec_argv(path, list(argv)), full
-        return bwrap_argv(policy, argv, bwrap=self.bwrap), dict(env)
+        held = hold.child_ends if hold is not None and self.holds else None
+        return bwrap_argv(policy, argv, bwrap=self.bwrap, hold=held), dict(env)
 
     def describe(self) -> dict[str, Any]:
         """What ``battle show``, ``battle history`` and the dashboard show of it."""

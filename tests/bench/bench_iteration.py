@@ -7,9 +7,9 @@ loop (``true``) and a commit each iteration. All in is the battle's wall time fr
 spawned from Python with a prompt on stdin, as bare as it gets. Our own is the difference
 (target: at most 15 ms, commit and feedback loop included). The breakdown: the daemon's
 own phases from the iteration records (``timingsMs``), what the iteration record leaves
-out (between iterations), and the floors of what we run (the agent through ``setpriv``,
+out (between iterations), and the floors of what we run (the agent through ``nice``,
 an iteration's git steps by hand: two ``git status`` and a ``git commit``, ``sh -c true``),
-and the CPU time per iteration of the daemon and of its children (git, ``setpriv``, the
+and the CPU time per iteration of the daemon and of its children (git, ``nice``, the
 agent, the loop's shell): steadier than wall time on a shared machine.
 
 ``--profile`` runs the daemon under cProfile and prints its top 25 entries by cumulative
@@ -178,12 +178,10 @@ def run(table: Table, iterations: int = 50, profile: bool = False, sandbox: bool
 
     bare_dir = make_git_repo(home / "bare")
     spawned, committed = bare_runs([str(agent), str(iterations)], iterations, bare_dir, True)
-    setpriv = shutil.which("setpriv")
-    via_setpriv = (
-        bare_runs(
-            [setpriv, "--pdeathsig", "KILL", str(agent), str(iterations)], iterations, bare_dir
-        )[0]
-        if setpriv
+    nice = shutil.which("nice")
+    via_nice = (
+        bare_runs([nice, "-n", "19", "--", str(agent), str(iterations)], iterations, bare_dir)[0]
+        if nice
         else []
     )
     loop = bare_runs(["/bin/sh", "-c", "true"], iterations, bare_dir)[0]
@@ -227,12 +225,12 @@ def run(table: Table, iterations: int = 50, profile: bool = False, sandbox: bool
         "  CPU per iteration: the daemon's own / its children's (mean)",
         f"{(cpu1.user + cpu1.system - cpu0.user - cpu0.system) / n * 1000:.1f} / "
         f"{(cpu1.children_user + cpu1.children_system - cpu0.children_user - cpu0.children_system) / n * 1000:.1f} ms",
-        "children: git, setpriv, the agent, the loop's shell; the bare agent's is in it",
+        "children: git, nice, the agent, the loop's shell; the bare agent's is in it",
     )
-    if via_setpriv:
+    if via_nice:
         table.add(
-            "  floor: the agent through setpriv --pdeathsig (mean)",
-            f"{statistics.mean(via_setpriv) * 1000:.1f} ms",
+            "  floor: the agent through nice -n 19 (mean)",
+            f"{statistics.mean(via_nice) * 1000:.1f} ms",
         )
     table.add(
         "  floor: the same git steps by hand (mean)",

@@ -541,6 +541,27 @@ def test_kill_9_during_a_feedback_loop_leaves_nothing_running(home: Path, repo: 
         second.stop()
 
 
+def test_kill_9_ends_an_unconfined_loops_whole_group_at_once(home: Path, repo: Path) -> None:
+    """The death watch (:mod:`pokeralphd.deathwatch`) kills the run's process group when
+    the daemon dies: the loop's shell and what it started in its group, with no second
+    daemon to sweep. (A death signal on the run's first process, as before, left the
+    background ``sleep`` running until the next daemon started.)"""
+    pidfile = home / "loop.pids"
+    loop = f"echo $$ > {pidfile}; sleep 300 & echo $! >> {pidfile}; wait"
+    daemon = DaemonProcess(home).start()
+    task = setup_repo(daemon, repo, env={"FAKE_CLAUDE_MODE": "complete"}, loops={"test": loop})
+    daemon.call("battle.start", {"repo": str(repo), "taskId": task})
+    wait_until(
+        lambda: pidfile.exists() and len(pidfile.read_text().split()) >= 2, 30, "the loop's pids"
+    )
+    pids = [int(x) for x in pidfile.read_text().split()]
+    daemon.kill9()
+    try:
+        wait_until(lambda: not _alive(pids), 20, "the loop's group to end with the daemon")
+    finally:
+        reap(pids)
+
+
 @pytest.mark.skipif(not probe().ok, reason=f"no sandbox here: {probe().reason}")
 def test_kill_9_during_a_confined_feedback_loop_leaves_nothing_running(
     home: Path, repo: Path

@@ -7,19 +7,28 @@ whole tree; and a run's socket and proxy are gone when the run is.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
 import anyio
 import psutil
 import pytest
+from anyio.abc import Process
 
 from pokeralph_core.config.sandbox import SandboxConfig
 from pokeralphd.proc import AgentScope, ProcessOwner, end_tree, reap, spawn
 from pokeralphd.procenv import TOKEN_VAR, token_processes
 from pokeralphd.sandbox import probe
 from pokeralphd.sandbox.service import SandboxService
-from tests.helpers import make_git_repo, short_tmpdir, wait_until
+from tests.helpers import (
+    FORK_STORM,
+    hold_up_lowering,
+    make_git_repo,
+    priority_escapes,
+    short_tmpdir,
+    wait_until,
+)
 
 pytestmark = [
     pytest.mark.anyio,
@@ -97,3 +106,26 @@ async def test_off_a_secret_listing_and_the_runs_own_error() -> None:
         async with service.run(SandboxConfig(), tree=tree, scope=SCOPE) as box:
             assert box.confined
             raise ValueError("the run's own")
+
+
+async def test_a_confined_run_forking_at_once_runs_below_the_daemon_whatever_its_timing(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """run_nice, all of a confined run at once: the daemon lowers the group while
+    bubblewrap holds the command (``--block-fd``, once ``--info-fd`` has said it cloned),
+    so no fork is under way as the kernel walks the group. Lowered after the command had
+    started, a child whose fork was under way copied the old priority before the walk and
+    joined the group after it: a run that forks without pause (a build, a test runner)
+    kept some of its processes at the daemon's priority (in every run of this test, with
+    the daemon held up 30 ms after the start, as a busy machine holds it up)."""
+    hold_up_lowering(monkeypatch, 0.03)
+    tree = make_git_repo(home / "repo")
+    service = SandboxService(runtime_dir=short_tmpdir("prsv"))
+    owner = dataclasses.replace(ProcessOwner.anonymous(), nice=7)
+    async with service.run(SandboxConfig(), tree=tree, scope=SCOPE, env={"HOME": str(home)}) as box:
+
+        async def start() -> Process:
+            argv = ["/bin/sh", "-c", FORK_STORM]
+            return await spawn(argv, cwd=str(tree), env={}, owner=owner, confine=box)
+
+        assert await priority_escapes(start, nice=7, trials=10) == []

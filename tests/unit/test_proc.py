@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import psutil
 import pytest
+from anyio.abc import Process
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,7 +22,7 @@ from pokeralphd import childproc
 from pokeralphd.childlines import iter_line_blocks, iter_lines
 from pokeralphd.proc import ProcessOwner, kill_group, spawn
 from pokeralphd.procenv import OWNER_VAR, TOKEN_VAR, marked
-from tests.helpers import wait_until
+from tests.helpers import FORK_STORM, hold_up_lowering, priority_escapes, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -164,6 +165,24 @@ async def test_a_runs_processes_run_below_the_daemon(tmp_path: Path) -> None:
         kill_group(process.pid)
         await process.wait()
         await process.aclose()
+
+
+async def test_an_unconfined_run_forking_at_once_runs_below_the_daemon_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Unconfined (nothing holds the command: ``setpriv`` only), a run's group is lowered
+    as it starts and again once it is first heard from, so a child whose fork was under
+    way as the group was first lowered, and joined it after, is lowered the second time.
+    With the daemon held up 30 ms after the start, the storm's sleeps kept the daemon's
+    priority in every run of this test before the second lowering. What is left: a
+    process that escaped the first walk and was itself forking during the second."""
+    hold_up_lowering(monkeypatch, 0.03)
+    owner = dataclasses.replace(ProcessOwner.anonymous(), nice=7)
+
+    async def start() -> Process:
+        return await spawn(["/bin/sh", "-c", FORK_STORM], cwd="/", env={}, owner=owner)
+
+    assert await priority_escapes(start, nice=7, trials=10) == []
 
 
 async def test_spawn_says_what_exec_would(tmp_path: Path) -> None:
