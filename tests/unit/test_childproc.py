@@ -77,7 +77,7 @@ async def test_stderr_into_stdout_and_a_new_session() -> None:
 
 
 async def test_a_signal_is_a_negative_status_and_kill_after_reaping_is_harmless() -> None:
-    process = _start("sleep 30")
+    process = _start("exec sleep 30")  # no shell left to outlive it
     process.send_signal(signal.SIGTERM)
     assert await process.wait() == -signal.SIGTERM
     process.kill()  # reaped: the pid may be another's now, so nothing is sent
@@ -123,7 +123,7 @@ async def test_a_missing_program_raises_and_leaks_nothing() -> None:
 
 
 async def test_aclose_cancelled_kills_the_child() -> None:
-    process = _start("sleep 30")
+    process = _start("exec sleep 30")  # no shell left to outlive it
     with anyio.move_on_after(0.05):  # aclose waits for the child, which will not end
         await process.aclose()
     assert process.returncode == -signal.SIGKILL
