@@ -139,7 +139,6 @@ class DeathWatch:
                 os.close(self._fd)
             self._fd = None
 
-
     def _forked(self) -> None:
         """In a child forked from this process: the parent's watch is the parent's (its
         pipe's end is closed here, so the parent's end alone keeps it waiting)."""
