@@ -521,43 +521,33 @@ def test_command_agent_with_the_prompt_as_an_argument(
 
 
 def test_kill_9_during_a_feedback_loop_leaves_nothing_running(home: Path, repo: Path) -> None:
-    """The loop dies with the daemon (a death signal on Linux), and what it started in a
-    session of its own is ended by the next daemon at start (its owner mark)."""
+    """The loop's process group dies with the daemon at once, the loop's shell and what it
+    started in the group: the death watch (:mod:`pokeralphd.deathwatch`) kills it, with no
+    second daemon yet (a death signal on the shell alone, as before, left the ``sleep``
+    running until the next start). What it started in a session of its own is ended by
+    the next daemon at start (its owner mark)."""
     pidfile = home / "loop.pids"
-    loop = f"echo $$ > {pidfile}; setsid sleep 300 & echo $! >> {pidfile}; wait"
+    loop = (
+        f"echo $$ > {pidfile}; sleep 301 & echo $! >> {pidfile};"
+        f" setsid sleep 300 & echo $! >> {pidfile}; wait"
+    )
     first = DaemonProcess(home).start()
     task = setup_repo(first, repo, env={"FAKE_CLAUDE_MODE": "complete"}, loops={"test": loop})
     first.call("battle.start", {"repo": str(repo), "taskId": task})
     wait_until(
-        lambda: pidfile.exists() and len(pidfile.read_text().split()) >= 2, 30, "the loop's pids"
+        lambda: pidfile.exists() and len(pidfile.read_text().split()) >= 3, 30, "the loop's pids"
     )
     pids = [int(x) for x in pidfile.read_text().split()]
+    in_group, own_session = pids[:2], pids[2:]
     first.kill9()
-    second = DaemonProcess(home).start()
     try:
-        wait_until(lambda: not _alive(pids), 20, "the orphaned feedback loop to be ended")
-    finally:
-        reap(pids)
-        second.stop()
-
-
-def test_kill_9_ends_an_unconfined_loops_whole_group_at_once(home: Path, repo: Path) -> None:
-    """The death watch (:mod:`pokeralphd.deathwatch`) kills the run's process group when
-    the daemon dies: the loop's shell and what it started in its group, with no second
-    daemon to sweep. (A death signal on the run's first process, as before, left the
-    background ``sleep`` running until the next daemon started.)"""
-    pidfile = home / "loop.pids"
-    loop = f"echo $$ > {pidfile}; sleep 300 & echo $! >> {pidfile}; wait"
-    daemon = DaemonProcess(home).start()
-    task = setup_repo(daemon, repo, env={"FAKE_CLAUDE_MODE": "complete"}, loops={"test": loop})
-    daemon.call("battle.start", {"repo": str(repo), "taskId": task})
-    wait_until(
-        lambda: pidfile.exists() and len(pidfile.read_text().split()) >= 2, 30, "the loop's pids"
-    )
-    pids = [int(x) for x in pidfile.read_text().split()]
-    daemon.kill9()
-    try:
-        wait_until(lambda: not _alive(pids), 20, "the loop's group to end with the daemon")
+        wait_until(lambda: not _alive(in_group), 20, "the loop's group to end with the daemon")
+        assert _alive(own_session)  # not the watch's: the next start's
+        second = DaemonProcess(home).start()
+        try:
+            wait_until(lambda: not _alive(own_session), 20, "the orphaned sleep to be ended")
+        finally:
+            second.stop()
     finally:
         reap(pids)
 
