@@ -90,10 +90,10 @@ def short_tmpdir(prefix: str = "prx") -> Path:
     return path
 
 
-#: A shell that forks without pause from its first moment (three loops starting sleeps),
+#: A shell that forks without pause from its first moment (six loops starting sleeps),
 #: each loop saying so once it has started five.
 FORK_STORM = (
-    "for i in 1 2 3; do (n=0; while :; do sleep 60 & n=$((n + 1));"
+    "for i in 1 2 3 4 5 6; do (n=0; while :; do sleep 60 & n=$((n + 1));"
     " if [ $n = 5 ]; then echo forked; fi; done) & done; wait"
 )
 
@@ -146,7 +146,7 @@ async def priority_escapes(
         try:
             assert process.stdout is not None
             said = b""
-            while said.count(b"forked\n") < 3:
+            while said.count(b"forked\n") < 6:
                 said += await process.stdout.receive()
             os.killpg(group, signal.SIGSTOP)
             escaped += [m for m in group_nices(group) if m[1] != expected]
