@@ -31,7 +31,9 @@ import weakref
 log = logging.getLogger(__name__)
 
 # Reads +GROUP / -GROUP lines until its input ends, then kills the groups still listed.
+# Its first line is what ps shows of it, and NAME its $0.
 SCRIPT = """\
+: pokeralphd death watch, it kills the runs of a daemon that died
 groups=
 while read -r line; do
   case "$line" in
@@ -43,7 +45,9 @@ done
 for g in $groups; do kill -s KILL -- "-$g" 2>/dev/null; done
 """
 SHELL = "/bin/sh"
+NAME = "pokeralphd-deathwatch"
 PENDING_MAX = 1 << 20  # bytes waiting for a watch that does not read, at most
+STARTS_MAX = 8  # watches started in one process's life, at most: then it gives up
 
 
 class DeathWatch:
@@ -56,7 +60,8 @@ class DeathWatch:
         self._process: subprocess.Popen[bytes] | None = None
         self._fd: int | None = None
         self._pending = bytearray()
-        self._failed = False  # no shell to start: said once, not tried again
+        self._failed = False  # no shell to start, or one that keeps dying: said once
+        self._starts = 0
         _WATCHES.add(self)
 
     @property
@@ -87,11 +92,20 @@ class DeathWatch:
         self._flush()
 
     def _start(self) -> None:
-        self._close()
+        self.close()
+        if self._starts >= STARTS_MAX:
+            self._failed = True
+            log.warning(
+                "the death watch died %d times: no more; a dead daemon's runs end at the"
+                " next start",
+                self._starts,
+            )
+            return
+        self._starts += 1
         read, write = os.pipe2(os.O_CLOEXEC)
         try:
             self._process = subprocess.Popen(
-                [self._shell, "-c", SCRIPT],
+                [self._shell, "-c", SCRIPT, NAME],
                 stdin=read,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -121,13 +135,13 @@ class DeathWatch:
                     self._start()
                 return
             except BrokenPipeError:  # killed: the next line starts another
-                self._close()
+                self.close()
                 return
             del self._pending[:sent]
 
-    def _close(self) -> None:
-        """Retire the watch: killed first, for at the end of its input it would kill the
-        groups it lists, which go on with the next watch."""
+    def close(self) -> None:
+        """Retire the watch, its groups no longer watched (the next line starts another
+        with them). It is killed first: at the end of its input it would kill them."""
         process, self._process = self._process, None
         if process is not None:
             if process.poll() is None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pokeralphd.deathwatch import DeathWatch
+from pokeralphd.deathwatch import STARTS_MAX, DeathWatch
 from tests.helpers import wait_until
 
 SLEEP_GROUP = ["/bin/sh", "-c", "sleep 300 & sleep 300 & wait"]
@@ -29,7 +29,7 @@ SLEEP_GROUP = ["/bin/sh", "-c", "sleep 300 & sleep 300 & wait"]
 OWNER = textwrap.dedent(
     """
     import os, signal, subprocess, sys
-    from pokeralphd.deathwatch import DeathWatch
+    from pokeralphd.deathwatch import STARTS_MAX, DeathWatch
     argv, mode = {argv!r}, {mode!r}
     watch = DeathWatch()
     groups = [subprocess.Popen(argv, start_new_session=True).pid for _ in range(3)]
@@ -124,6 +124,29 @@ def test_the_groups_listed_die_with_their_owner_and_no_other(mode: str) -> None:
                 os.killpg(group, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_a_watch_that_keeps_dying_is_given_up(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A shell that exits at once (here: not a shell) is started again at each line, a
+    bounded number of times, then given up with a warning."""
+    fails = tmp_path / "fails"
+    fails.write_text("#!/bin/sh\nexit 1\n")
+    fails.chmod(0o755)
+    watch = DeathWatch(shell=str(fails))
+    started = []
+    for group in range(1, 40):
+        watch.watch(group)
+        if watch.pid is None:  # given up
+            break
+        if watch.pid not in started:
+            started.append(watch.pid)
+            wait_until(lambda: _gone(started[-1]), what="the watch to exit")
+    assert len(started) == STARTS_MAX and watch.pid is None
+    said = [r for r in caplog.records if "death watch died" in r.getMessage()]
+    assert len(said) == 1
+    watch.close()
 
 
 def test_a_missing_shell_is_said_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
