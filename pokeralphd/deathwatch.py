@@ -92,7 +92,7 @@ class DeathWatch:
         self._flush()
 
     def _start(self) -> None:
-        self.close()
+        self._retire()
         if self._starts >= STARTS_MAX:
             self._failed = True
             log.warning(
@@ -135,13 +135,17 @@ class DeathWatch:
                     self._start()
                 return
             except BrokenPipeError:  # killed: the next line starts another
-                self.close()
+                self._retire()
                 return
             del self._pending[:sent]
 
     def close(self) -> None:
         """Retire the watch, its groups no longer watched (the next line starts another
         with them). It is killed first: at the end of its input it would kill them."""
+        with self._lock:
+            self._retire()
+
+    def _retire(self) -> None:
         process, self._process = self._process, None
         if process is not None:
             if process.poll() is None:
