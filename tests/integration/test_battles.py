@@ -4,6 +4,7 @@ real tools' formats as subprocesses."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -187,6 +188,13 @@ def test_max_iterations_fails_the_battle(daemon: DaemonProcess, repo: Path) -> N
     )
     assert types(events)[-1] == "battle_failed"
     assert [e["payload"]["iteration"] for e in events if e["type"] == "iteration_end"] == [1, 2]
+
+
+def _leads_a_session(pid: int) -> bool:
+    try:
+        return os.getsid(pid) == pid
+    except ProcessLookupError:
+        return False
 
 
 def _alive(pids: list[int]) -> list[int]:
@@ -539,6 +547,8 @@ def test_kill_9_during_a_feedback_loop_leaves_nothing_running(home: Path, repo: 
     )
     pids = [int(x) for x in pidfile.read_text().split()]
     in_group, own_session = pids[:2], pids[2:]
+    # setsid(1) may not have left the loop's session yet: then the watch would kill it too
+    wait_until(lambda: _leads_a_session(own_session[0]), 10, "the sleep's own session")
     first.kill9()
     try:
         wait_until(lambda: not _alive(in_group), 20, "the loop's group to end with the daemon")
