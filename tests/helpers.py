@@ -156,6 +156,46 @@ async def priority_escapes(
     return escaped
 
 
+# A process holding a pid lock file's open file, as a child of a daemon killed between its
+# fork and its exec holds it: it names the daemon (``pid``), whatever that is.
+_HOLDER = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.ftruncate(fd, 0)
+os.write(fd, (sys.argv[2] + "\\n").encode())
+print("held", flush=True)
+sys.stdin.readline()
+"""
+
+
+def lock_holder(lock: Path, pid: int) -> subprocess.Popen[str]:
+    """A process holding ``lock`` (an ``flock``), the file naming ``pid``; it lets go
+    with :func:`let_go`."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, str(lock), str(pid)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    return holder
+
+
+def let_go(holder: subprocess.Popen[str]) -> None:
+    assert holder.stdin is not None and holder.stdout is not None
+    holder.stdin.close()
+    holder.wait()
+    holder.stdout.close()
+
+
+def dead_pid() -> int:
+    """The pid of a process that has ended and been reaped."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    return gone.pid
+
+
 def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
     """Poll ``predicate`` until it returns something truthy, or fail after ``timeout``."""
     deadline = time.monotonic() + timeout

@@ -3,7 +3,9 @@ one handed over by systemd socket activation; and the peer-credential check.
 
 Start-up with our own socket follows pueue: take an exclusive lock beside the socket
 (so two daemons starting at once cannot both win), try to connect to an existing socket
-(someone answers: refuse), otherwise remove the stale file and bind.
+(someone answers: refuse), otherwise remove the stale file and bind. The lock file names
+the daemon that holds it; one still held after that daemon died is waited for, a few
+seconds at most (:func:`pokeralphd.store.locks.take_pid_lock` says why).
 
 The folder is ours or nothing: it must be a real folder of ours (made 0700), on a way
 no other user can change, and a lock file or socket in it that is a link or belongs to
@@ -14,14 +16,16 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import socket
 import stat
 import struct
 import sys
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from pokeralphd.store.locks import LOCK_GRACE, take_pid_lock
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -180,20 +184,39 @@ def _someone_listens(path: Path) -> bool:
         probe.close()
 
 
-def bind_socket(path: Path, backlog: int = 128) -> BoundSocket:
-    """Bind ``path`` as our socket (mode 0600 in a 0700 folder), or raise ListenerError."""
+def bind_socket(
+    path: Path,
+    backlog: int = 128,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> BoundSocket:
+    """Bind ``path`` as our socket (mode 0600 in a 0700 folder), or raise ListenerError.
+    ``sleep`` and ``clock`` are the seams the tests use (see
+    :func:`~pokeralphd.store.locks.take_pid_lock`)."""
     if len(os.fsencode(path)) >= 104:
         raise ListenerError(f"socket path is too long for AF_UNIX ({len(str(path))} bytes): {path}")
     _ensure_private_dir(path.parent)
-    lock_fd = _open_lock(path.with_name(path.name + ".lock"))
+    lock_path = path.with_name(path.name + ".lock")
+    lock_fd = _open_lock(lock_path)
     try:
-        fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        busy = take_pid_lock(lock_fd, sleep=sleep, clock=clock)
     except OSError as exc:
         os.close(lock_fd)
+        raise ListenerError(f"cannot lock {lock_path}: {exc.strerror}") from exc
+    if busy is not None:
+        os.close(lock_fd)
+        if busy.orphaned:
+            raise ListenerError(
+                f"{lock_path} is still locked {LOCK_GRACE:g} s after pid {busy.owner}, the "
+                "pokeralphd that locked it, ended: a process it started holds it; find it "
+                f"with `fuser -v {lock_path}` and end it"
+            )
+        named = f" (pid {busy.owner})" if busy.owner is not None else ""
         raise ListenerError(
-            f"another pokeralphd is already running on {path}; "
+            f"another pokeralphd{named} is already running on {path}; "
             "stop it with `pokeralphctl daemon stop` or choose another --socket"
-        ) from exc
+        )
     try:
         _remove_foreign(path)  # never probe a planted socket: it would answer
         if path.exists() or path.is_symlink():
@@ -211,8 +234,6 @@ def bind_socket(path: Path, backlog: int = 128) -> BoundSocket:
             os.umask(old_umask)
         os.chmod(path, 0o600)
         sock.listen(backlog)
-        os.ftruncate(lock_fd, 0)
-        os.write(lock_fd, f"{os.getpid()}\n".encode())
     except BaseException:
         os.close(lock_fd)
         raise

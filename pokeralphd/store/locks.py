@@ -3,7 +3,10 @@
 :class:`RepoLock` gives a repository to one daemon: an ``flock`` on
 ``.pokeralph/daemon.lock``, held for as long as the daemon keeps the repository
 registered and released by the kernel when the daemon dies, so a crashed daemon never
-leaves a repository locked. The file holds the owner's pid for the error message. It is
+leaves a repository locked. The file holds the owner's pid, for the error message and
+for :func:`take_pid_lock`: a lock still held after the daemon it names died is held by a
+child of that daemon caught between its fork and its exec (it has a copy of each of the
+daemon's descriptors until it closes them as it execs), and is waited for. It is
 opened without following links (see :mod:`pokeralph_core.safefs`): a ``daemon.lock``
 planted as a link is refused, never written through. So the files under ``.pokeralph/``
 have one writing process, and a lock within it is enough for them.
@@ -21,29 +24,115 @@ read before it, unless the two land within that one write's few milliseconds).
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
+import sys
+import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pokeralph_core import safefs
 from pokeralphd.errors import RepoLocked, StorageError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from pathlib import Path
+
+LOCK_GRACE = 5.0  # seconds a dead daemon's lock may stay held by a child of it, at most
+LOCK_POLL = 0.02  # seconds between tries meanwhile
+
+
+@dataclass(frozen=True, slots=True)
+class Busy:
+    """Why :func:`take_pid_lock` did not take a lock: ``owner`` (the pid the file names,
+    None: none yet) runs, or, ``orphaned``, it ended and :data:`LOCK_GRACE` later
+    something it started still holds the lock."""
+
+    owner: int | None
+    orphaned: bool = False
+
+
+def take_pid_lock(
+    fd: int,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> Busy | None:
+    """Take an exclusive ``flock`` on ``fd`` (a file holding its owner's pid) and write
+    our pid into it: None. Or, without waiting, :class:`Busy` if the process it names
+    runs or it names none (one is starting); if that process has ended, wait for the
+    lock, :data:`LOCK_GRACE` seconds at most. ``sleep`` and ``clock`` are the tests'
+    seams. OSError for what ``flock`` refuses otherwise."""
+    deadline: float | None = None
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise
+        owner = lock_owner(fd)
+        if owner is None or runs(owner):
+            return Busy(owner)
+        now = clock()
+        if deadline is None:
+            deadline = now + LOCK_GRACE
+        elif now >= deadline:
+            return Busy(owner, orphaned=True)
+        sleep(LOCK_POLL)
+    # at once: whoever tries meanwhile must read who holds it, not who held it
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return None
+
+
+def lock_owner(fd: int) -> int | None:
+    """The pid a lock file names (what its holder wrote), or None."""
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
+def runs(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, ended but not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if sys.platform.startswith("linux"):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                return stat.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+        except (OSError, IndexError):
+            return False
+    return True
 
 
 class RepoLock:
-    def __init__(self, path: Path) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.path = path
         self._fd: int | None = None
+        self._sleep = sleep  # the tests' seams for take_pid_lock
+        self._clock = clock
 
     @property
     def held(self) -> bool:
         return self._fd is not None
 
     def acquire(self) -> None:
-        """Take the lock or raise :class:`RepoLocked` naming the holder's pid."""
+        """Take the lock or raise :class:`RepoLocked` naming the holder's pid (waiting
+        for a dead daemon's lock: :func:`take_pid_lock`)."""
         if self._fd is not None:
             return
         try:
@@ -53,18 +142,28 @@ class RepoLock:
                 f"cannot open {self.path}: {exc.strerror}", file=str(self.path)
             ) from exc
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            busy = take_pid_lock(fd, sleep=self._sleep, clock=self._clock)
+        except OSError as exc:
             os.close(fd)
-            raise RepoLocked(
-                f"{self.path.parent.parent} is held by another pokeralphd (pid {holder or '?'}); "
-                "unregister it there or stop that daemon",
-                pid=int(holder) if holder.isdigit() else None,
-                path=str(self.path.parent.parent),
+            raise StorageError(
+                f"cannot lock {self.path}: {exc.strerror}", file=str(self.path)
             ) from exc
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        if busy is not None:
+            os.close(fd)
+            repo = self.path.parent.parent
+            holder = busy.owner if busy.owner is not None else "?"
+            if busy.orphaned:
+                message = (
+                    f"{self.path} is still locked {LOCK_GRACE:g} s after pid {holder}, the "
+                    "pokeralphd that locked it, ended: a process it started holds it; find "
+                    f"it with `fuser -v {self.path}` and end it"
+                )
+            else:
+                message = (
+                    f"{repo} is held by another pokeralphd (pid {holder}); "
+                    "unregister it there or stop that daemon"
+                )
+            raise RepoLocked(message, pid=busy.owner, path=str(repo))
         self._fd = fd
 
     def release(self) -> None:

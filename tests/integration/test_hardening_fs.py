@@ -16,7 +16,16 @@ import pytest
 from pokeralphctl import client
 from pokeralphctl.client import Connection, DaemonNotRunning, RequestFailed, UntrustedSocket
 from pokeralphd.server.listener import BoundSocket, ListenerError, bind_socket
-from tests.helpers import DaemonProcess, make_git_repo, run_ctl, short_tmpdir
+from pokeralphd.store.locks import LOCK_GRACE
+from tests.helpers import (
+    DaemonProcess,
+    dead_pid,
+    let_go,
+    lock_holder,
+    make_git_repo,
+    run_ctl,
+    short_tmpdir,
+)
 from tests.inproc import ThreadedDaemon
 from tests.integration.battle_helpers import run_until, setup_repo
 
@@ -297,3 +306,59 @@ def test_a_repository_elsewhere_still_registers(daemon: DaemonProcess, home: Pat
     plain = make_git_repo(home / "plain")
     daemon.call("repo.register", {"path": str(plain)})
     assert (plain / ".pokeralph").is_dir() and not (plain / ".pokeralph").is_symlink()
+
+
+def test_a_dead_daemons_lock_still_held_by_its_child_is_waited_for(
+    base: Path, bound: list[BoundSocket]
+) -> None:
+    """A daemon killed while it started a child (between the fork and the exec, when the
+    child still has every descriptor of the daemon) leaves the lock held by that child for
+    as long as it takes to exec: on a busy machine, long enough for the next daemon to
+    start. Seen in CI: the next daemon said "another pokeralphd is already running". The
+    lock names the daemon that took it: it is dead, so the next one waits for the lock."""
+    folder = base / "run"
+    folder.mkdir(mode=0o700)
+    path = folder / "pokeralphd.sock"
+    holder = lock_holder(path.with_name(path.name + ".lock"), dead_pid())
+    waited: list[float] = []
+
+    def wait(seconds: float) -> None:
+        if not waited:
+            let_go(holder)  # the child execs: its copy of the descriptor closes
+        waited.append(seconds)
+
+    try:
+        bound.append(bind_socket(path, sleep=wait))
+    finally:
+        if holder.poll() is None:
+            let_go(holder)
+    assert waited and path.with_name(path.name + ".lock").read_text() == f"{os.getpid()}\n"
+
+
+def test_a_live_daemons_lock_is_refused_at_once_and_a_stuck_one_after_a_while(
+    base: Path,
+) -> None:
+    folder = base / "run"
+    folder.mkdir(mode=0o700)
+    path = folder / "pokeralphd.sock"
+    lock = path.with_name(path.name + ".lock")
+    holder = lock_holder(lock, os.getpid())  # a live pid: a daemon that runs
+    try:
+        with pytest.raises(ListenerError, match="already running"):
+            bind_socket(path, sleep=lambda s: pytest.fail("waited for a live daemon"))
+    finally:
+        let_go(holder)
+    dead = dead_pid()
+    holder = lock_holder(lock, dead)  # never lets go
+    now = [0.0]
+
+    def wait(seconds: float) -> None:
+        now[0] += seconds
+
+    try:
+        with pytest.raises(ListenerError) as info:
+            bind_socket(path, sleep=wait, clock=lambda: now[0])
+    finally:
+        let_go(holder)
+    assert f"pid {dead}" in str(info.value) and "fuser" in str(info.value)
+    assert now[0] >= LOCK_GRACE

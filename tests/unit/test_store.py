@@ -15,7 +15,8 @@ from pokeralph_core.documents import DocumentKind, decode_document, load, save
 from pokeralphd.domain.models import PRD, Progress, Task
 from pokeralphd.errors import CorruptFile, InvalidParams, RepoLocked, StorageError, VersionConflict
 from pokeralphd.store.filemanager import PRD_KIND, FileManager
-from pokeralphd.store.locks import RepoLock
+from pokeralphd.store.locks import LOCK_GRACE, RepoLock
+from tests.helpers import dead_pid, let_go, lock_holder
 
 
 def _prd() -> PRD:
@@ -174,3 +175,41 @@ def test_repo_lock_is_exclusive(tmp_path: Path) -> None:
     first.release()
     second.acquire()
     second.release()
+
+
+def test_a_dead_daemons_repo_lock_still_held_is_waited_for_then_said(tmp_path: Path) -> None:
+    """As the socket's lock (test_hardening_fs): a repository lock naming a daemon that has
+    ended, still held by a process it started, is waited for; one that stays held is
+    refused after LOCK_GRACE, saying how to find the holder."""
+    path = tmp_path / ".pokeralph" / "daemon.lock"
+    path.parent.mkdir()
+    holder = lock_holder(path, dead_pid())
+    waited: list[float] = []
+
+    def wait(seconds: float) -> None:
+        if not waited:
+            let_go(holder)
+        waited.append(seconds)
+
+    lock = RepoLock(path, sleep=wait)
+    try:
+        lock.acquire()
+    finally:
+        if holder.poll() is None:
+            let_go(holder)
+    assert waited and path.read_text() == f"{os.getpid()}\n"
+    lock.release()
+    gone = dead_pid()
+    holder = lock_holder(path, gone)
+    now = [0.0]
+
+    def later(seconds: float) -> None:
+        now[0] += seconds
+
+    try:
+        with pytest.raises(RepoLocked) as info:
+            RepoLock(path, sleep=later, clock=lambda: now[0]).acquire()
+    finally:
+        let_go(holder)
+    assert f"pid {gone}" in info.value.message and "fuser" in info.value.message
+    assert info.value.data["pid"] == gone and now[0] >= LOCK_GRACE
