@@ -144,10 +144,12 @@ def test_a_watch_that_keeps_dying_is_given_up(caplog: pytest.LogCaptureFixture) 
         if pid is not None:
             seen.add(pid)
             wait_until(lambda: _gone(pid), what="the watch to exit")  # noqa: B023
-    assert given_up() and 0 < len(seen) <= STARTS_MAX
+    # some died before they were seen: as they were told the groups, or just after
+    assert given_up() and len(seen) <= STARTS_MAX
     watch.watch(999)
     assert watch.pid is None  # nothing more is started
-    assert len([r for r in caplog.records if "death watch died" in r.getMessage()]) == 1
+    [said] = [r.getMessage() for r in caplog.records if "death watch died" in r.getMessage()]
+    assert f"died {STARTS_MAX} times" in said
     watch.close()
 
 
