@@ -102,7 +102,11 @@ class DeathWatch:
             )
             return
         self._starts += 1
-        read, write = os.pipe2(os.O_CLOEXEC)
+        try:
+            read, write = os.pipe2(os.O_CLOEXEC)
+        except OSError as error:  # out of descriptors: the next line tries again
+            log.warning("no death watch for now (%s)", error)
+            return
         try:
             self._process = subprocess.Popen(
                 [self._shell, "-c", SCRIPT, NAME],

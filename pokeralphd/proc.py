@@ -2,9 +2,10 @@
 
 - :func:`spawn` starts a command in its own process group, with the daemon's service
   variables removed from its environment, a per-run token (``POKERALPH_RUN_TOKEN``) and
-  the owner's mark (``POKERALPH_OWNER``), which every descendant inherits; ``nice`` steps
-  below the daemon's priority, every process of it (see :class:`Hold` for why that takes
-  care: a run started ``nice -n`` where nothing holds it, bwrap holding it otherwise). On
+  the owner's mark (``POKERALPH_OWNER``), which every descendant inherits. Every process
+  of it runs ``nice`` steps below the daemon's priority from its first instant: started
+  through ``nice -n``, or held by bwrap until its group is lowered (:class:`Hold` says
+  why lowering a group that runs is not enough). On
   Linux its process group is the death watch's (:mod:`pokeralphd.deathwatch`) until it is
   reaped, so it dies with the daemon even after a ``kill -9`` (a run in bubblewrap needs
   none: bwrap's ``--die-with-parent`` does it, see :class:`Wrap`; where there are no
