@@ -138,7 +138,7 @@ class DeathWatch:
                     log.warning("the death watch does not read: starting another")
                     self._start()
                 return
-            except BrokenPipeError:  # killed: the next line starts another
+            except OSError:  # killed (a broken pipe): the next line starts another
                 self._retire()
                 return
             del self._pending[:sent]
