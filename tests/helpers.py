@@ -475,7 +475,13 @@ def read_messages(sock: socket.socket, count: int, timeout: float = 10) -> list[
     out: list[Any] = []
     while len(out) < count:
         while b"\n" not in buf:
-            chunk = sock.recv(1 << 16)
+            try:
+                chunk = sock.recv(1 << 16)
+            except TimeoutError:  # say what came: the next failure shows its cause
+                raise AssertionError(
+                    f"no message {len(out) + 1} of {count} within {timeout:g} s; "
+                    f"got {out!r}, then {buf[:200]!r}"
+                ) from None
             if not chunk:
                 raise AssertionError(f"connection closed after {len(out)} messages: {buf[:200]!r}")
             buf += chunk
