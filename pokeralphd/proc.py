@@ -3,9 +3,8 @@
 - :func:`spawn` starts a command in its own process group, with the daemon's service
   variables removed from its environment, a per-run token (``POKERALPH_RUN_TOKEN``) and
   the owner's mark (``POKERALPH_OWNER``), which every descendant inherits. Every process
-  of it runs ``nice`` steps below the daemon's priority from its first instant: started
-  through ``nice -n``, or held by bwrap until its group is lowered (:class:`Hold` says
-  why lowering a group that runs is not enough). On
+  of it runs ``nice`` steps below the daemon's priority from its first instant
+  (:mod:`pokeralphd.runpriority`). On
   Linux its process group is the death watch's (:mod:`pokeralphd.deathwatch`) until it is
   reaped, so it dies with the daemon even after a ``kill -9`` (a run in bubblewrap needs
   none: bwrap's ``--die-with-parent`` does it, see :class:`Wrap`; where there are no
@@ -63,12 +62,15 @@ from pokeralph_core.proctree import end_tree as end_group_tree
 from pokeralph_core.proctree import wait_ended
 from pokeralphd import childproc, deathwatch
 from pokeralphd.procenv import OWNER_VAR, TOKEN_VAR, bound, marked, run_vars, token_processes
+from pokeralphd.runpriority import RunPriority
 from pokeralphd.startgate import StartGate
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
 
     from anyio.abc import Process
+
+    from pokeralphd.runpriority import Hold
 
 log = logging.getLogger(__name__)
 # Variables a service manager gives the daemon; a child must not think they are its own.
@@ -297,9 +299,6 @@ def child_env(
 
 
 _SETPRIV = shutil.which("setpriv") if sys.platform.startswith("linux") else None
-_NICE = shutil.which("nice")
-HOLD_WAIT = 10.0  # seconds a wrapper may take to make the run's first process
-HOLD_TOLD_MAX = 1 << 16  # bytes of what it tells (bwrap: a few lines of JSON), at most
 
 
 class Wrap(Protocol):
@@ -325,86 +324,11 @@ class Wrap(Protocol):
     ) -> tuple[list[str], dict[str, str]]: ...
 
 
-class Hold:
-    """Two pipes that hold a run's command until its priority is lowered (bubblewrap's
-    ``--info-fd`` and ``--block-fd``: :data:`told` is written to and closed once bwrap has
-    cloned the process that will run the command, which then waits to read :data:`wait`).
-
-    Why: ``setpriority`` on a process group walks the processes in it, and a fork under
-    way during the walk has copied its parent's priority already but joins the group only
-    after it, so the new process keeps the old priority, and so does all it starts. Held,
-    the run has one process that forks no more (bwrap, which waits on its child) and one
-    that has not started the command: nothing is forking while the group is lowered."""
-
-    __slots__ = ("_release", "_tell_read", "told", "wait")
-
-    def __init__(self) -> None:
-        self._tell_read, self.told = os.pipe2(os.O_CLOEXEC)
-        self.wait, self._release = os.pipe2(os.O_CLOEXEC)
-        os.set_blocking(self._tell_read, False)
-
-    @property
-    def child_ends(self) -> tuple[int, int]:
-        return self.told, self.wait
-
-    def started(self) -> None:
-        """The child has its ends: close ours of them (a wrapper that dies now is then
-        seen as the end of what it tells)."""
-        self.told = _closed(self.told)
-        self.wait = _closed(self.wait)
-
-    async def made(self, limit: float = HOLD_WAIT) -> None:
-        """Wait until the wrapper has made the run's first process and said so (it then
-        closes its end), it has died, or ``limit`` seconds have passed."""
-        told = 0
-        with anyio.move_on_after(limit):
-            while told < HOLD_TOLD_MAX:
-                await anyio.wait_readable(self._tell_read)
-                try:
-                    chunk = os.read(self._tell_read, 4096)
-                except BlockingIOError:
-                    continue
-                if not chunk:
-                    return
-                told += len(chunk)
-
-    def release(self) -> None:
-        """Let the held command run (or, if the wrapper is gone, just close)."""
-        with contextlib.suppress(OSError):
-            os.write(self._release, b"\n")
-        self.close()
-
-    def close(self) -> None:
-        """Close every end still open (again: nothing more)."""
-        self.started()
-        self._tell_read = _closed(self._tell_read)
-        self._release = _closed(self._release)
-
-
-def _closed(fd: int) -> int:
-    """Close ``fd`` unless it is closed already (-1); -1."""
-    if fd >= 0:
-        with contextlib.suppress(OSError):
-            os.close(fd)
-    return -1
-
-
 def _with_death_signal(argv: Sequence[str]) -> list[str]:
     """``argv`` run so that the kernel kills it when the daemon dies (Linux, setpriv)."""
     if _SETPRIV is None:
         return list(argv)
     return [_SETPRIV, "--pdeathsig", "KILL", "--", *argv]
-
-
-def _with_priority(argv: Sequence[str], nice: int) -> list[str]:
-    """``argv`` started ``nice`` steps below our priority (``nice -n``), for a run nothing
-    can hold (:class:`Hold`) while the daemon lowers it: every process of the run then
-    inherits the priority it starts with. About 0.65 ms more a start (one more exec): the
-    price of a run whose command forks at once (``sh -c``, ``make``), otherwise partly
-    left at our priority (:class:`Hold` says why)."""
-    if _NICE is None:
-        return list(argv)
-    return [_NICE, "-n", str(nice), "--", *argv]
 
 
 async def spawn(
@@ -437,23 +361,20 @@ async def spawn(
     """
     full_env = child_env(env, owner, token)
     check_program(argv, cwd, full_env.get("PATH"))
-    nice = owner.nice if owner is not None else 0
-    hold = Hold() if nice and confine is not None and confine.holds else None
+    priority = RunPriority(
+        owner.nice if owner is not None else 0,
+        holdable=confine is not None and confine.holds,
+    )
     try:
         if confine is not None:
-            argv, full_env = confine.wrap(argv, full_env, cwd, hold)
-        started_low = bool(nice and hold is None and _NICE)
-        if started_low:
-            argv = _with_priority(argv, nice)
+            argv, full_env = confine.wrap(argv, full_env, cwd, priority.hold)
+        argv = priority.command(argv)
         watched = not contained(confine) and childproc.usable()
         if not contained(confine) and not watched:
             argv = _with_death_signal(argv)
-        process = await _start(
-            argv, cwd, full_env, stdin, stderr, owner, nice, hold, started_low, watched
-        )
+        process = await _start(argv, cwd, full_env, stdin, stderr, owner, priority, watched)
     except BaseException:
-        if hold is not None:
-            hold.close()
+        priority.close()
         raise
     try:
         await anyio.lowlevel.checkpoint_if_cancelled()
@@ -472,19 +393,14 @@ async def _start(
     stdin: int | None,
     stderr: int | None,
     owner: ProcessOwner | None,
-    nice: int,
-    hold: Hold | None,
-    started_low: bool,
+    priority: RunPriority,
     watched: bool,
 ) -> Process:
-    """Start the child (shielded: see :func:`spawn`) and lower its priority ``nice`` steps
-    (:func:`lower_priority`) while ``hold`` holds the command, where there is one; a run
-    ``started_low`` (``nice -n``) only has its session's autogroup lowered (``nice`` adds
-    to the priority it finds: lowered twice, the run would end up twice as low). A run
-    ``watched`` is the death watch's from its start to its reaping (:mod:`.deathwatch`)."""
+    """Start the child (shielded: see :func:`spawn`) and put it below our priority
+    (:meth:`RunPriority.apply`). A run ``watched`` is the death watch's from its start to
+    its reaping (:mod:`.deathwatch`)."""
     gate = owner.start_gate if owner is not None else None
     starting = await gate.enter() if gate is not None else None
-    passed = hold.child_ends if hold is not None else ()
     try:
         with anyio.CancelScope(shield=True):
             if childproc.usable():  # Linux: the pipes and a pidfd straight on the loop
@@ -496,7 +412,7 @@ async def _start(
                     stdout=subprocess.PIPE,
                     stderr=stderr,
                     heard=starting.done if starting is not None else None,
-                    pass_fds=passed,
+                    pass_fds=priority.child_fds,
                     reaped=deathwatch.WATCH.forget if watched else None,
                 )
                 if watched:
@@ -512,39 +428,16 @@ async def _start(
                     cwd=cwd,
                     env=env,
                     start_new_session=True,
-                    pass_fds=passed,
+                    pass_fds=priority.child_fds,
                 )
                 if starting is not None:  # nothing here hears it load
                     starting.done()
-            if hold is not None:
-                hold.started()
-                await hold.made()
-            if nice:
-                lower_priority(process.pid, nice, group=not started_low)
-            if hold is not None:
-                hold.release()
+            await priority.apply(process.pid)
     except BaseException:
         if starting is not None:
             starting.done()
         raise
     return process
-
-
-def lower_priority(pid: int, nice: int, *, group: bool = True) -> None:
-    """Lower a new run's priority ``nice`` steps below ours: its process group (what is in
-    it now, and so whatever they start later) and, on Linux, its session's autogroup. The
-    scheduler shares the CPU between sessions there before processes (each run is a
-    session of its own), so without it a hundred runs would each weigh as much as the
-    whole daemon. Best effort: where the system refuses, the run goes on as it is.
-    ``group`` False: the group started at that priority (``nice -n``), only the autogroup
-    is left to lower."""
-    target = min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice)
-    if group:
-        with contextlib.suppress(OSError):
-            os.setpriority(os.PRIO_PGRP, pid, target)
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError), open(f"/proc/{pid}/autogroup", "w") as autogroup:
-            autogroup.write(str(target))
 
 
 def check_program(argv: Sequence[str], cwd: str, path: str | None) -> None:

@@ -118,15 +118,15 @@ def group_nices(group: int) -> list[tuple[int, int]]:
 def hold_up_lowering(monkeypatch: Any, seconds: float) -> None:
     """Hold the daemon up for ``seconds`` between starting a run and lowering its
     priority, as a busy machine holds up its event loop now and then."""
-    from pokeralphd import proc
+    from pokeralphd import runpriority
 
-    lower = proc.lower_priority
+    lower = runpriority.lower_priority
 
     def held_up(pid: int, nice: int, *, group: bool = True) -> None:
         time.sleep(seconds)
         lower(pid, nice, group=group)
 
-    monkeypatch.setattr(proc, "lower_priority", held_up)
+    monkeypatch.setattr(runpriority, "lower_priority", held_up)
 
 
 async def priority_escapes(

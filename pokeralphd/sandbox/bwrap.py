@@ -4,12 +4,14 @@ bubblewrap can run here at all (:func:`probe`, cached).
 How it composes with :mod:`pokeralphd.proc`: ``spawn`` starts ``bwrap … -- COMMAND`` in a
 new session, so bwrap leads the run's process group. ``--die-with-parent`` gives bwrap
 itself the kernel's death signal (it dies with the daemon, even after a ``kill -9``: the
-death watch of :mod:`pokeralphd.deathwatch` is not needed) and kills what it runs when bwrap dies, and ``--unshare-pid`` makes
-the run a pid namespace whose every process ends with its first one, so a run leaves
-nothing behind to sweep (:attr:`.service.SandboxRun.contains`). Not ``--new-session``: its only use is to keep a process from pushing keystrokes into
-a controlling terminal (TIOCSTI), and ``spawn``'s ``setsid`` already leaves the run with
-none; a second ``setsid`` would take the command out of bwrap's process group, which
-``end_tree``'s ``killpg`` and the run's scope by group rely on.
+death watch of :mod:`pokeralphd.deathwatch` is not needed) and kills what it runs when
+bwrap dies, and ``--unshare-pid`` makes the run a pid namespace whose every process ends
+with its first one, so a run leaves nothing behind to sweep
+(:attr:`.service.SandboxRun.contains`). Not ``--new-session``: its only use is to keep a
+process from pushing keystrokes into a controlling terminal (TIOCSTI), and ``spawn``'s
+``setsid`` already leaves the run with none; a second ``setsid`` would take the command
+out of bwrap's process group, which ``end_tree``'s ``killpg``, the run's scope by group
+and the lowering of its priority while bwrap holds it rely on.
 
 Under ``allowlist`` the command is started through :mod:`.bridge` (the daemon's own
 interpreter, visible read-only), which listens on the run's loopback at
@@ -56,7 +58,7 @@ def bwrap_argv(
     whether a host path is there: a hidden file becomes /dev/null, a folder an empty
     read-only tmpfs, an absent one is skipped). ``hold``: the descriptors bwrap tells on
     once it has cloned the process that runs the command, and that process waits on before
-    it starts it (``--info-fd``, ``--block-fd``: :class:`pokeralphd.proc.Hold`)."""
+    it starts it (``--info-fd``, ``--block-fd``: :class:`pokeralphd.runpriority.Hold`)."""
     argv = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
     if hold is not None:
         argv += ["--info-fd", str(hold[0]), "--block-fd", str(hold[1])]

@@ -52,7 +52,8 @@ if TYPE_CHECKING:
     )
 
     from pokeralph_core.config.sandbox import SandboxConfig
-    from pokeralphd.proc import AgentScope, Hold
+    from pokeralphd.proc import AgentScope
+    from pokeralphd.runpriority import Hold
     from pokeralphd.sandbox.policy import SandboxPolicy
     from pokeralphd.sandbox.proxy import Decision, NetworkRequest
 
@@ -100,7 +101,7 @@ class SandboxRun:
     @property
     def holds(self) -> bool:
         """bubblewrap holds the command until the daemon has lowered the run's priority
-        (``--block-fd``): see :class:`~pokeralphd.proc.Hold`. Seatbelt cannot."""
+        (``--block-fd``): see :class:`~pokeralphd.runpriority.Hold`. Seatbelt cannot."""
         return self.contains
 
     def wrap(
