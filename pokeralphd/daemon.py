@@ -49,6 +49,7 @@ from pokeralphd.server.runsocket import RunSockets
 from pokeralphd.server.server import Server
 from pokeralphd.settings import DaemonSettings
 from pokeralphd.store.ledger import Ledger
+from pokeralphd.store.locks import LOCK_GRACE
 from pokeralphd.store.registry import RegistryStore
 from pokeralphd.store.repo_store import RepoStore
 from pokeralphd.web.service import WebService
@@ -148,7 +149,10 @@ class Daemon:
     # -- repositories
     def _build_repo(self, entry: RepoEntry) -> Repository:
         store = RepoStore(entry, self.bus, self.paths.user_config_file, self.paths.state_dir)
-        store.open()
+        # At start nothing is served yet: a dead predecessor's lock, still held by a child
+        # of it on its way to exec, is waited for. Once serving, a repository registered
+        # is not: the wait would block the event loop.
+        store.open(lock_grace=0 if self.ready.is_set() else LOCK_GRACE)
         if store.failure is not None:
             log.warning("repository %s unavailable: %s", entry.name, store.failure.message)
         inbox = self.inbox.attach(store)
@@ -288,7 +292,7 @@ class Daemon:
         self.bound = (
             BoundSocket(activated, self.paths.socket, activated=True)
             if activated is not None
-            else bind_socket(self.paths.socket)
+            else await anyio.to_thread.run_sync(bind_socket, self.paths.socket)
         )
         try:
             # Whatever a dead predecessor left running (agents, feedback loops) goes first.

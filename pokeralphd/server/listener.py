@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pokeralphd.store.locks import LOCK_GRACE, take_pid_lock
+from pokeralphd.store.locks import orphaned, take_pid_lock
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -192,8 +192,9 @@ def bind_socket(
     clock: Callable[[], float] = time.monotonic,
 ) -> BoundSocket:
     """Bind ``path`` as our socket (mode 0600 in a 0700 folder), or raise ListenerError.
-    ``sleep`` and ``clock`` are the seams the tests use (see
-    :func:`~pokeralphd.store.locks.take_pid_lock`)."""
+    Blocking (it may wait for a dead daemon's lock: see
+    :func:`~pokeralphd.store.locks.take_pid_lock`, whose seams ``sleep`` and ``clock``
+    are)."""
     if len(os.fsencode(path)) >= 104:
         raise ListenerError(f"socket path is too long for AF_UNIX ({len(str(path))} bytes): {path}")
     _ensure_private_dir(path.parent)
@@ -207,11 +208,7 @@ def bind_socket(
     if busy is not None:
         os.close(lock_fd)
         if busy.orphaned:
-            raise ListenerError(
-                f"{lock_path} is still locked {LOCK_GRACE:g} s after pid {busy.owner}, the "
-                "pokeralphd that locked it, ended: a process it started holds it; find it "
-                f"with `fuser -v {lock_path}` and end it"
-            )
+            raise ListenerError(orphaned(lock_path, busy.owner))
         named = f" (pid {busy.owner})" if busy.owner is not None else ""
         raise ListenerError(
             f"another pokeralphd{named} is already running on {path}; "

@@ -27,12 +27,14 @@ import contextlib
 import errno
 import fcntl
 import os
-import sys
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import psutil
+
 from pokeralph_core import safefs
+from pokeralph_core.proctree import ended
 from pokeralphd.errors import RepoLocked, StorageError
 
 if TYPE_CHECKING:
@@ -46,8 +48,8 @@ LOCK_POLL = 0.02  # seconds between tries meanwhile
 @dataclass(frozen=True, slots=True)
 class Busy:
     """Why :func:`take_pid_lock` did not take a lock: ``owner`` (the pid the file names,
-    None: none yet) runs, or, ``orphaned``, it ended and :data:`LOCK_GRACE` later
-    something it started still holds the lock."""
+    None: none yet) runs, or, ``orphaned``, it ended and, the grace over, something it
+    started still holds the lock (:func:`orphaned` says so)."""
 
     owner: int | None
     orphaned: bool = False
@@ -56,14 +58,15 @@ class Busy:
 def take_pid_lock(
     fd: int,
     *,
+    grace: float = LOCK_GRACE,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> Busy | None:
     """Take an exclusive ``flock`` on ``fd`` (a file holding its owner's pid) and write
     our pid into it: None. Or, without waiting, :class:`Busy` if the process it names
     runs or it names none (one is starting); if that process has ended, wait for the
-    lock, :data:`LOCK_GRACE` seconds at most. ``sleep`` and ``clock`` are the tests'
-    seams. OSError for what ``flock`` refuses otherwise."""
+    lock, ``grace`` seconds at most. Blocking: not on an event loop that serves. ``sleep``
+    and ``clock`` are the tests' seams. OSError for what ``flock`` refuses otherwise."""
     deadline: float | None = None
     while True:
         try:
@@ -77,8 +80,8 @@ def take_pid_lock(
             return Busy(owner)
         now = clock()
         if deadline is None:
-            deadline = now + LOCK_GRACE
-        elif now >= deadline:
+            deadline = now + grace
+        if now >= deadline:
             return Busy(owner, orphaned=True)
         sleep(LOCK_POLL)
     # at once: whoever tries meanwhile must read who holds it, not who held it
@@ -99,18 +102,18 @@ def lock_owner(fd: int) -> int | None:
 def runs(pid: int) -> bool:
     """Whether ``pid`` runs (a zombie, ended but not yet reaped, does not)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return not ended(psutil.Process(pid))
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
-        return True
-    if sys.platform.startswith("linux"):
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as stat:
-                return stat.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
-        except (OSError, IndexError):
-            return False
-    return True
+
+
+def orphaned(lock_path: Path, owner: int | None) -> str:
+    """What to say of a lock still held after the pokeralphd it names has ended."""
+    return (
+        f"{lock_path} is still locked though pid {owner}, the pokeralphd that locked it, "
+        f"has ended: a process it started holds it; find it with `fuser -v {lock_path}` "
+        "and end it"
+    )
 
 
 class RepoLock:
@@ -130,9 +133,9 @@ class RepoLock:
     def held(self) -> bool:
         return self._fd is not None
 
-    def acquire(self) -> None:
+    def acquire(self, grace: float = LOCK_GRACE) -> None:
         """Take the lock or raise :class:`RepoLocked` naming the holder's pid (waiting
-        for a dead daemon's lock: :func:`take_pid_lock`)."""
+        ``grace`` seconds at most for a dead daemon's lock: :func:`take_pid_lock`)."""
         if self._fd is not None:
             return
         try:
@@ -142,7 +145,7 @@ class RepoLock:
                 f"cannot open {self.path}: {exc.strerror}", file=str(self.path)
             ) from exc
         try:
-            busy = take_pid_lock(fd, sleep=self._sleep, clock=self._clock)
+            busy = take_pid_lock(fd, grace=grace, sleep=self._sleep, clock=self._clock)
         except OSError as exc:
             os.close(fd)
             raise StorageError(
@@ -151,18 +154,12 @@ class RepoLock:
         if busy is not None:
             os.close(fd)
             repo = self.path.parent.parent
-            holder = busy.owner if busy.owner is not None else "?"
-            if busy.orphaned:
-                message = (
-                    f"{self.path} is still locked {LOCK_GRACE:g} s after pid {holder}, the "
-                    "pokeralphd that locked it, ended: a process it started holds it; find "
-                    f"it with `fuser -v {self.path}` and end it"
-                )
-            else:
-                message = (
-                    f"{repo} is held by another pokeralphd (pid {holder}); "
-                    "unregister it there or stop that daemon"
-                )
+            message = (
+                orphaned(self.path, busy.owner)
+                if busy.orphaned
+                else f"{repo} is held by another pokeralphd (pid {busy.owner or '?'}); "
+                "unregister it there or stop that daemon"
+            )
             raise RepoLocked(message, pid=busy.owner, path=str(repo))
         self._fd = fd
 

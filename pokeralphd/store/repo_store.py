@@ -31,7 +31,7 @@ from pokeralphd.store import config_views, config_writes, local_defaults
 from pokeralphd.store.commit import DocumentFile, Signature, signature_of
 from pokeralphd.store.filemanager import HISTORY_KIND, PRD_KIND, PROGRESS_KIND, FileManager
 from pokeralphd.store.history_body import HistoryBodies
-from pokeralphd.store.locks import RepoLock
+from pokeralphd.store.locks import LOCK_GRACE, RepoLock
 from pokeralphd.store.rules import USAGE_FILE, EffectiveRule, Rules, RuleStore
 from pokeralphd.validation import validated
 
@@ -79,13 +79,14 @@ class RepoStore:
         )
 
     # -- plumbing
-    def open(self) -> None:
+    def open(self, lock_grace: float = LOCK_GRACE) -> None:
         """Take the repository's lock and create ``.pokeralph/``; on failure, say why in
-        :attr:`failure` (the repository stays registered but unusable)."""
+        :attr:`failure` (the repository stays registered but unusable). ``lock_grace``:
+        how long a dead daemon's lock may be waited for (:meth:`RepoLock.acquire`)."""
         try:
             if not self.path.is_dir():
                 raise RepoNotFound(f"{self.path} no longer exists", path=str(self.path))
-            self.lock.acquire()
+            self.lock.acquire(lock_grace)
             self.files.init()
         except PokeralphError as exc:
             self.failure = exc

@@ -8,6 +8,7 @@ import os
 import shutil
 import socket
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -362,3 +363,23 @@ def test_a_live_daemons_lock_is_refused_at_once_and_a_stuck_one_after_a_while(
         let_go(holder)
     assert f"pid {dead}" in str(info.value) and "fuser" in str(info.value)
     assert now[0] >= LOCK_GRACE
+
+
+def test_a_serving_daemon_refuses_a_dead_daemons_held_repository_without_waiting(
+    daemon: DaemonProcess, repo: Path
+) -> None:
+    """Once it serves, the daemon does not wait for such a lock (that wait would block its
+    event loop): registering says at once who held it and how to find what holds it."""
+    lock = repo / ".pokeralph" / "daemon.lock"
+    lock.parent.mkdir()
+    gone = dead_pid()
+    holder = lock_holder(lock, gone)
+    try:
+        started = time.monotonic()
+        with pytest.raises(RequestFailed) as info:
+            daemon.call("repo.register", {"path": str(repo)})
+        assert time.monotonic() - started < LOCK_GRACE
+    finally:
+        let_go(holder)
+    assert f"pid {gone}" in info.value.message and "fuser" in info.value.message
+    assert daemon.call("repo.list") == []
