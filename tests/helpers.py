@@ -98,8 +98,9 @@ FORK_STORM = (
 )
 
 
-def group_nices(group: int) -> list[tuple[int, int]]:
-    """(pid, nice) of every process in process group ``group``, read from /proc."""
+def group_processes(group: int) -> list[tuple[int, str, int]]:
+    """(pid, state letter, nice) of every process in process group ``group``, from /proc
+    (zombies included: state ``Z``)."""
     found = []
     mine = str(group).encode()
     for entry in os.scandir("/proc"):
@@ -111,7 +112,7 @@ def group_nices(group: int) -> list[tuple[int, int]]:
         except OSError:  # gone meanwhile
             continue
         if fields[2] == mine:
-            found.append((int(entry.name), int(fields[16])))
+            found.append((int(entry.name), fields[0].decode(), int(fields[16])))
     return found
 
 
@@ -149,7 +150,7 @@ async def priority_escapes(
             while said.count(b"forked\n") < 6:
                 said += await process.stdout.receive()
             os.killpg(group, signal.SIGSTOP)
-            escaped += [m for m in group_nices(group) if m[1] != expected]
+            escaped += [(p, nice) for p, _, nice in group_processes(group) if nice != expected]
         finally:
             os.killpg(group, signal.SIGKILL)
             await reap(process)

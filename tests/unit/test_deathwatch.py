@@ -15,11 +15,10 @@ import sys
 import textwrap
 from pathlib import Path
 
-import psutil
 import pytest
 
 from pokeralphd.deathwatch import STARTS_MAX, DeathWatch
-from tests.helpers import wait_until
+from tests.helpers import group_processes, pid_alive, wait_until
 
 SLEEP_GROUP = ["/bin/sh", "-c", "sleep 300 & sleep 300 & wait"]
 
@@ -60,23 +59,9 @@ OWNER = textwrap.dedent(
 )
 
 
-def _group(pgid: int) -> list[psutil.Process]:
-    found = []
-    for proc in psutil.process_iter(["pid"]):
-        try:
-            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
-        except (ProcessLookupError, psutil.Error):
-            continue
-    return found
-
-
-def _gone(pid: int) -> bool:
-    """Ended (a zombie is: the init that reaps it may take its time)."""
-    try:
-        return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
-    except psutil.NoSuchProcess:
-        return True
+def _group(pgid: int) -> list[int]:
+    """The processes of group ``pgid`` that have not ended."""
+    return [pid for pid, state, _ in group_processes(pgid) if state != "Z"]
 
 
 def _run_owner(mode: str) -> tuple[list[int], int, int | None]:
@@ -111,12 +96,12 @@ def test_the_groups_listed_die_with_their_owner_and_no_other(mode: str) -> None:
     stopped cleanly)."""
     groups, watch, forked = _run_owner(mode)
     try:
-        wait_until(lambda: _gone(watch), what="the watch gone")
+        wait_until(lambda: not pid_alive(watch), what="the watch gone")
         watched = [] if mode == "exit" else [groups[0], *groups[3:]]
         wait_until(lambda: not any(_group(g) for g in watched), what="the watched groups ended")
         alive = [g for g in groups if g not in watched]
         assert all(len(_group(g)) == 3 for g in alive)
-        assert forked is None or not _gone(forked)  # the watch did not wait for it
+        assert forked is None or pid_alive(forked)  # the watch did not wait for it
     finally:
         if forked is not None:
             os.kill(forked, signal.SIGKILL)  # re-parented: init reaps it
@@ -143,7 +128,7 @@ def test_a_watch_that_keeps_dying_is_given_up(caplog: pytest.LogCaptureFixture) 
         pid = watch.pid  # None: it died as it was told the groups, retired
         if pid is not None:
             seen.add(pid)
-            wait_until(lambda: _gone(pid), what="the watch to exit")  # noqa: B023
+            wait_until(lambda: not pid_alive(pid), what="the watch to exit")  # noqa: B023
     # some died before they were seen: as they were told the groups, or just after
     assert given_up() and len(seen) <= STARTS_MAX
     watch.watch(999)
