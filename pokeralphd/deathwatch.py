@@ -10,7 +10,7 @@ A daemon that stopped cleanly has ended its runs and listed none.
 Why not ``setpriv --pdeathsig``: it costs an exec per run (0.9 ms, twice an iteration),
 kills only the run's first process (what it started lived on until the next daemon's
 sweep), and a run's priority could not be set without a second exec (``nice``: see
-:func:`pokeralphd.proc.spawn`). A run in bubblewrap needs neither: it dies with its
+:mod:`pokeralphd.runpriority`). A run in bubblewrap needs neither: it dies with its
 parent by itself (``--die-with-parent``) and its pid namespace with it.
 
 A process that left its run's group (``setsid``) is not the watch's: the next daemon's
@@ -156,6 +156,9 @@ class DeathWatch:
                 process.kill()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(1)
+        self._drop_pipe()
+
+    def _drop_pipe(self) -> None:
         if self._fd is not None:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
@@ -168,10 +171,7 @@ class DeathWatch:
         self._groups.clear()
         self._process = None
         self._pending = bytearray()
-        if self._fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(self._fd)
-            self._fd = None
+        self._drop_pipe()
 
 
 def _after_fork() -> None:
