@@ -150,7 +150,9 @@ async def priority_escapes(
             while said.count(b"forked\n") < 6:
                 said += await process.stdout.receive()
             os.killpg(group, signal.SIGSTOP)
-            escaped += [(p, nice) for p, _, nice in group_processes(group) if nice != expected]
+            escaped += [
+                (p, theirs) for p, _, theirs in group_processes(group) if theirs != expected
+            ]
         finally:
             os.killpg(group, signal.SIGKILL)
             await reap(process)

@@ -144,9 +144,10 @@ def run(table: Table, runs: int = 40, requests: int = 300) -> None:
 
 def _daemon_runs(table: Table, tree: Path, home: Path, runs: int) -> None:
     """A run as the daemon starts and ends one (``proc.spawn``, a token, the end of its
-    leftovers): bare (through nice, swept by token), and with the whole per-run sandbox
-    of an iteration (its policy, its own socket served, its proxy under allowlist, bwrap
-    and the bridge; no nice or sweep: bwrap's pid namespace ends with it), opened and
+    leftovers): bare (the death watch's while it runs, swept by token), and with the whole
+    per-run sandbox of an iteration (its policy, its own socket served, its proxy under
+    allowlist, bwrap and the bridge; no death watch or sweep: bwrap's pid namespace ends
+    with it), opened and
     closed each time."""
     sockets = short_tmpdir("prbr")
     owner = ProcessOwner.anonymous()

@@ -566,8 +566,8 @@ def test_kill_9_during_a_feedback_loop_leaves_nothing_running(home: Path, repo: 
 def test_kill_9_during_a_confined_feedback_loop_leaves_nothing_running(
     home: Path, repo: Path
 ) -> None:
-    """Under the sandbox no ``setpriv`` wraps the run: bubblewrap dies with the daemon by
-    itself (``--die-with-parent``) and its pid namespace ends with it, a process that
+    """Under the sandbox the death watch has no part in the run: bubblewrap dies with the
+    daemon by itself (``--die-with-parent``) and its pid namespace ends with it, a process that
     left the loop's session included. No second daemon is started: nothing sweeps."""
     var, value = "POKERALPH_TEST_MARK", f"confined-{time.monotonic_ns()}"
     tag = f"env {var}={value}"

@@ -1,8 +1,9 @@
 """The daemon's sandbox service and ``proc.spawn``: a confined run stays owned.
 
-bubblewrap is started as it is (it dies with the daemon by itself: no ``setpriv``), so it
-leads the run's process group; the run's token and the owner's mark reach every process inside; ``end_tree`` ends the
-whole tree; and a run's socket and proxy are gone when the run is.
+bubblewrap is started as it is (it dies with the daemon by itself, and holds the command
+while its group is lowered: no ``nice``, ``setpriv`` or death watch), so it leads the run's
+process group; the run's token and the owner's mark reach every process inside;
+``end_tree`` ends the whole tree; and a run's socket and proxy are gone when the run is.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ async def test_a_confined_run_is_owned_and_its_tree_ends_with_it(home: Path) -> 
             assert process.stdout is not None
             assert (await process.stdout.receive()).strip() == b"started"
             leader = psutil.Process(process.pid)
-            assert leader.name() == "bwrap" and box.contains  # no setpriv around it
+            assert leader.name() == "bwrap" and box.contains  # nothing around it
             assert os.getpgid(process.pid) == process.pid  # bwrap leads the group
 
             def sleeping() -> list[psutil.Process]:

@@ -29,7 +29,7 @@ SLEEP_GROUP = ["/bin/sh", "-c", "sleep 300 & sleep 300 & wait"]
 OWNER = textwrap.dedent(
     """
     import os, signal, subprocess, sys
-    from pokeralphd.deathwatch import STARTS_MAX, DeathWatch
+    from pokeralphd.deathwatch import DeathWatch
     argv, mode = {argv!r}, {mode!r}
     watch = DeathWatch()
     groups = [subprocess.Popen(argv, start_new_session=True).pid for _ in range(3)]

@@ -170,12 +170,11 @@ async def test_a_runs_processes_run_below_the_daemon(tmp_path: Path) -> None:
 async def test_an_unconfined_run_forking_at_once_runs_below_the_daemon_too(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Unconfined (nothing holds the command: ``setpriv`` only), a run's group is lowered
-    as it starts and again once it is first heard from, so a child whose fork was under
-    way as the group was first lowered, and joined it after, is lowered the second time.
-    With the daemon held up 30 ms after the start, the storm's sleeps kept the daemon's
-    priority in every run of this test before the second lowering. What is left: a
-    process that escaped the first walk and was itself forking during the second."""
+    """Unconfined (nothing holds the command), a run starts through ``nice -n``, so every
+    process of it inherits the lower priority from its first instant. Lowered by a walk
+    of its group once it ran, a child whose fork was under way during the walk kept the
+    daemon's priority: with the daemon held up 30 ms after the start, as a busy machine
+    holds it up, the storm's sleeps escaped in every run of this test before the fix."""
     hold_up_lowering(monkeypatch, 0.03)
     owner = dataclasses.replace(ProcessOwner.anonymous(), nice=7)
 
