@@ -143,13 +143,9 @@ class DeathWatch:
                 return
             del self._pending[:sent]
 
-    def close(self) -> None:
-        """Retire the watch, its groups no longer watched (the next line starts another
-        with them). It is killed first: at the end of its input it would kill them."""
-        with self._lock:
-            self._retire()
-
     def _retire(self) -> None:
+        """Kill the watch (at the end of its input it would kill the groups listed) and
+        drop the pipe; the groups stay listed for the next one."""
         process, self._process = self._process, None
         if process is not None:
             if process.poll() is None:

@@ -369,9 +369,11 @@ async def spawn(
         if confine is not None:
             argv, full_env = confine.wrap(argv, full_env, cwd, priority.hold)
         argv = priority.command(argv)
-        watched = not contained(confine) and childproc.usable()
-        if not contained(confine) and not watched:
-            argv = _with_death_signal(argv)
+        watched = False  # a contained run dies with the daemon by itself
+        if not contained(confine):
+            watched = childproc.usable()  # childproc tells the watch of the reaping
+            if not watched:
+                argv = _with_death_signal(argv)
         process = await _start(argv, cwd, full_env, stdin, stderr, owner, priority, watched)
     except BaseException:
         priority.close()

@@ -135,7 +135,6 @@ def test_a_watch_that_keeps_dying_is_given_up(caplog: pytest.LogCaptureFixture) 
     assert watch.pid is None  # nothing more is started
     [said] = [r.getMessage() for r in caplog.records if "death watch died" in r.getMessage()]
     assert f"died {STARTS_MAX} times" in said
-    watch.close()
 
 
 def test_a_missing_shell_is_said_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
